@@ -1,0 +1,1 @@
+"""Dataset download, verification and parsing (bAbI: `nlpbench.data.fetch`, `nlpbench.data.babi`)."""

@@ -1,0 +1,307 @@
+"""Fetch the bAbI archive (mirror directory or official URL), verify every file, unpack atomically."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+import shutil
+import tarfile
+import tempfile
+import urllib.error
+import urllib.request
+import warnings
+import zlib
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path, PurePosixPath
+from typing import IO
+
+from nlpbench.io import atomic_path, read_json, write_json
+
+MIRROR_ENV = "NLPBENCH_MIRROR"
+
+BABI_URL = "https://dl.fbaipublicfiles.com/babi/tasks_1-20_v1-2.tar.gz"
+BABI_TOP = "tasks_1-20_v1-2"
+BABI_ARCHIVE_NAME = "tasks_1-20_v1-2.tar.gz"
+# Official tarball: size 15,719,851 bytes; sha256 as recorded by Hugging Face `datasets`
+# (datasets/babi_qa/dataset_infos.json) for the thespermwhale.com copy of the same file.
+# Advisory only: every member is verified against babi_manifest.tsv anyway.
+BABI_OFFICIAL_SHA256 = "0364ebde659f14d11bc21744516c5ec49d3d06cb692733f66680771244998898"
+# Files inside a mirror directory.
+BABI_MIRROR_PARTIAL = "babi/tasks_1-20_v1-2.partial.tar.gz"
+BABI_MIRROR_PARTIAL_SHA256 = "f9bd227a2ecfb89fa9732659a407ec7bb3d42cb21e66cf493664c5067621c7ee"
+BABI_MIRROR_FULL = "babi/tasks_1-20_v1-2.tar.gz"
+# The only files the partial mirror archive is allowed to lack (each about 5 MB).
+BABI_MIRROR_GAPS = frozenset(
+    f"{variant}/qa3_three-supporting-facts_train.txt" for variant in ("en-10k", "hn-10k", "shuffled-10k")
+)
+STATUS_FILE = "STATUS.json"
+_CHUNK = 1 << 20
+
+
+class FetchError(RuntimeError):
+    """A dataset could not be obtained or is not what it should be."""
+
+
+class ChecksumError(FetchError):
+    """A file's checksum differs from the recorded one."""
+
+
+class DownloadError(FetchError):
+    """A download failed (no network, bad URL, server error)."""
+
+
+class UnsafeArchiveError(FetchError):
+    """An archive member would be written outside the target folder, or is not a plain file."""
+
+
+class IncompleteArchiveError(FetchError):
+    """An archive lacks files that every known source of the dataset has."""
+
+
+@dataclass(frozen=True)
+class ManifestEntry:
+    """Expected checksums of one file; `sha256` is empty when only the git blob SHA-1 is known."""
+
+    path: str
+    sha256: str
+    git_sha1: str
+
+
+def resolve_mirror(explicit: str | os.PathLike | None = None) -> Path | None:
+    """The mirror directory: `explicit`, else $NLPBENCH_MIRROR, else None."""
+    if explicit is not None and str(explicit) != "":
+        return Path(explicit)
+    env = os.environ.get(MIRROR_ENV, "")
+    return Path(env) if env else None
+
+
+def _hash_stream(stream: IO[bytes], size: int, sinks: tuple[IO[bytes], ...] = ()) -> tuple[str, str]:
+    """(sha256, git blob sha1) of `size` bytes read from `stream`, copying them to `sinks`."""
+    sha256 = hashlib.sha256()
+    sha1 = hashlib.sha1(b"blob %d\0" % size)
+    while chunk := stream.read(_CHUNK):
+        sha256.update(chunk)
+        sha1.update(chunk)
+        for sink in sinks:
+            sink.write(chunk)
+    return sha256.hexdigest(), sha1.hexdigest()
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    """Hex sha256 of a file's bytes."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def git_blob_sha1(path: str | os.PathLike) -> str:
+    """What `git hash-object FILE` prints: sha1 of b"blob <size>\\0" + the file's bytes."""
+    with open(path, "rb") as f:
+        return _hash_stream(f, os.fstat(f.fileno()).st_size)[1]
+
+
+def download(url: str, dest: str | os.PathLike, sha256: str | None = None, timeout: float = 60.0) -> Path:
+    """Download `url` to `dest` through a temporary file beside it; verify `sha256` before renaming."""
+    dest = Path(dest)
+    with atomic_path(dest) as tmp:
+        try:
+            with urllib.request.urlopen(url, timeout=timeout) as response, open(tmp, "wb") as out:
+                digest = hashlib.sha256()
+                while chunk := response.read(_CHUNK):
+                    digest.update(chunk)
+                    out.write(chunk)
+        except (urllib.error.URLError, OSError, ValueError) as e:
+            raise DownloadError(f"could not download {url} to {dest}: {e}") from e
+        actual = digest.hexdigest()
+        if sha256 is not None and actual != sha256.lower():
+            raise ChecksumError(
+                f"{dest}: sha256 mismatch for the download of {url}: expected {sha256}, got {actual}. "
+                "The download was deleted; retry, or put a verified copy in a mirror directory "
+                f"(${MIRROR_ENV})."
+            )
+    return dest
+
+
+def load_babi_manifest(path: str | os.PathLike | None = None) -> dict[str, ManifestEntry]:
+    """Read babi_manifest.tsv (package data unless `path` is given): relative path -> ManifestEntry."""
+    if path is None:
+        text = resources.files("nlpbench.data").joinpath("babi_manifest.tsv").read_text(encoding="utf-8")
+        where = "nlpbench/data/babi_manifest.tsv"
+    else:
+        text = Path(path).read_text(encoding="utf-8")
+        where = str(path)
+    entries: dict[str, ManifestEntry] = {}
+    header_seen = False
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        fields = line.split("\t")
+        if not header_seen:
+            if fields != ["path", "sha256", "git_sha1"]:
+                raise ValueError(f"{where}:{lineno}: expected the header 'path<TAB>sha256<TAB>git_sha1': {line!r}")
+            header_seen = True
+            continue
+        if len(fields) != 3:
+            raise ValueError(f"{where}:{lineno}: expected 3 tab-separated fields, got {len(fields)}: {line!r}")
+        rel, sha256, sha1 = fields
+        if not _is_hex(sha256, 64, allow_empty=True) or not _is_hex(sha1, 40, allow_empty=True) or not sha256 + sha1:
+            raise ValueError(f"{where}:{lineno}: bad checksum(s) for {rel!r} (need sha256 and/or git_sha1): {line!r}")
+        if rel in entries:
+            raise ValueError(f"{where}:{lineno}: duplicate path {rel!r}")
+        entries[rel] = ManifestEntry(rel, sha256.lower(), sha1.lower())
+    if not entries:
+        raise ValueError(f"{where}: no entries")
+    return entries
+
+
+def _is_hex(value: str, length: int, allow_empty: bool) -> bool:
+    if value == "":
+        return allow_empty
+    return len(value) == length and all(c in "0123456789abcdefABCDEF" for c in value)
+
+
+def _read_status(out_dir: Path) -> dict | None:
+    """The STATUS.json of a complete preparation in `out_dir`, or None if `out_dir` does not exist."""
+    if not out_dir.exists():
+        return None
+    status_path = out_dir / STATUS_FILE
+    if not status_path.is_file():
+        raise FetchError(
+            f"{out_dir} exists but has no {STATUS_FILE}, so it is not a finished bAbI preparation; "
+            "remove it and run again"
+        )
+    status = read_json(status_path)
+    if not isinstance(status, dict) or not {"source", "archive_sha256", "present", "missing"} <= status.keys():
+        raise FetchError(f"{status_path}: not a bAbI status file (needs source, archive_sha256, present, missing)")
+    for rel in status["present"]:
+        if not (out_dir / rel).is_file():
+            raise FetchError(f"{out_dir}: {rel} is listed as present in {STATUS_FILE} but missing; remove {out_dir}")
+    return status
+
+
+def _locate_archive(out_dir: Path, mirror: Path | None, url: str) -> tuple[Path, str, str | None]:
+    """(archive path, source description, required sha256 or None); downloads when no mirror has it."""
+    if mirror is not None:
+        if not mirror.is_dir():
+            raise FetchError(f"mirror directory {mirror} (argument or ${MIRROR_ENV}) does not exist")
+        # A complete official copy beats the partial one.
+        if (mirror / BABI_MIRROR_FULL).is_file():
+            return mirror / BABI_MIRROR_FULL, str(mirror / BABI_MIRROR_FULL), None
+        if (mirror / BABI_MIRROR_PARTIAL).is_file():
+            path = mirror / BABI_MIRROR_PARTIAL
+            return path, str(path), BABI_MIRROR_PARTIAL_SHA256
+    dest = out_dir.parent / "downloads" / BABI_ARCHIVE_NAME
+    if not dest.is_file():
+        try:
+            download(url, dest)
+        except DownloadError as e:
+            where = f"mirror {mirror} has neither {BABI_MIRROR_PARTIAL} nor {BABI_MIRROR_FULL}" if mirror else "no mirror"
+            raise DownloadError(
+                f"cannot get the bAbI archive: {where}, and downloading {url} failed ({e}). "
+                f"Connect to the network, or set ${MIRROR_ENV} (or pass mirror=) to a directory "
+                f"containing {BABI_MIRROR_PARTIAL}."
+            ) from e
+    return dest, url, None
+
+
+def _member_rel(name: str, archive: Path) -> str | None:
+    """Path of a member relative to the archive's top folder; None if outside it; raise if unsafe."""
+    posix = PurePosixPath(name)
+    if posix.is_absolute() or ".." in posix.parts or "\\" in name or (name[1:2] == ":"):
+        raise UnsafeArchiveError(f"{archive}: refusing unsafe member name {name!r} (absolute or '..')")
+    parts = [p for p in posix.parts if p != "."]
+    if len(parts) < 2 or parts[0] != BABI_TOP:
+        return None
+    return "/".join(parts[1:])
+
+
+def _extract_verified(archive: Path, dest: Path, manifest: dict[str, ManifestEntry]) -> list[str]:
+    """Unpack the manifest's files from `archive` into `dest`, verifying each; return their paths."""
+    present: set[str] = set()
+    try:
+        with tarfile.open(archive, "r:*") as tar:
+            for member in tar:
+                rel = _member_rel(member.name, archive)
+                if rel is None or rel not in manifest:
+                    continue  # README-like extras, en-valid*/, directories
+                if not member.isfile():
+                    raise UnsafeArchiveError(f"{archive}: member {member.name} should be a regular file")
+                target = dest / rel
+                target.parent.mkdir(parents=True, exist_ok=True)
+                source = tar.extractfile(member)
+                assert source is not None  # regular files always have data
+                with source, open(target, "wb") as out:
+                    sha256, sha1 = _hash_stream(source, member.size, (out,))
+                _verify_member(archive, member.name, manifest[rel], sha256, sha1)
+                present.add(rel)
+    except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as e:
+        raise FetchError(f"{archive}: cannot read the archive ({e}); delete it and fetch it again") from e
+    return sorted(present)
+
+
+def _verify_member(archive: Path, name: str, entry: ManifestEntry, sha256: str, sha1: str) -> None:
+    if entry.sha256:
+        kind, expected, actual = "sha256", entry.sha256, sha256
+    else:
+        kind, expected, actual = "git blob sha1", entry.git_sha1, sha1
+    if actual != expected:
+        raise ChecksumError(
+            f"{archive}: member {name} fails verification: expected {kind} {expected}, got {actual} "
+            "(from nlpbench/data/babi_manifest.tsv). The archive is corrupt or not the official bAbI v1.2 "
+            "release; delete it and fetch it again."
+        )
+
+
+def prepare_babi(out_dir: str | os.PathLike, mirror: str | os.PathLike | None = None, *, url: str = BABI_URL) -> dict:
+    """Make `out_dir/<variant>/qaN_<name>_<split>.txt` from a mirror or the official URL; return STATUS.json.
+
+    `out_dir` appears atomically and complete, or not at all. A finished `out_dir` is returned as is.
+    """
+    out_dir = Path(out_dir)
+    status = _read_status(out_dir)
+    if status is not None:
+        return status
+    manifest = load_babi_manifest()
+    archive, source, required_sha = _locate_archive(out_dir, resolve_mirror(mirror), url)
+    archive_sha = sha256_file(archive)
+    if required_sha is not None and archive_sha != required_sha:
+        raise ChecksumError(
+            f"{archive}: sha256 mismatch: expected {required_sha}, got {archive_sha}. "
+            "The mirror copy is damaged or replaced; restore it or point $NLPBENCH_MIRROR elsewhere."
+        )
+    if required_sha is None and archive_sha != BABI_OFFICIAL_SHA256:
+        warnings.warn(
+            f"{archive}: sha256 {archive_sha} differs from the recorded official {BABI_OFFICIAL_SHA256}; "
+            "relying on the per-file checksums of babi_manifest.tsv",
+            stacklevel=2,
+        )
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".partial", dir=out_dir.parent))
+    try:
+        present = _extract_verified(archive, tmp, manifest)
+        missing = sorted(set(manifest) - set(present))
+        unexpected = [rel for rel in missing if rel not in BABI_MIRROR_GAPS]
+        if unexpected:
+            raise IncompleteArchiveError(
+                f"{archive}: lacks {len(unexpected)} bAbI file(s) that the official archive has, e.g. "
+                f"{', '.join(unexpected[:5])}; use the official archive ({BABI_URL})"
+            )
+        status = {"source": source, "archive_sha256": archive_sha, "present": present, "missing": missing}
+        write_json(tmp / STATUS_FILE, status)
+        (tmp / STATUS_FILE).chmod(0o644)
+        tmp.chmod(0o755)  # mkdtemp makes it private
+        try:
+            os.rename(tmp, out_dir)
+        except OSError:
+            if out_dir.exists():  # another process finished first
+                shutil.rmtree(tmp, ignore_errors=True)
+                return _read_status(out_dir) or status
+            raise
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return status

@@ -1,0 +1,257 @@
+"""Training and MC-sampled evaluation of MemN2N / t-MEM-NN, many runs in one vectorised pass.
+
+Spec seed-000-002 §4.1: Adagrad, eta = 0.01 halved every 25 epochs, 100 epochs, batch size 32, 900/100
+train/validation split, N(0, 0.1^2) initialisation; t-MEM-NN trains on one MC sample from the escort
+(eqs. 60-62) and predicts with the average over S samples (§6.3.3). Each run keeps its own generators, data
+order, optimiser state and clipping, so a run trained in a group gives the numbers it gives alone.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+from torch.nn import functional as F
+
+from . import io
+from .memnet_data import TaskTensors, gather, stack_split
+from .models.memnet import MemNet, MemNetConfig
+
+PURPOSES = {"init": 0, "data": 1, "noise": 2, "eval": 3}
+
+
+@dataclass
+class Run:
+    run_id: str
+    data_index: int     # which TaskTensors of the group this run trains on
+    seed: int
+
+
+@dataclass
+class TrainConfig:
+    epochs: int = 100
+    batch_size: int = 32
+    lr: float = 0.01
+    lr_halve_every: int = 25
+    adagrad_initial_accumulator: float = 0.1
+    clip_norm: float | None = 40.0
+    grad_noise_std: float = 0.0
+    checkpoint_every: int = 10
+    loss_reduction: str = "sum"    # "sum" over the minibatch (as the reference code) or "mean"
+
+
+@dataclass
+class BayesConfig:
+    prior_dof: float = 100.0
+    learn_prior_dof: bool = False
+    train_samples: int = 1
+    test_samples: tuple[int, ...] = (1, 10)
+    test_sampling: str = "posterior"     # "posterior" (q, §6.3.3) or "escort" (q~, as in training)
+    divergence_weight: float = 1.0       # multiplies sum_Theta D_t / N_train (reading A-4)
+
+
+def generator(seed: int, purpose: str, device) -> torch.Generator:
+    return torch.Generator(device=device).manual_seed(seed * 1000 + PURPOSES[purpose])
+
+
+def learning_rate(cfg: TrainConfig, epoch: int) -> float:
+    """eta halved every `lr_halve_every` epochs: epochs 1-25 use 0.01, 26-50 0.005, ..."""
+    return cfg.lr * 0.5 ** ((epoch - 1) // cfg.lr_halve_every)
+
+
+def clip_per_run(params, max_norm: float) -> None:
+    """Per-tensor gradient-norm clipping, done separately for each run (leading axis K)."""
+    for p in params:
+        if p.grad is None:
+            continue
+        g = p.grad
+        norms = g.reshape(g.shape[0], -1).norm(dim=1)
+        factor = (max_norm / (norms + 1e-6)).clamp(max=1.0)
+        g.mul_(factor.view((-1,) + (1,) * (g.dim() - 1)))
+
+
+class GroupTrainer:
+    """Trains K runs of one model configuration together."""
+
+    def __init__(self, runs: list[Run], datasets: list[TaskTensors], model_cfg: MemNetConfig,
+                 train_cfg: TrainConfig, bayes_cfg: BayesConfig | None, device="cpu",
+                 log: Callable[[str], None] = print):
+        self.runs, self.datasets, self.device, self.log = runs, datasets, torch.device(device), log
+        self.tcfg, self.bcfg = train_cfg, bayes_cfg
+        self.data_of_run = torch.tensor([r.data_index for r in runs], device=self.device)
+        self.split = {s: stack_split(datasets, s, self.device) for s in ("train", "val", "test")}
+        sizes = {int(self.split["train"]["size"][r.data_index]) for r in runs}
+        if len(sizes) != 1:
+            raise ValueError(f"runs trained together need equal training-set sizes, got {sorted(sizes)}")
+        self.n_train = sizes.pop()
+        self.gens = {p: [generator(r.seed, p, "cpu" if p in ("init", "data") else self.device) for r in runs]
+                     for p in PURPOSES}
+        n_words = max(d.n_words for d in datasets)
+        self.model_cfg = MemNetConfig(**{**model_cfg.__dict__, "n_words": n_words})
+        vocab_sizes = [datasets[r.data_index].n_words for r in runs]
+        self.model = MemNet(self.model_cfg, vocab_sizes, self.gens["init"]).to(self.device)
+        params = list(self.model.parameters())
+        K = len(runs)
+        self.prior_log_nu = None
+        if self.model_cfg.bayesian:
+            self.prior_log_nu = torch.nn.Parameter(torch.full((K,), math.log(bayes_cfg.prior_dof), device=self.device),
+                                                   requires_grad=bayes_cfg.learn_prior_dof)
+            if bayes_cfg.learn_prior_dof:
+                params.append(self.prior_log_nu)
+        self.params = params
+        self.opt = torch.optim.Adagrad(params, lr=train_cfg.lr,
+                                       initial_accumulator_value=train_cfg.adagrad_initial_accumulator)
+        self.epoch = 0
+        self.history: list[dict] = []
+
+    # -- state for resuming ------------------------------------------------------------------------------
+    def state(self) -> dict:
+        return {"epoch": self.epoch, "model": self.model.state_dict(), "opt": self.opt.state_dict(),
+                "prior_log_nu": self.prior_log_nu, "history": self.history,
+                "gens": {p: [g.get_state() for g in gs] for p, gs in self.gens.items()}}
+
+    def load_state(self, state: dict) -> None:
+        self.epoch = state["epoch"]
+        self.model.load_state_dict(state["model"])
+        self.opt.load_state_dict(state["opt"])
+        if self.prior_log_nu is not None:
+            self.prior_log_nu.data.copy_(state["prior_log_nu"].data)
+        self.history = state["history"]
+        for p, gs in self.gens.items():
+            for g, s in zip(gs, state["gens"][p]):
+                g.set_state(s)
+
+    # -- training ----------------------------------------------------------------------------------------
+    def loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-run objective (K,): mean cross-entropy + sum_Theta D_t(q||p) / N (eqs. 54-55, reading A-4)."""
+        bayes = self.model_cfg.bayesian
+        weights = self.model.draw(self.gens["noise"], "escort" if bayes else "mean")  # one MC sample
+        logits = self.model(batch, weights)
+        K, B, V = logits.shape
+        ce = F.cross_entropy(logits.reshape(K * B, V), batch["answers"].reshape(-1), reduction="none")
+        ce = ce.view(K, B).sum(1)
+        # (N/|M|) sum_M CE + D_t (eq. 55 on a minibatch, reading A-4), scaled by |M|/N, or by 1/N for "mean"
+        scale = 1.0 if self.tcfg.loss_reduction == "sum" else 1.0 / B
+        if not bayes:
+            return ce * scale, ce / B
+        div = self.model.divergence(self.prior_log_nu.exp())
+        return scale * (ce + self.bcfg.divergence_weight * div * B / self.n_train), ce / B
+
+    def train_epoch(self) -> dict:
+        self.epoch += 1
+        lr = learning_rate(self.tcfg, self.epoch)
+        for group in self.opt.param_groups:
+            group["lr"] = lr
+        B = self.tcfg.batch_size
+        n_batches = self.n_train // B            # the last partial batch is dropped
+        perms = torch.stack([torch.randperm(self.n_train, generator=g) for g in self.gens["data"]]).to(self.device)
+        total, total_ce = 0.0, 0.0
+        t0 = time.perf_counter()
+        for b in range(n_batches):
+            batch = gather(self.split["train"], self.data_of_run, perms[:, b * B:(b + 1) * B])
+            loss, ce = self.loss(batch)
+            self.opt.zero_grad(set_to_none=True)
+            loss.sum().backward()
+            if self.tcfg.clip_norm:
+                clip_per_run(self.params, self.tcfg.clip_norm)
+            if self.tcfg.grad_noise_std > 0:
+                for p in self.params:
+                    if p.grad is not None:
+                        noise = torch.stack([torch.randn(p.shape[1:], generator=g, device=self.device)
+                                             for g in self.gens["noise"]]) if p.dim() > 1 else \
+                            torch.cat([torch.randn(1, generator=g, device=self.device) for g in self.gens["noise"]])
+                        p.grad.add_(noise * self.tcfg.grad_noise_std)
+            self.opt.step()
+            total = total + loss.detach()
+            total_ce = total_ce + ce.detach()
+        seconds = time.perf_counter() - t0
+        record = {"epoch": self.epoch, "lr": lr, "loss": (total / n_batches).tolist(),
+                  "ce": (total_ce / n_batches).tolist(), "seconds": seconds,
+                  "ms_per_batch": 1000 * seconds / n_batches,
+                  "val_acc_mean_weights": self.accuracy("val", [1], mode="mean")[1].tolist()}
+        if self.model_cfg.bayesian:
+            record["dof"] = {n: v.tolist() for n, v in self.model.dof().items()}
+        self.history.append(record)
+        return record
+
+    def fit(self, checkpoint: Path | None = None) -> None:
+        if checkpoint is not None and checkpoint.exists():
+            self.load_state(torch.load(checkpoint, map_location=self.device, weights_only=False))
+            self.log(f"resumed from {checkpoint} at epoch {self.epoch}")
+        while self.epoch < self.tcfg.epochs:
+            rec = self.train_epoch()
+            acc = rec["val_acc_mean_weights"]
+            self.log(f"epoch {rec['epoch']:3d} lr {rec['lr']:.5f} loss {sum(rec['loss']) / len(acc):.4f} "
+                     f"val acc (mean of runs) {sum(acc) / len(acc):.3f} {rec['ms_per_batch']:.1f} ms/batch")
+            if checkpoint is not None and (self.epoch % self.tcfg.checkpoint_every == 0):
+                with io.atomic_path(checkpoint) as tmp:
+                    torch.save(self.state(), tmp)
+
+    # -- evaluation --------------------------------------------------------------------------------------
+    @torch.no_grad()
+    def predictive(self, split: str, S: int, mode: str, chunk: int = 250, attention: bool = False):
+        """Average predictive probabilities over s = 1..S samples; yields (s, mean probs (K, N, V)[, attn])."""
+        data = self.split[split]
+        N = data["answers"].shape[1]
+        idx_all = torch.arange(N, device=self.device).expand(len(self.runs), N)
+        acc_probs = None
+        for s in range(1, S + 1):
+            weights = self.model.draw(self.gens["eval"], mode)
+            parts, atts = [], []
+            for start in range(0, N, chunk):
+                batch = gather(data, self.data_of_run, idx_all[:, start:start + chunk])
+                out = self.model(batch, weights, return_attention=attention)
+                logits, att = out if attention else (out, None)
+                parts.append(torch.softmax(logits, -1))
+                atts.append(att)
+            probs = torch.cat(parts, 1)
+            acc_probs = probs if acc_probs is None else acc_probs + probs
+            yield s, acc_probs / s, (torch.cat(atts, 1) if attention else None)
+
+    def accuracy(self, split: str, samples: list[int], mode: str) -> dict[int, torch.Tensor]:
+        """Accuracy (K,) of argmax of the S-sample average for every S in `samples` (nested draws)."""
+        data = self.split[split]
+        answers = data["answers"][self.data_of_run]
+        n_real = data["size"][self.data_of_run]
+        real = torch.arange(answers.shape[1], device=self.device) < n_real.unsqueeze(1)
+        out = {}
+        for s, probs, _ in self.predictive(split, max(samples), mode):
+            if s in samples:
+                hit = (probs.argmax(-1) == answers) & real
+                out[s] = (hit.sum(1).float() / n_real.float()).cpu()
+        return out
+
+    def evaluate(self) -> list[dict]:
+        """Validation and test accuracy of every run; t-MEM-NN with each S of `test_samples`."""
+        if self.model_cfg.bayesian:
+            S = sorted(self.bcfg.test_samples)
+            mode = self.bcfg.test_sampling
+            res = {split: self.accuracy(split, S, mode) for split in ("val", "test")}
+            keys = {s: f"S{s}" for s in S}
+        else:
+            res = {split: self.accuracy(split, [1], "mean") for split in ("val", "test")}
+            keys = {1: "point"}
+        dof = self.model.dof()
+        metrics = []
+        for k, run in enumerate(self.runs):
+            m = {"run_id": run.run_id, "status": "ok", "seed": run.seed,
+                 "val_acc": {keys[s]: float(v[k]) for s, v in res["val"].items()},
+                 "test_acc": {keys[s]: float(v[k]) for s, v in res["test"].items()},
+                 "epochs": self.epoch, "n_train": self.n_train,
+                 "final_train_loss": self.history[-1]["loss"][k] if self.history else None}
+            if dof:
+                m["dof"] = {n: float(v[k]) for n, v in dof.items()}
+                m["prior_dof"] = float(self.prior_log_nu.exp()[k])
+            metrics.append(m)
+        return metrics
+
+    def run_state(self, k: int) -> dict[str, torch.Tensor]:
+        """Run k's slice of every parameter and buffer (its own checkpoint)."""
+        state = {n: t[k].detach().cpu().clone() for n, t in self.model.state_dict().items()}
+        if self.prior_log_nu is not None:
+            state["prior_log_nu"] = self.prior_log_nu[k].detach().cpu().clone()
+        return state

@@ -1,0 +1,185 @@
+"""End-to-end memory networks (MemN2N) and t-MEM-NN, for K runs trained together.
+
+Tolias thesis ch. 3 (eqs. 8-11) and ch. 6 (eqs. 33-36, 48-62); spec seed-000-002 §1.1-1.2.
+Shapes: K runs, B questions per run, M memory slots, L words per sentence, V vocabulary rows, d = delta.
+The vocabulary rows are [nil, words..., padding..., time_1 .. time_M]: rows past a run's own vocabulary are
+masked, so a run trained in a group computes exactly what it computes alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from ..nn.student_t import StudentTMatrix
+
+
+@dataclass(frozen=True)
+class MemNetConfig:
+    n_words: int                 # rows for nil + words (max over the group)
+    memory_size: int = 50
+    embedding_dim: int = 20      # delta
+    hops: int = 3
+    tying: str = "layerwise"     # "layerwise": A, B, C shared by all hops + W; "adjacent": A^{k+1} = C^k, B = A^1, W^T = C^K
+    position_encoding: bool = True
+    temporal_encoding: bool = True
+    mask_empty_memory: bool = True
+    init_std: float = 0.1
+    bayesian: bool = False       # t-MEM-NN: Student-t posteriors over the embedding matrices
+    sigma_init: float = 0.01
+    dof_init: float = 100.0
+
+    @property
+    def n_rows(self) -> int:
+        return self.n_words + self.memory_size
+
+    def matrix_names(self) -> list[str]:
+        if self.tying == "layerwise":
+            return ["A", "B", "C"]
+        if self.tying == "adjacent":
+            return [f"E{k}" for k in range(self.hops + 1)]
+        raise ValueError(f"model.tying: unknown value {self.tying!r} (expected 'layerwise' or 'adjacent')")
+
+
+def position_weights(lengths: torch.Tensor, L: int, d: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Position encoding l_kj = (1 - j/J) - (k/d)(1 - 2j/J) (thesis ch. 3), split as l_kj = a_j + (k/d) b_j.
+
+    `lengths` holds J (the sentence's own word count) for each sentence; returns a, b shaped lengths + (L,),
+    zero on padding, so that sum_j l_j * A x_j = EB_a(A) + (k/d) * EB_b(A).
+    """
+    j = torch.arange(1, L + 1, device=lengths.device, dtype=torch.float32)
+    J = lengths.unsqueeze(-1).clamp_min(1).to(torch.float32)
+    present = j <= J
+    a = torch.where(present, 1 - j / J, 0.0)
+    b = torch.where(present, 2 * j / J - 1, 0.0)
+    return a, b
+
+
+class MemNet(nn.Module):
+    """MemN2N (bayesian=False) or t-MEM-NN (bayesian=True) for K runs at once."""
+
+    def __init__(self, cfg: MemNetConfig, vocab_sizes: list[int], generators: list[torch.Generator]):
+        super().__init__()
+        self.cfg = cfg
+        K, V, d, M = len(vocab_sizes), cfg.n_rows, cfg.embedding_dim, cfg.memory_size
+        if cfg.bayesian and cfg.tying != "layerwise":
+            # A, B, C are the thesis's three stochastic matrices (eqs. 48-53).
+            raise ValueError("model.tying: t-MEM-NN is defined with layer-wise tying (A, B, C); got 'adjacent'")
+        rows = torch.arange(V)
+        words = torch.stack([(rows >= 1) & (rows < n) for n in vocab_sizes])          # (K, V)
+        with_time = words | (rows >= cfg.n_words).unsqueeze(0)                          # + time rows
+        self.register_buffer("word_rows", words)
+        # Each run's real rows: nil + its own words, then the time rows. Initial values and sampling noise are
+        # drawn for these rows only, from the run's own generator, so grouping never changes a run.
+        self.rows = [torch.cat([torch.arange(n), torch.arange(cfg.n_words, V)]) for n in vocab_sizes]
+        self.vocab_sizes = list(vocab_sizes)
+
+        def init(total: int, rows_of) -> torch.Tensor:
+            out = torch.zeros(K, total, d)
+            for k, g in enumerate(generators):
+                rows = rows_of(k)
+                out[k, rows] = torch.randn(len(rows), d, generator=g) * cfg.init_std   # N(0, 0.1^2) (§6.4.1)
+            return out
+
+        def own_rows(k: int) -> torch.Tensor:
+            return self.rows[k]
+
+        if cfg.bayesian:
+            self.matrices = nn.ModuleDict()
+        else:
+            self.params = nn.ParameterDict()
+        for name in cfg.matrix_names():
+            mask = words if name == "B" else with_time
+            if cfg.bayesian:
+                self.matrices[name] = StudentTMatrix(init(V, own_rows), mask, self.rows, cfg.sigma_init,
+                                                     cfg.dof_init)
+            else:
+                self.params[name] = nn.Parameter(init(V, own_rows))
+                self.register_buffer(f"mask_{name}", mask.to(torch.float32).unsqueeze(-1))
+        if cfg.tying == "layerwise":
+            # W is a point estimate in both models (eq. 36): V x delta over the word rows.
+            self.W = nn.Parameter(init(cfg.n_words, lambda k: torch.arange(vocab_sizes[k])))
+        self.K = K
+
+    # -- weights ---------------------------------------------------------------------------------------
+    def draw(self, generators: list[torch.Generator] | None, mode: str) -> dict[str, torch.Tensor]:
+        """The embedding matrices for one forward pass: mode 'mean', 'escort' (training) or 'posterior'."""
+        if not self.cfg.bayesian:
+            return {n: p * getattr(self, f"mask_{n}") for n, p in self.params.items()}
+        if mode == "mean":
+            return {n: q.mean() for n, q in self.matrices.items()}
+        return {n: q.sample(generators, escort=(mode == "escort")) for n, q in self.matrices.items()}
+
+    def divergence(self, prior_nu: torch.Tensor) -> torch.Tensor:
+        """sum over A, B, C of D_t(q(Theta) || p(Theta)) (eq. 55), per run: (K,)."""
+        return sum(q.divergence(prior_nu) for q in self.matrices.values())
+
+    def dof(self) -> dict[str, torch.Tensor]:
+        return {n: q.nu.detach() for n, q in self.matrices.items()} if self.cfg.bayesian else {}
+
+    # -- forward ---------------------------------------------------------------------------------------
+    def _embed(self, E: torch.Tensor, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """sum_j l_j * E x_j for every sentence: tokens (K, ..., L) -> (K, ..., d), E (K, V, d)."""
+        K, V, d = E.shape
+        shape = tokens.shape
+        flat = (tokens + torch.arange(K, device=tokens.device).view((K,) + (1,) * (len(shape) - 1)) * V)
+        flat = flat.reshape(-1, shape[-1])
+        table = E.reshape(K * V, d)
+        if not self.cfg.position_encoding:
+            out = F.embedding_bag(flat, table, mode="sum")
+        else:
+            a, b = position_weights(lengths.reshape(-1), shape[-1], d)
+            ea = F.embedding_bag(flat, table, per_sample_weights=a, mode="sum")  # a, b are 0 on padding
+            eb = F.embedding_bag(flat, table, per_sample_weights=b, mode="sum")
+            dk = torch.arange(1, d + 1, device=E.device, dtype=E.dtype) / d   # k/d, k = 1..d
+            out = ea + dk * eb
+        return out.view(shape[:-1] + (d,))
+
+    def _memory(self, E: torch.Tensor, stories, story_len, time_ids) -> torch.Tensor:
+        m = self._embed(E, stories, story_len)                         # (K, B, M, d)
+        if self.cfg.temporal_encoding:
+            # m_i = sum_j l_j A x_ij + T_A(i): time rows of A, most recent sentence = time_1 (thesis ch. 3)
+            K, V, d = E.shape
+            idx = time_ids + torch.arange(K, device=E.device).view(K, 1, 1) * V
+            m = m + F.embedding(idx, E.reshape(K * V, d))
+        return m
+
+    def forward(self, batch: dict[str, torch.Tensor], weights: dict[str, torch.Tensor],
+                return_attention: bool = False):
+        """Logits (K, B, n_words) over the answer vocabulary; padded and nil rows get -inf."""
+        cfg = self.cfg
+        stories, n_facts = batch["stories"], batch["n_facts"]          # (K, B, M, L), (K, B)
+        M = stories.shape[2]
+        slot = torch.arange(M, device=stories.device)
+        filled = slot < n_facts.unsqueeze(-1)                           # (K, B, M)
+        time_ids = torch.where(filled, cfg.n_words + (n_facts.unsqueeze(-1) - 1 - slot), 0)
+        story_len, query_len = batch["story_len"], batch["query_len"]
+        if cfg.tying == "layerwise":
+            A = C = None
+            u = self._embed(weights["B"], batch["queries"], query_len)  # u^1 = B q
+            m = self._memory(weights["A"], stories, story_len, time_ids)
+            c = self._memory(weights["C"], stories, story_len, time_ids)
+            per_hop = [(m, c)] * cfg.hops
+        else:
+            E = [weights[f"E{k}"] for k in range(cfg.hops + 1)]
+            u = self._embed(E[0], batch["queries"], query_len)          # B = A^1
+            per_hop = [(self._memory(E[k], stories, story_len, time_ids),
+                        self._memory(E[k + 1], stories, story_len, time_ids)) for k in range(cfg.hops)]
+        attention = []
+        for m, c in per_hop:
+            scores = torch.einsum("kbmd,kbd->kbm", m, u)                # u^T m_i
+            if cfg.mask_empty_memory:
+                scores = scores.masked_fill(~filled, -1e30)
+            p = torch.softmax(scores, dim=-1)                           # eq. 33: varpi_i
+            o = torch.einsum("kbm,kbmd->kbd", p, c)                     # eq. 35: o = sum_i varpi_i c_i
+            u = u + o                                                   # u^{k+1} = u^k + o^k
+            attention.append(p)
+        if cfg.tying == "layerwise":
+            logits = torch.einsum("kbd,kvd->kbv", u, self.W)            # eq. 36: W (o^K + u^K)
+        else:
+            logits = torch.einsum("kbd,kvd->kbv", u, E[-1][:, : cfg.n_words])  # W^T = C^K
+        logits = logits.masked_fill(~self.word_rows[:, None, : cfg.n_words], float("-inf"))
+        return (logits, torch.stack(attention, dim=2)) if return_attention else logits

@@ -1,0 +1,1 @@
+"""Reusable probabilistic layers shared by the model families."""

@@ -1,0 +1,92 @@
+"""Student's-t posteriors over weight matrices, as in t-MEM-NN (Tolias thesis, ch. 6, eqs. 41-62).
+
+Every tensor here carries a leading dimension K: K independent runs (tasks, seeds, configurations) are
+trained together, each with its own posterior. Each matrix Theta (V x delta) has a per-element mean and scale
+and one scalar degrees of freedom nu_Theta per run (eqs. 51-53).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+
+def standard_t_noise(df: torch.Tensor, shape: tuple[int, ...], generator: torch.Generator) -> torch.Tensor:
+    """eps ~ t(0, 1, df) elementwise (unit *scale*, spec reading A-12), reparameterised in df.
+
+    A t variate is z / sqrt(g), z ~ N(0, 1), g ~ Gamma(df/2, rate=df/2) (the scale mixture of eqs. 43-45);
+    the Gamma draw is differentiable in df (implicit reparameterisation), so nu can be learned.
+    """
+    half = (df / 2).expand(shape)
+    g = torch._standard_gamma(half.contiguous(), generator=generator) / half
+    z = torch.randn(shape, generator=generator, device=df.device, dtype=df.dtype)
+    return z * torch.rsqrt(g.clamp_min(1e-30))
+
+
+def log_psi(nu: torch.Tensor, log_sigma: torch.Tensor | float = 0.0) -> torch.Tensor:
+    """log Psi of eqs. 57-58: -(2/(nu+1)) [lgamma((nu+1)/2) - lgamma(nu/2) - log(pi nu)/2 - log sigma]."""
+    log_norm = torch.lgamma((nu + 1) / 2) - torch.lgamma(nu / 2) - 0.5 * torch.log(math.pi * nu) - log_sigma
+    return -(2.0 / (nu + 1)) * log_norm
+
+
+def t_divergence(
+    mu: torch.Tensor, log_sigma: torch.Tensor, nu_q: torch.Tensor, nu_p: torch.Tensor
+) -> torch.Tensor:
+    """Elementwise t-divergence D_t(q || p) of eq. 56, q = t(mu, sigma^2, nu_q), p = t(0, 1, nu_p).
+
+    Returns a tensor shaped like `mu`; sum it over the elements of a matrix. Psi is computed in log space
+    (eqs. 57-58) and t = 1 + 2/(1 + nu_q) (eq. 59), so 1/(1 - t) = -(1 + nu_q)/2. The value is 0 when
+    q == p; the form is exact only when nu_q == nu_p (spec A-11), which we use literally as the regulariser.
+    """
+    one_over_1mt = -(1 + nu_q) / 2
+    psi_q = torch.exp(log_psi(nu_q, log_sigma))
+    psi_p = torch.exp(log_psi(nu_p))
+    sigma2 = torch.exp(2 * log_sigma)
+    return one_over_1mt * (psi_q * (1 + 1 / nu_q) - psi_p * (1 + (sigma2 + mu**2) / nu_p))
+
+
+class StudentTMatrix(nn.Module):
+    """q(Theta) = t(vec Theta | mu, diag(sigma^2), nu_Theta) for K runs at once (eqs. 51-53).
+
+    `row_mask` (K, V) marks rows that exist for each run (the nil row 0 and vocabulary padding are 0):
+    masked rows are exactly zero in every sample and add nothing to the divergence.
+    """
+
+    def __init__(self, mu_init: torch.Tensor, row_mask: torch.Tensor, rows: list[torch.Tensor],
+                 sigma_init: float, dof_init: float):
+        super().__init__()
+        K = mu_init.shape[0]
+        self.mu = nn.Parameter(mu_init)                                           # (K, V, d)
+        self.log_sigma = nn.Parameter(torch.full_like(mu_init, math.log(sigma_init)))  # sigma > 0 via exp
+        self.log_nu = nn.Parameter(torch.full((K,), math.log(dof_init)))          # nu_Theta > 0 via exp
+        self.register_buffer("row_mask", row_mask.to(torch.float32).unsqueeze(-1))
+        self.rows = rows  # the rows each run really has: noise is drawn for these only, as when trained alone
+
+    @property
+    def nu(self) -> torch.Tensor:
+        return self.log_nu.exp()
+
+    def mean(self) -> torch.Tensor:
+        return self.mu * self.row_mask
+
+    def sample(self, generators: list[torch.Generator], escort: bool) -> torch.Tensor:
+        """One draw per run. escort=True: eqs. 60-62, Theta = mu + sqrt(nu/(nu+2)) sigma * eps, eps ~ t(nu+2)
+        (training). escort=False: Theta = mu + sigma * eps, eps ~ t(nu), the posterior q itself (reading A-5)."""
+        nu = self.nu
+        sigma = self.log_sigma.exp()
+        eps = torch.zeros_like(self.mu)
+        for k, g in enumerate(generators):
+            df = nu[k] + 2 if escort else nu[k]
+            rows = self.rows[k].to(self.mu.device)
+            eps = eps.index_put((torch.full_like(rows, k), rows),
+                                standard_t_noise(df.reshape(1, 1), (len(rows), self.mu.shape[2]), g))
+        scale = torch.sqrt(nu / (nu + 2)).view(-1, 1, 1) if escort else 1.0
+        return (self.mu + scale * sigma * eps) * self.row_mask
+
+    def divergence(self, prior_nu: torch.Tensor) -> torch.Tensor:
+        """sum_l D_t(q_l || p_l) over the existing elements of each run's matrix: shape (K,)."""
+        nu_q = self.nu.reshape(-1, 1, 1)
+        d = t_divergence(self.mu, self.log_sigma, nu_q, prior_nu.reshape(-1, 1, 1))
+        return (d * self.row_mask).sum(dim=(1, 2))

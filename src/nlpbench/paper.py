@@ -1,0 +1,64 @@
+"""The numbers the documents printed: loader for the packaged reference CSVs.
+
+The data live in ``nlpbench/reference/`` (``index.csv`` and ``<source>/<table>.csv``), copied verbatim from
+the project's checked transcription; see ``reference/README.md`` for the labelling conventions.
+"""
+
+from __future__ import annotations
+
+import csv
+from functools import lru_cache
+from pathlib import Path
+
+REFERENCE_DIR = Path(__file__).resolve().parent / "reference"
+
+SOURCE_LABELS: dict[str, str] = {
+    "tolias-thesis": "Tolias, PhD thesis (2020), seed 000",
+    "acvi-paper": "Tolias, Kourouklides & Chatzis, ACVI paper, seed 002",
+    "bahuleyan-thesis": "Bahuleyan, MASc thesis (2018), seed 001",
+    "shen-thesis": "Shen, PhD thesis, seed 004",
+}
+
+
+def source_label(source: str) -> str:
+    """Human-readable name of a source id (the id itself if unknown)."""
+    return SOURCE_LABELS.get(source, source)
+
+
+def _read_csv(path: Path) -> list[dict[str, str]]:
+    with open(path, encoding="utf-8", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+@lru_cache(maxsize=None)
+def _index() -> tuple[dict, ...]:
+    rows = []
+    for r in _read_csv(REFERENCE_DIR / "index.csv"):
+        rows.append({**r, "cells": int(r["cells"])})
+    return tuple(rows)
+
+
+@lru_cache(maxsize=None)
+def _cells(source: str, table: str) -> tuple[dict, ...]:
+    if not any(r["source"] == source and r["table"] == table for r in _index()):
+        raise KeyError(f"no reference table {source}/{table}")
+    return tuple(_read_csv(REFERENCE_DIR / source / f"{table}.csv"))
+
+
+def reference_index() -> list[dict]:
+    """All result tables, in reference order: source, table, title, kind, cells (int)."""
+    return [dict(r) for r in _index()]
+
+
+def reference_cells(source: str, table: str) -> list[dict]:
+    """Printed cells of one table, in printed order: row, column, paper (str as printed), note.
+
+    Raises KeyError for a table that is not in the reference index.
+    """
+    return [dict(r) for r in _cells(source, table)]
+
+
+def parse_paper(value: str) -> float | None:
+    """Printed number -> float ("100" -> 100.0, "13.30" -> 13.3); None for an empty string."""
+    value = value.strip()
+    return float(value) if value else None

@@ -1,0 +1,469 @@
+"""Build one result table: reproduced cells beside the printed paper numbers, written as CSV, Markdown and JSON.
+
+Output per table, under ``results/<source>/``:
+
+* ``<table>.csv``  - long format ``row,column,reproduced,paper,diff,status,note`` (grid cells, then derived rows);
+* ``<table>.md``   - title, provenance, one wide GitHub table, flagged cells, notes;
+* ``<table>.json`` - status and summary statistics (read by ``results_index``).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nlpbench.io import write_json, write_text
+from nlpbench.paper import parse_paper, reference_cells, source_label
+
+CELL_STATUSES = ("ok", "needs_data", "not_run", "failed")
+STATUS_TEXT = {"ok": "ok", "needs_data": "needs data", "not_run": "not run", "failed": "failed"}
+TABLE_STATUSES = ("reproduced", "differs", "needs data", "not yet implemented")
+
+
+@dataclass
+class Cell:
+    """One reproduced number, labelled like the reference CSV."""
+
+    row: str
+    column: str
+    reproduced: float | None
+    status: str = "ok"  # "ok" | "needs_data" | "not_run" | "failed"
+    detail: str = ""
+
+
+@dataclass
+class TableSpec:
+    """Shape and display rules of one table."""
+
+    source: str
+    table: str
+    title: str
+    rows: list[str]
+    columns: list[str]
+    decimals: int = 1
+    pass_threshold: float | None = None
+    mean_row: bool = False
+    diff_flag: float = 10.0
+    tolerance: float = 5.0
+
+
+@dataclass
+class Line:
+    """One grid cell of the built table: reproduced and paper side by side."""
+
+    row: str
+    column: str
+    reproduced: float | None
+    paper: float | None
+    paper_text: str  # as printed
+    status: str
+    ref_note: str = ""  # "", "cited", "misprint: ...", "cited; misprint: ..."
+    detail: str = ""
+
+    @property
+    def diff(self) -> float | None:
+        if self.reproduced is None or self.paper is None:
+            return None
+        return self.reproduced - self.paper
+
+    @property
+    def note(self) -> str:
+        return "; ".join(s for s in (self.ref_note, self.detail) if s)
+
+
+@dataclass
+class Derived:
+    """A derived per-column row: ``mean`` or ``passes`` (count of rows >= threshold)."""
+
+    kind: str  # "mean" | "passes"
+    column: str
+    reproduced: float | None
+    paper: float | None
+    n_reproduced: int  # rows with a reproduced value
+    n_rows: int  # rows in the table
+    reproduced_rows: list[str] = field(default_factory=list)  # passing rows (passes only)
+    paper_rows: list[str] = field(default_factory=list)
+
+    @property
+    def diff(self) -> float | None:
+        if self.reproduced is None or self.paper is None:
+            return None
+        return self.reproduced - self.paper
+
+    @property
+    def note(self) -> str:
+        parts = []
+        if self.kind == "passes":
+            if self.reproduced is not None:
+                parts.append("reproduced: " + (" ".join(self.reproduced_rows) or "none"))
+            if self.paper is not None:
+                parts.append("paper: " + (" ".join(self.paper_rows) or "none"))
+        if self.reproduced is not None and self.n_reproduced < self.n_rows:
+            parts.append(f"over {self.n_reproduced} of {self.n_rows} rows")
+        return "; ".join(parts)
+
+
+@dataclass
+class TableResult:
+    """A built table, ready to write."""
+
+    spec: TableSpec
+    lines: list[Line]  # spec rows x spec columns, rows outer
+    derived: list[Derived]  # mean rows, then passes rows
+    provenance: dict
+    notes: list[str]  # the caller's notes
+    auto_notes: list[str]  # generated: reference notes, cell details, unmatched reference cells
+    flagged: list[Line]
+    status: str
+
+    @property
+    def diffs(self) -> list[float]:
+        return [abs(d) for d in (ln.diff for ln in self.lines) if d is not None]
+
+    @property
+    def mean_abs_diff(self) -> float | None:
+        d = self.diffs
+        return sum(d) / len(d) if d else None
+
+    @property
+    def max_abs_diff(self) -> float | None:
+        d = self.diffs
+        return max(d) if d else None
+
+    def count(self, status: str) -> int:
+        """Grid cells with this status (an "ok" cell always carries a value)."""
+        return sum(1 for ln in self.lines if ln.status == status)
+
+
+def table_status(
+    n_cells: int,
+    n_ok: int,
+    n_needs_data: int,
+    mean_abs_diff: float | None,
+    n_flagged: int,
+    tolerance: float,
+) -> str:
+    """Status of a whole table, one of TABLE_STATUSES.
+
+    * ``needs data`` - at least one cell needs a data set that is not there (other cells may be ok);
+    * ``not yet implemented`` - no cell has a reproduced value;
+    * ``reproduced`` - every cell is ok, the mean |reproduced - paper| over the cells the paper printed is
+      <= ``tolerance``, and no cell is flagged (|diff| > the table's ``diff_flag``);
+    * ``differs`` - anything else: values off the paper, some cells not run or failed, or nothing to compare.
+    """
+    if n_needs_data > 0:
+        return "needs data"
+    if n_ok == 0:
+        return "not yet implemented"
+    if n_ok == n_cells and mean_abs_diff is not None and mean_abs_diff <= tolerance and n_flagged == 0:
+        return "reproduced"
+    return "differs"
+
+
+def _check_unique(labels: list[str], what: str) -> None:
+    seen = set()
+    for label in labels:
+        if label in seen:
+            raise ValueError(f"duplicate {what} {label!r}")
+        seen.add(label)
+
+
+def _normalise(cell: Cell) -> tuple[float | None, str, str]:
+    """(value, status, detail) with a consistent status: an ok cell without a finite value is not ok."""
+    if cell.status not in CELL_STATUSES:
+        raise ValueError(f"cell {cell.row!r}/{cell.column!r}: unknown status {cell.status!r}")
+    value = None if cell.reproduced is None else float(cell.reproduced)
+    if value is not None and not math.isfinite(value):
+        return None, "failed", "; ".join(s for s in (cell.detail, f"non-finite value {value}") if s)
+    if cell.status != "ok":
+        return None, cell.status, cell.detail
+    if value is None:
+        return None, "not_run", cell.detail
+    return value, "ok", cell.detail
+
+
+def _derive(spec: TableSpec, lines: list[Line]) -> list[Derived]:
+    """Per-column mean and pass-count rows, over the spec rows (a printed ``mean`` row is excluded)."""
+    if not spec.mean_row and spec.pass_threshold is None:
+        return []
+    if spec.mean_row and "mean" in spec.rows:
+        raise ValueError(f"{spec.source}/{spec.table}: spec has a printed 'mean' row; set mean_row=False")
+    if spec.pass_threshold is not None and "passes" in spec.rows:
+        raise ValueError(f"{spec.source}/{spec.table}: spec has a row named 'passes'")
+    means, passes = [], []
+    for col in spec.columns:
+        col_lines = [ln for ln in lines if ln.column == col and ln.row != "mean"]
+        rep = [(ln.row, ln.reproduced) for ln in col_lines if ln.reproduced is not None]
+        pap = [(ln.row, ln.paper) for ln in col_lines if ln.paper is not None]
+        n = len(col_lines)
+        if spec.mean_row:
+            means.append(Derived(
+                "mean", col,
+                sum(v for _, v in rep) / len(rep) if rep else None,
+                sum(v for _, v in pap) / len(pap) if pap else None,
+                len(rep), n,
+            ))
+        if spec.pass_threshold is not None:
+            thr = spec.pass_threshold
+            rep_rows = [r for r, v in rep if v >= thr]
+            pap_rows = [r for r, v in pap if v >= thr]
+            passes.append(Derived(
+                "passes", col,
+                float(len(rep_rows)) if rep else None,
+                float(len(pap_rows)) if pap else None,
+                len(rep), n, rep_rows, pap_rows,
+            ))
+    return means + passes
+
+
+def _auto_notes(lines: list[Line], unmatched: list[dict]) -> list[str]:
+    """Notes generated from the reference notes, the cell details and reference cells outside the spec."""
+    notes: list[str] = []
+    cited = [ln for ln in lines if "cited" in ln.ref_note.split("; ")]
+    if cited:
+        notes.append(
+            f"{len(cited)} paper cell(s) marked (cited): the document copied these numbers from other work."
+        )
+    groups: dict[str, list[Line]] = {}
+    for ln in lines:
+        for part in ln.ref_note.split("; "):
+            if part.startswith("misprint"):
+                groups.setdefault(part, []).append(ln)
+    for text, group in groups.items():
+        rows = " ".join(dict.fromkeys(ln.row for ln in group))
+        notes.append(f"Paper {text} ({len(group)} cell(s), row(s) {rows}).")
+    details: dict[tuple[str, str], int] = {}
+    for ln in lines:
+        if ln.status != "ok" and ln.detail:
+            key = (ln.status, ln.detail)
+            details[key] = details.get(key, 0) + 1
+    for (status, detail), n in details.items():
+        notes.append(f"{STATUS_TEXT[status]} ({n} cell(s)): {detail}")
+    if unmatched:
+        shown = ", ".join(f"{c['row']} / {c['column']}" for c in unmatched[:5])
+        more = f" and {len(unmatched) - 5} more" if len(unmatched) > 5 else ""
+        notes.append(f"{len(unmatched)} printed cell(s) are not part of this table: {shown}{more}.")
+    return notes
+
+
+def build_table(spec: TableSpec, cells: list[Cell], provenance: dict, notes: list[str]) -> TableResult:
+    """Match reproduced cells with the printed reference by (row, column) and compute the table status.
+
+    Spec cells without a reproduced Cell are ``not_run``; a spec cell the paper did not print has an empty paper
+    side. Cells outside the spec's rows x columns, duplicate cells and unknown statuses raise ValueError.
+    """
+    _check_unique(spec.rows, "row")
+    _check_unique(spec.columns, "column")
+    ref = {(c["row"], c["column"]): c for c in reference_cells(spec.source, spec.table)}
+    grid = [(r, c) for r in spec.rows for c in spec.columns]
+    grid_set = set(grid)
+    given: dict[tuple[str, str], Cell] = {}
+    for cell in cells:
+        key = (cell.row, cell.column)
+        if key not in grid_set:
+            raise ValueError(f"{spec.source}/{spec.table}: cell {key} is not in the spec's rows x columns")
+        if key in given:
+            raise ValueError(f"{spec.source}/{spec.table}: duplicate cell {key}")
+        given[key] = cell
+
+    lines: list[Line] = []
+    for key in grid:
+        cell = given.get(key, Cell(key[0], key[1], None, "not_run"))
+        value, status, detail = _normalise(cell)
+        r = ref.get(key)
+        lines.append(Line(
+            row=key[0], column=key[1], reproduced=value,
+            paper=parse_paper(r["paper"]) if r else None,
+            paper_text=r["paper"] if r else "",
+            status=status, ref_note=r["note"] if r else "", detail=detail,
+        ))
+
+    flagged = [ln for ln in lines if ln.diff is not None and abs(ln.diff) > spec.diff_flag]
+    unmatched = [c for k, c in ref.items() if k not in grid_set]
+    result = TableResult(
+        spec=spec, lines=lines, derived=_derive(spec, lines), provenance=dict(provenance),
+        notes=list(notes), auto_notes=_auto_notes(lines, unmatched), flagged=flagged, status="",
+    )
+    result.status = table_status(
+        n_cells=len(lines), n_ok=result.count("ok"), n_needs_data=result.count("needs_data"),
+        mean_abs_diff=result.mean_abs_diff, n_flagged=len(flagged), tolerance=spec.tolerance,
+    )
+    return result
+
+
+# ---------------------------------------------------------------- rendering
+
+
+def _num(v: float | None, digits: int = 4) -> str:
+    """Machine-readable number for the CSV ("" for None; no "-0.0")."""
+    if v is None:
+        return ""
+    v = round(v, digits) + 0.0
+    return str(int(v)) if v.is_integer() and abs(v) < 1e15 else repr(v)
+
+
+def _signed(v: float, decimals: int = 1) -> str:
+    s = f"{v:+.{decimals}f}"
+    return s[1:] if float(s) == 0 else s
+
+
+def _md(text: Any) -> str:
+    """Text safe inside a GitHub table cell."""
+    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def render_csv(result: TableResult) -> str:
+    """Long CSV: one line per grid cell in spec order, then the derived rows."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["row", "column", "reproduced", "paper", "diff", "status", "note"])
+    for ln in result.lines:
+        w.writerow([ln.row, ln.column, _num(ln.reproduced), ln.paper_text, _num(ln.diff), ln.status, ln.note])
+    for d in result.derived:
+        paper = "" if d.paper is None else (f"{d.paper:.2f}" if d.kind == "mean" else _num(d.paper))
+        status = "ok" if d.reproduced is not None else "not_run"
+        w.writerow([d.kind, d.column, _num(d.reproduced), paper, _num(d.diff), status, d.note])
+    return buf.getvalue()
+
+
+def _reproduced_md(ln: Line, decimals: int) -> str:
+    if ln.status != "ok":
+        return STATUS_TEXT[ln.status]
+    return f"{ln.reproduced:.{decimals}f}"
+
+
+def _paper_md(ln: Line) -> str:
+    if not ln.paper_text:
+        return ""
+    tags = ["misprint" if p.startswith("misprint") else p for p in ln.ref_note.split("; ") if p]
+    return ln.paper_text + (f" ({', '.join(tags)})" if tags else "")
+
+
+def _derived_md(d: Derived, decimals: int) -> list[str]:
+    if d.kind == "mean":
+        rep = "" if d.reproduced is None else f"**{d.reproduced:.{decimals}f}**"
+        if d.reproduced is not None and d.n_reproduced < d.n_rows:
+            rep += f" (over {d.n_reproduced} of {d.n_rows})"
+        pap = "" if d.paper is None else f"**{d.paper:.2f}**"
+        delta = "" if d.diff is None else f"**{_signed(d.diff)}**"
+    else:
+        rep = "" if d.reproduced is None else f"**{d.reproduced:.0f}** ({' '.join(d.reproduced_rows) or 'none'})"
+        pap = "" if d.paper is None else f"**{d.paper:.0f}** ({' '.join(d.paper_rows) or 'none'})"
+        delta = "" if d.diff is None else f"**{_signed(d.diff, 0)}**"
+    return [_md(rep), _md(pap), _md(delta)]
+
+
+def _md_row(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def render_markdown(result: TableResult) -> str:
+    """Title, provenance, one wide table (reproduced / paper / Δ per column), flagged cells, notes."""
+    spec = result.spec
+    out = [f"# {source_label(spec.source)} — Table {spec.table}: {spec.title}", ""]
+    mad, xad = result.mean_abs_diff, result.max_abs_diff
+    summary = [f"{len(result.lines)} cells", f"{result.count('ok')} ok"]
+    summary += [f"{result.count(s)} {STATUS_TEXT[s]}" for s in CELL_STATUSES[1:] if result.count(s)]
+    if mad is not None:
+        summary.append(f"mean |Δ| {mad:.2f}, max |Δ| {xad:.2f}")
+    out += [f"Status: **{result.status}** ({', '.join(summary)})", "", "## Provenance", ""]
+    if result.provenance:
+        for key, value in result.provenance.items():
+            if isinstance(value, dict):
+                value = ", ".join(f"{k}={v}" for k, v in value.items())
+            out.append(f"- **{key}**: {value}")
+    else:
+        out.append("- none recorded")
+    out += ["", "## Results", ""]
+
+    header = ["row"]
+    for col in spec.columns:
+        header += [f"{_md(col)} (reproduced)", "(paper)", "(Δ)"]
+    out.append(_md_row(header))
+    out.append(_md_row(["---"] + ["---:"] * (3 * len(spec.columns))))
+    by_key = {(ln.row, ln.column): ln for ln in result.lines}
+    flagged = {(ln.row, ln.column) for ln in result.flagged}
+    for row in spec.rows:
+        cells = [_md(row)]
+        for col in spec.columns:
+            ln = by_key[(row, col)]
+            delta = "" if ln.diff is None else _signed(ln.diff)
+            if (row, col) in flagged:
+                delta = f"**{delta}**"
+            cells += [_md(_reproduced_md(ln, spec.decimals)), _md(_paper_md(ln)), delta]
+        out.append(_md_row(cells))
+    for kind in ("mean", "passes"):
+        derived = [d for d in result.derived if d.kind == kind]
+        if not derived:
+            continue
+        label = "**mean**" if kind == "mean" else f"**# ≥ {spec.pass_threshold:g}%**"
+        cells = [label]
+        for d in derived:
+            cells += _derived_md(d, spec.decimals)
+        out.append(_md_row(cells))
+    out += ["", "Δ = reproduced − paper, in the paper's unit. Bold Δ: more than "
+            f"{spec.diff_flag:g} points off.", ""]
+
+    out += [f"## Cells differing from the paper by more than {spec.diff_flag:g} points", ""]
+    if result.flagged:
+        for ln in result.flagged:
+            out.append(f"- row {ln.row}, {ln.column}: reproduced {ln.reproduced:.{spec.decimals}f}, "
+                       f"paper {ln.paper_text}, Δ {_signed(ln.diff)}")
+    else:
+        out.append("none")
+    out += ["", "## Notes", ""]
+    all_notes = result.notes + result.auto_notes
+    out += [f"- {n}" for n in all_notes] if all_notes else ["none"]
+    return "\n".join(out) + "\n"
+
+
+def _jsonable(obj: Any) -> Any:
+    """Provenance values as plain JSON (unknown objects become strings, non-finite floats too)."""
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return str(obj)
+    if obj is None or isinstance(obj, (str, int, float, bool)):
+        return obj
+    return str(obj)
+
+
+def summary(result: TableResult) -> dict:
+    """The JSON sidecar's content."""
+    spec = result.spec
+    r4 = lambda v: None if v is None else round(v, 4)  # noqa: E731
+    return {
+        "source": spec.source,
+        "table": spec.table,
+        "title": spec.title,
+        "status": result.status,
+        "provenance": _jsonable(result.provenance),
+        "n_cells": len(result.lines),
+        "n_ok": result.count("ok"),
+        "n_needs_data": result.count("needs_data"),
+        "n_not_run": result.count("not_run"),
+        "n_failed": result.count("failed"),
+        "mean_abs_diff": r4(result.mean_abs_diff),
+        "max_abs_diff": r4(result.max_abs_diff),
+        "flagged": [
+            {"row": ln.row, "column": ln.column, "reproduced": r4(ln.reproduced),
+             "paper": ln.paper_text, "diff": r4(ln.diff)}
+            for ln in result.flagged
+        ],
+    }
+
+
+def write_table(result: TableResult, results_dir: Path) -> dict:
+    """Write ``<source>/<table>.{csv,md,json}`` atomically (the JSON last); return their paths."""
+    base = Path(results_dir) / result.spec.source
+    paths = {ext: base / f"{result.spec.table}.{ext}" for ext in ("csv", "md", "json")}
+    write_text(paths["csv"], render_csv(result))
+    write_text(paths["md"], render_markdown(result))
+    write_json(paths["json"], summary(result))
+    return paths

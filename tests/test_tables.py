@@ -1,0 +1,287 @@
+"""Tests for the reference loader, table building/writing and the results index."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from nlpbench.paper import reference_cells, reference_index
+from nlpbench.results_index import write_index
+from nlpbench.tables import Cell, TableSpec, build_table, render_markdown, table_status, write_table
+
+COLS = ["Baseline / MemN2N", "t-MEM-NN / 1 sample", "t-MEM-NN / 10 samples"]
+ROWS = [str(i) for i in range(1, 21)]
+REF_DIR = Path(__file__).resolve().parents[1] / "src" / "nlpbench" / "reference"
+
+
+def tolias2(**kw) -> TableSpec:
+    args = dict(source="tolias-thesis", table="2", title="Quantitative assessment", rows=ROWS, columns=COLS,
+                pass_threshold=95.0, mean_row=True)
+    args.update(kw)
+    return TableSpec(**args)
+
+
+def paper_values() -> dict[tuple[str, str], float]:
+    return {(c["row"], c["column"]): float(c["paper"]) for c in reference_cells("tolias-thesis", "2")}
+
+
+def exact_cells(offset: float = 0.0) -> list[Cell]:
+    return [Cell(r, c, v + offset) for (r, c), v in paper_values().items()]
+
+
+def read_csv(path: Path) -> list[dict]:
+    with open(path, encoding="utf-8", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def md_table(md: str) -> list[list[str]]:
+    """Rows of the (single) Markdown table, split on unescaped pipes."""
+    lines = [ln for ln in md.splitlines() if ln.startswith("|")]
+    return [[c.strip() for c in re.split(r"(?<!\\)\|", ln)[1:-1]] for ln in lines]
+
+
+# ---------------------------------------------------------------- reference data
+
+
+def test_reference_index_and_cells():
+    index = reference_index()
+    assert len(index) == 39
+    assert {r["source"] for r in index} == {"tolias-thesis", "acvi-paper", "bahuleyan-thesis", "shen-thesis"}
+    assert sum(r["cells"] for r in index) == 1332
+    cells = reference_cells("tolias-thesis", "2")
+    assert len(cells) == 60
+    assert cells[0] == {"row": "1", "column": "Baseline / MemN2N", "paper": "100", "note": ""}
+    for r in index:  # every table's CSV matches its declared cell count
+        assert len(reference_cells(r["source"], r["table"])) == r["cells"], r
+
+
+def test_reference_is_verbatim_copy():
+    shared = Path("/work/shared/reference")
+    if not shared.exists():
+        pytest.skip("shared reference not available")
+    for f in shared.rglob("*.csv"):
+        assert (REF_DIR / f.relative_to(shared)).read_bytes() == f.read_bytes(), f
+
+
+def test_unknown_table_raises():
+    with pytest.raises(KeyError):
+        reference_cells("tolias-thesis", "99")
+
+
+def test_reference_loader_returns_copies():
+    reference_cells("tolias-thesis", "2")[0]["paper"] = "XXX"
+    assert reference_cells("tolias-thesis", "2")[0]["paper"] == "100"
+
+
+# ---------------------------------------------------------------- building
+
+
+def test_diffs_mean_passes_and_flags(tmp_path):
+    cells = exact_cells()
+    # row 3 MemN2N: 40 vs printed 55 -> flagged (-15); row 5 / 1 sample: 90 vs 87 -> +3, not flagged
+    cells = [Cell(c.row, c.column, 40.0) if (c.row, c.column) == ("3", COLS[0]) else c for c in cells]
+    cells = [Cell(c.row, c.column, 90.0) if (c.row, c.column) == ("5", COLS[1]) else c for c in cells]
+    res = build_table(tolias2(), cells, {"scale": "smoke"}, ["a reading"])
+    rows = {(r["row"], r["column"]): r for r in read_csv(write_table(res, tmp_path)["csv"])}
+
+    assert float(rows[("3", COLS[0])]["diff"]) == pytest.approx(-15.0)
+    assert float(rows[("5", COLS[1])]["diff"]) == pytest.approx(3.0)
+    assert float(rows[("1", COLS[0])]["diff"]) == 0.0
+    assert rows[("1", COLS[0])]["paper"] == "100"
+
+    mean = rows[("mean", COLS[0])]
+    assert mean["paper"] == "80.70"
+    assert float(mean["reproduced"]) == pytest.approx(80.70 - 15 / 20)
+    assert float(mean["diff"]) == pytest.approx(-0.75)
+
+    passes = rows[("passes", COLS[0])]
+    assert passes["paper"] == "5"
+    assert "paper: 1 4 12 15 20" in passes["note"]
+    assert float(passes["reproduced"]) == 5.0
+    # paper 10-sample column: row 13 is exactly 95 and counts
+    assert rows[("passes", COLS[2])]["paper"] == "9"
+    assert "paper: 1 4 6 11 12 13 14 15 20" in rows[("passes", COLS[2])]["note"]
+
+    assert [(ln.row, ln.column) for ln in res.flagged] == [("3", COLS[0])]
+    assert res.status == "differs"  # mean |diff| small, but one cell is flagged
+    side = json.loads((tmp_path / "tolias-thesis" / "2.json").read_text())
+    assert side["flagged"] == [{"row": "3", "column": COLS[0], "reproduced": 40.0, "paper": "55", "diff": -15.0}]
+    assert side["n_cells"] == 60 and side["n_ok"] == 60 and side["max_abs_diff"] == 15.0
+    assert side["provenance"] == {"scale": "smoke"}
+
+
+def test_csv_layout_and_order(tmp_path):
+    res = build_table(tolias2(), exact_cells(), {}, [])
+    rows = read_csv(write_table(res, tmp_path)["csv"])
+    assert list(rows[0]) == ["row", "column", "reproduced", "paper", "diff", "status", "note"]
+    assert len(rows) == 60 + 3 + 3
+    assert [(r["row"], r["column"]) for r in rows[:60]] == [(r, c) for r in ROWS for c in COLS]
+    assert [r["row"] for r in rows[60:]] == ["mean"] * 3 + ["passes"] * 3
+    assert res.status == "reproduced"
+
+
+def test_partial_mean_note(tmp_path):
+    cells = [c for c in exact_cells() if not (c.column == COLS[0] and c.row in ("19", "20"))]
+    res = build_table(tolias2(), cells, {}, [])
+    rows = {(r["row"], r["column"]): r for r in read_csv(write_table(res, tmp_path)["csv"])}
+    mean = rows[("mean", COLS[0])]
+    assert float(mean["reproduced"]) == pytest.approx((1614 - 12 - 100) / 18)
+    assert mean["paper"] == "80.70"
+    assert "over 18 of 20 rows" in mean["note"]
+    assert rows[("19", COLS[0])]["status"] == "not_run"
+    assert rows[("19", COLS[0])]["reproduced"] == "" and rows[("19", COLS[0])]["diff"] == ""
+    assert res.status == "differs"  # not every cell was run
+
+
+def test_needs_data(tmp_path):
+    detail = "missing en-10k/qa3_three-supporting-facts_train.txt"
+    cells = [Cell(c.row, c.column, None, "needs_data", detail) if c.row == "3" else c for c in exact_cells()]
+    res = build_table(tolias2(), cells, {}, [])
+    assert res.status == "needs data"
+    paths = write_table(res, tmp_path)
+    md = paths["md"].read_text()
+    table = md_table(md)
+    row3 = next(r for r in table if r[0] == "3")
+    assert row3[1] == row3[4] == row3[7] == "needs data"
+    assert row3[2] == "55" and row3[3] == ""
+    assert detail in md
+    rows = {(r["row"], r["column"]): r for r in read_csv(paths["csv"])}
+    assert rows[("3", COLS[0])]["status"] == "needs_data"
+    assert detail in rows[("3", COLS[0])]["note"]
+    side = json.loads(paths["json"].read_text())
+    assert side["status"] == "needs data" and side["n_needs_data"] == 3 and side["n_ok"] == 57
+
+
+def test_not_run_and_failed_render():
+    cells = [Cell("1", COLS[0], None, "failed", "CUDA OOM"), Cell("2", COLS[0], float("nan"))]
+    res = build_table(tolias2(), cells, {}, [])
+    from nlpbench.tables import render_markdown
+    table = md_table(render_markdown(res))
+    assert table[2][1] == "failed"
+    assert table[3][1] == "failed"  # NaN is a failure, not a number
+    assert table[4][1] == "not run"
+    assert res.status == "not yet implemented"  # no cell has a value
+    assert build_table(tolias2(), cells + [Cell("3", COLS[0], 55.0)], {}, []).status == "differs"
+    assert build_table(tolias2(), [], {}, []).status == "not yet implemented"
+
+
+def test_table_status_rules():
+    assert table_status(10, 10, 0, 1.0, 0, 5.0) == "reproduced"
+    assert table_status(10, 10, 0, 5.0, 0, 5.0) == "reproduced"
+    assert table_status(10, 10, 0, 6.0, 0, 5.0) == "differs"
+    assert table_status(10, 10, 0, 1.0, 1, 5.0) == "differs"
+    assert table_status(10, 9, 0, 1.0, 0, 5.0) == "differs"
+    assert table_status(10, 10, 0, None, 0, 5.0) == "differs"
+    assert table_status(10, 9, 1, 1.0, 0, 5.0) == "needs data"
+    assert table_status(10, 0, 10, None, 0, 5.0) == "needs data"
+    assert table_status(10, 0, 0, None, 0, 5.0) == "not yet implemented"
+
+
+def test_markdown_shape(tmp_path):
+    res = build_table(tolias2(), exact_cells(0.5), {"scale": "smoke", "commit": "abc123", "device": "cpu"},
+                      ["reading: 1k split"])
+    md = write_table(res, tmp_path)["md"].read_text()
+    assert md.startswith("# Tolias, PhD thesis (2020), seed 000 — Table 2: Quantitative assessment\n")
+    # provenance bullets in the given order
+    assert md.index("- **scale**: smoke") < md.index("- **commit**: abc123") < md.index("- **device**: cpu")
+    table = md_table(md)
+    assert len(table) == 2 + 20 + 2  # header, separator, 20 tasks, mean, passes
+    assert all(len(r) == 1 + 3 * 3 for r in table)
+    assert table[0][:4] == ["row", "Baseline / MemN2N (reproduced)", "(paper)", "(Δ)"]
+    assert set(table[1][1:]) == {"---:"}
+    assert table[2] == ["1", "100.5", "100", "+0.5", "100.5", "100", "+0.5", "100.5", "100", "+0.5"]
+    assert table[-2][0] == "**mean**" and table[-1][0] == "**# ≥ 95%**"
+    assert table[-2][2] == "**80.70**"
+    assert table[-1][2] == "**5** (1 4 12 15 20)"
+    assert "## Cells differing from the paper by more than 10 points\n\nnone" in md
+    assert "- reading: 1k split" in md
+    assert res.status == "reproduced"
+
+
+def test_markdown_escapes_pipes_and_marks_cited(tmp_path):
+    cols = ["ROUGE / 1", "METEOR / + stem/syn/para"]
+    spec = TableSpec("acvi-paper", "1", "ROUGE | test", ["seq2seq with SA"], cols, decimals=2)
+    res = build_table(spec, [Cell("seq2seq with SA", "ROUGE / 1", 30.0)], {"config": {"a": 1, "b": "x|y"}}, [])
+    md = write_table(res, tmp_path)["md"].read_text()
+    table = md_table(md)
+    assert all(len(r) == 7 for r in table)
+    assert table[2][1:4] == ["30.00", "31.33 (cited)", "-1.3"]
+    assert table[2][4:7] == ["not run", "13.20 (cited)", ""]
+    assert "printed cell(s) are not part of this table" in md  # other rows of paper table 1
+
+
+def test_misprint_note_carried(tmp_path):
+    spec = TableSpec("tolias-thesis", "10", "Joint", ["2"], COLS)
+    res = build_table(spec, [Cell("2", COLS[0], 80.0)], {}, [])
+    rows = read_csv(write_table(res, tmp_path)["csv"])
+    assert rows[0]["note"].startswith("misprint:")
+    md = (tmp_path / "tolias-thesis" / "10.md").read_text()
+    assert "(misprint)" in md and "Paper misprint:" in md
+
+
+def test_unknown_cell_has_empty_paper(tmp_path):
+    spec = TableSpec("tolias-thesis", "2", "t", ["1", "21"], [COLS[0], "Extra / col"])
+    cells = [Cell("21", COLS[0], 50.0), Cell("1", "Extra / col", 60.0), Cell("1", COLS[0], 100.0)]
+    res = build_table(spec, cells, {}, [])
+    rows = {(r["row"], r["column"]): r for r in read_csv(write_table(res, tmp_path)["csv"])}
+    assert rows[("21", COLS[0])]["reproduced"] == "50"
+    assert rows[("21", COLS[0])]["paper"] == "" and rows[("21", COLS[0])]["diff"] == ""
+    assert rows[("1", "Extra / col")]["reproduced"] == "60"
+    table = md_table((tmp_path / "tolias-thesis" / "2.md").read_text())
+    assert table[3][1:4] == ["50.0", "", ""]
+
+
+def test_invalid_cells_raise():
+    with pytest.raises(ValueError):
+        build_table(tolias2(), [Cell("1", COLS[0], 1.0), Cell("1", COLS[0], 2.0)], {}, [])
+    with pytest.raises(ValueError):
+        build_table(tolias2(), [Cell("99", COLS[0], 1.0)], {}, [])
+    with pytest.raises(ValueError):
+        build_table(tolias2(), [Cell("1", COLS[0], 1.0, "weird")], {}, [])
+
+
+def test_write_is_atomic(tmp_path):
+    paths = write_table(build_table(tolias2(), exact_cells(), {"date": "2024-01-01"}, []), tmp_path)
+    assert set(paths) == {"csv", "md", "json"} and all(p.exists() for p in paths.values())
+    write_index(tmp_path)
+    leftovers = [p for p in tmp_path.rglob("*") if p.name.endswith(".tmp")]
+    assert leftovers == []
+
+
+# ---------------------------------------------------------------- results index
+
+
+def test_write_index(tmp_path):
+    write_table(build_table(tolias2(), exact_cells(), {}, []), tmp_path)
+    needs = [Cell("1", COLS[0], None, "needs_data", "missing hn-1k")]
+    write_table(build_table(tolias2(table="11"), needs, {}, []), tmp_path)
+    write_index(tmp_path)
+
+    with open(tmp_path / "index.csv", encoding="utf-8", newline="") as f:
+        reader = csv.DictReader(f)
+        rows = list(reader)
+    assert reader.fieldnames == ["source", "table", "title", "status", "path"]
+    assert len(rows) == 39
+    assert [(r["source"], r["table"]) for r in rows] == [(r["source"], r["table"]) for r in reference_index()]
+    by = {(r["source"], r["table"]): r for r in rows}
+    assert by[("tolias-thesis", "2")]["status"] == "reproduced"
+    assert by[("tolias-thesis", "2")]["path"] == "tolias-thesis/2.csv"
+    assert by[("tolias-thesis", "11")]["status"] == "needs data"
+    assert by[("shen-thesis", "6.7")]["status"] == "not yet implemented"
+    assert by[("shen-thesis", "6.7")]["path"] == ""
+
+    readme = (tmp_path / "README.md").read_text()
+    for label in ("Tolias, PhD thesis (2020), seed 000", "Tolias, Kourouklides & Chatzis, ACVI paper, seed 002",
+                  "Bahuleyan, MASc thesis (2018), seed 001", "Shen, PhD thesis, seed 004"):
+        assert f"## {label}" in readme
+    assert "Seed 003" in readme
+    assert "[md](tolias-thesis/2.md) · [csv](tolias-thesis/2.csv)" in readme
+    tables = md_table(readme)
+    assert all(len(r) == 6 for r in tables)  # "Mean |Δ|" header pipes are escaped
+    assert len([r for r in tables if r[0] not in ("Table", "---")]) == 39
+    row2 = next(r for r in tables if r[0] == "2" and "Quantitative" in r[1])
+    assert row2[2:5] == ["reproduced", "60 / 60", "0.00"]
