@@ -33,6 +33,7 @@ class Run:
 
 @dataclass
 class TrainConfig:
+    optimizer: str = "adagrad"
     epochs: int = 100
     batch_size: int = 32
     lr: float = 0.01
@@ -103,8 +104,13 @@ class GroupTrainer:
             if bayes_cfg.learn_prior_dof:
                 params.append(self.prior_log_nu)
         self.params = params
-        self.opt = torch.optim.Adagrad(params, lr=train_cfg.lr,
-                                       initial_accumulator_value=train_cfg.adagrad_initial_accumulator)
+        if train_cfg.optimizer == "adagrad":
+            self.opt = torch.optim.Adagrad(params, lr=train_cfg.lr,
+                                           initial_accumulator_value=train_cfg.adagrad_initial_accumulator)
+        elif train_cfg.optimizer == "sgd":
+            self.opt = torch.optim.SGD(params, lr=train_cfg.lr)
+        else:
+            raise ValueError(f"memnet.train.optimizer: unknown optimizer {train_cfg.optimizer!r}")
         self.epoch = 0
         self.history: list[dict] = []
 

@@ -168,6 +168,9 @@ def _read_status(out_dir: Path) -> dict | None:
     """The STATUS.json of a complete preparation in `out_dir`, or None if `out_dir` does not exist."""
     if not out_dir.exists():
         return None
+    if out_dir.is_dir() and not any(out_dir.iterdir()):
+        out_dir.rmdir()  # an empty directory (e.g. made by a workflow engine for the output) is "absent"
+        return None
     status_path = out_dir / STATUS_FILE
     if not status_path.is_file():
         raise FetchError(

@@ -31,6 +31,7 @@ class MemNetConfig:
     bayesian: bool = False       # t-MEM-NN: Student-t posteriors over the embedding matrices
     sigma_init: float = 0.01
     dof_init: float = 100.0
+    dof_min: float = 1.0         # floor on the learned nu_Theta (not in the thesis; keeps samples finite)
 
     @property
     def n_rows(self) -> int:
@@ -95,7 +96,7 @@ class MemNet(nn.Module):
             mask = words if name == "B" else with_time
             if cfg.bayesian:
                 self.matrices[name] = StudentTMatrix(init(V, own_rows), mask, self.rows, cfg.sigma_init,
-                                                     cfg.dof_init)
+                                                     cfg.dof_init, cfg.dof_min)
             else:
                 self.params[name] = nn.Parameter(init(V, own_rows))
                 self.register_buffer(f"mask_{name}", mask.to(torch.float32).unsqueeze(-1))

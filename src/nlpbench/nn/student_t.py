@@ -55,18 +55,20 @@ class StudentTMatrix(nn.Module):
     """
 
     def __init__(self, mu_init: torch.Tensor, row_mask: torch.Tensor, rows: list[torch.Tensor],
-                 sigma_init: float, dof_init: float):
+                 sigma_init: float, dof_init: float, dof_min: float = 0.0):
         super().__init__()
         K = mu_init.shape[0]
         self.mu = nn.Parameter(mu_init)                                           # (K, V, d)
         self.log_sigma = nn.Parameter(torch.full_like(mu_init, math.log(sigma_init)))  # sigma > 0 via exp
-        self.log_nu = nn.Parameter(torch.full((K,), math.log(dof_init)))          # nu_Theta > 0 via exp
+        # nu_Theta = dof_min + exp(log_nu) > dof_min (a floor keeps the t noise finite; 0 = none)
+        self.dof_min = dof_min
+        self.log_nu = nn.Parameter(torch.full((K,), math.log(dof_init - dof_min)))
         self.register_buffer("row_mask", row_mask.to(torch.float32).unsqueeze(-1))
         self.rows = rows  # the rows each run really has: noise is drawn for these only, as when trained alone
 
     @property
     def nu(self) -> torch.Tensor:
-        return self.log_nu.exp()
+        return self.dof_min + self.log_nu.exp()
 
     def mean(self) -> torch.Tensor:
         return self.mu * self.row_mask

@@ -1,0 +1,27 @@
+# nlpbench: every table of the chosen scale.
+#   snakemake --cores all --resources gpu=1                      (paper scale, params.yaml)
+#   snakemake --cores all --resources gpu=1 --config scale=smoke (any params.yaml key can be overridden)
+# Thin rules over the `nlpbench` command line; the logic lives in src/nlpbench, where the tests reach it.
+
+import shlex
+import yaml
+from nlpbench import config as nb
+
+PARAMS = nb.load("params.yaml", config)   # validated: a bad key stops here with its name
+SET = " ".join(
+    "--set " + shlex.quote(f"{k}={yaml.safe_dump(v, default_flow_style=True).strip().removesuffix('...').strip()}")
+    for k, v in config.items()
+)
+GROUPS = nb.all_groups(PARAMS)
+
+
+include: "pipeline/data.smk"
+include: "pipeline/memnet.smk"
+include: "pipeline/tables.smk"
+
+
+rule all:
+    input:
+        "results/index.csv",
+        "results/README.md",
+        [nb.table_paths(PARAMS, name)["md"] for name in PARAMS["experiments"]],

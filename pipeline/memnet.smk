@@ -1,0 +1,17 @@
+# MemN2N and t-MEM-NN (seed 000 ch. 6): each group trains its tasks x seeds in one vectorised pass and
+# writes runs/<group>/<run>/{model.pt,metrics.json,config.json,history.json}; group.json comes last.
+
+rule train_memnet_group:
+    input:
+        "data/babi/STATUS.json",
+    output:
+        "runs/{group}/group.json",
+    log:
+        "logs/train/{group}.log",
+    benchmark:
+        "logs/train/{group}.benchmark.tsv"
+    threads: workflow.cores
+    resources:
+        gpu=1,
+    shell:
+        "nlpbench {SET} train-group {wildcards.group} --threads {threads} > {log} 2>&1"

@@ -1,0 +1,39 @@
+# Tables: reproduced cells next to the paper's numbers (src/nlpbench/reference), then the index.
+
+
+def experiment_groups(wildcards):
+    name = next(n for n, e in PARAMS["experiments"].items()
+                if e["source"] == wildcards.source and e["table"] == wildcards.table)
+    return [f"runs/{g.group_id}/group.json" for g in nb.experiment_groups(PARAMS, name).values()]
+
+
+def experiment_name(wildcards):
+    return next(n for n, e in PARAMS["experiments"].items()
+                if e["source"] == wildcards.source and e["table"] == wildcards.table)
+
+
+rule table:
+    input:
+        experiment_groups,
+    output:
+        md="results/{source}/{table}.md",
+        csv="results/{source}/{table}.csv",
+        json="results/{source}/{table}.json",
+    log:
+        "logs/table/{source}-{table}.log",
+    params:
+        name=experiment_name,
+    shell:
+        "nlpbench {SET} table {params.name} > {log} 2>&1"
+
+
+rule index:
+    input:
+        [nb.table_paths(PARAMS, name)["json"] for name in PARAMS["experiments"]],
+    output:
+        "results/index.csv",
+        "results/README.md",
+    log:
+        "logs/index.log",
+    shell:
+        "nlpbench index > {log} 2>&1"

@@ -1,0 +1,109 @@
+"""The one command line the pipeline rules call: `nlpbench <command> ...`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import yaml
+
+from . import config
+
+
+def _overrides(pairs: list[str]) -> dict:
+    out = {}
+    for pair in pairs or []:
+        if "=" not in pair:
+            raise config.ConfigError(f"--set {pair!r}: expected KEY=VALUE")
+        key, value = pair.split("=", 1)
+        out[key] = yaml.safe_load(value)
+    return out
+
+
+def _params(args) -> dict:
+    return config.load(args.params, _overrides(args.set))
+
+
+def cmd_fetch(args) -> None:
+    from .data import fetch
+    params = _params(args)
+    mirror = fetch.resolve_mirror(args.mirror or params.get("mirror"))
+    status = fetch.prepare_babi(Path(args.data) / "babi", mirror)
+    print(f"bAbI ready in {Path(args.data) / 'babi'}: {len(status['present'])} files, "
+          f"{len(status['missing'])} missing ({', '.join(status['missing']) or 'none'})")
+
+
+def cmd_train_group(args) -> None:
+    from .memnet_experiments import resolve_device, train_group
+    import torch
+    params = _params(args)
+    groups = config.all_groups(params)
+    if args.group not in groups:
+        raise config.ConfigError(f"unknown group {args.group!r} for scale {params['scale']}; "
+                                 f"known: {', '.join(sorted(groups))}")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    train_group(groups[args.group], Path(args.data) / "babi", Path(args.runs), resolve_device(params["device"]))
+
+
+def cmd_table(args) -> None:
+    from .memnet_experiments import build_table
+    params = _params(args)
+    if args.experiment not in params["experiments"]:
+        raise config.ConfigError(f"{args.params}: experiments: no experiment {args.experiment!r}")
+    paths = build_table(params, args.experiment, Path(args.runs), Path(args.results))
+    print(f"wrote {paths['md']}")
+
+
+def cmd_index(args) -> None:
+    from .results_index import write_index
+    write_index(Path(args.results))
+    print(f"wrote {Path(args.results) / 'index.csv'} and README.md")
+
+
+def cmd_groups(args) -> None:
+    params = _params(args)
+    for gid in sorted(config.all_groups(params)):
+        print(gid)
+
+
+def cmd_check(args) -> None:
+    params = _params(args)
+    print(f"{args.params}: valid (scale {params['scale']}, {len(config.all_groups(params))} training groups)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="nlpbench", description=__doc__)
+    parser.add_argument("--params", default="params.yaml", help="parameter file (default params.yaml)")
+    parser.add_argument("--set", action="append", metavar="KEY=VALUE",
+                        help="override a parameter, e.g. --set scale=smoke (repeatable)")
+    parser.add_argument("--data", default="data", help="data directory (default data/)")
+    parser.add_argument("--runs", default="runs", help="runs directory (default runs/)")
+    parser.add_argument("--results", default="results", help="results directory (default results/)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("fetch", help="download (or copy from a mirror) and verify a data set")
+    p.add_argument("dataset", choices=["babi"])
+    p.add_argument("--mirror", help="offline mirror directory (else params.yaml mirror, else $NLPBENCH_MIRROR)")
+    p.set_defaults(func=cmd_fetch)
+    p = sub.add_parser("train-group", help="train the runs of one group together")
+    p.add_argument("group")
+    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch's default)")
+    p.set_defaults(func=cmd_train_group)
+    p = sub.add_parser("table", help="build one experiment's table into results/")
+    p.add_argument("experiment")
+    p.set_defaults(func=cmd_table)
+    sub.add_parser("index", help="rewrite results/index.csv and results/README.md").set_defaults(func=cmd_index)
+    sub.add_parser("groups", help="list the training groups of the chosen scale").set_defaults(func=cmd_groups)
+    sub.add_parser("check", help="validate params.yaml").set_defaults(func=cmd_check)
+    args = parser.parse_args(argv)
+    try:
+        args.func(args)
+    except config.ConfigError as e:
+        print(f"nlpbench: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

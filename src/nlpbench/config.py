@@ -1,0 +1,141 @@
+"""params.yaml: loading, scale overrides, validation, and the runs each experiment needs.
+
+A run is a pure function of its resolved configuration; runs that differ only in task and seed form a group
+that trains in one vectorised pass (nlpbench.memnet_train). Paths are derived here, in one place, for the
+CLI, the Snakefile and the tests alike.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+SCHEMA = Path(__file__).with_name("schema") / "params.schema.yaml"
+MODELS = {"memn2n": False, "tmemnn": True}    # model name -> bayesian
+
+
+class ConfigError(ValueError):
+    """A bad params.yaml: the message names the file and the key."""
+
+
+def _validate(params: dict, where: str) -> None:
+    schema = yaml.safe_load(SCHEMA.read_text())
+    errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(params), key=lambda e: list(e.path))
+    if errors:
+        lines = []
+        for e in errors[:10]:
+            key = ".".join(str(p) for p in e.path) or "(top level)"
+            lines.append(f"  {key}: {e.message}")
+        raise ConfigError(f"{where}: invalid parameters\n" + "\n".join(lines))
+
+
+def set_dotted(cfg: dict, dotted: str, value: Any, where: str) -> None:
+    """cfg['a']['b'] = value for 'a.b'; the key must already exist (a typo is an error, not a new key)."""
+    node = cfg
+    parts = dotted.split(".")
+    for i, part in enumerate(parts):
+        if not isinstance(node, dict) or part not in node:
+            raise ConfigError(f"{where}: unknown key {dotted!r} (no {'.'.join(parts[:i + 1])!r} in params.yaml)")
+        if i == len(parts) - 1:
+            node[part] = value
+        else:
+            node = node[part]
+
+
+def load(path: str | Path = "params.yaml", overrides: dict | None = None) -> dict:
+    """Read params.yaml, apply `overrides` (e.g. Snakemake's --config), then the chosen scale; validate."""
+    path = Path(path)
+    try:
+        params = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {e}") from None
+    if not isinstance(params, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    _validate(params, str(path))
+    params = copy.deepcopy(params)
+    for key, value in (overrides or {}).items():
+        set_dotted(params, key, value, f"{path} (override)")
+    scale = params["scale"]
+    if scale not in params["scales"]:
+        raise ConfigError(f"{path}: scale: unknown scale {scale!r} (known: {', '.join(params['scales'])})")
+    for key, value in params["scales"][scale].items():
+        set_dotted(params, key, value, f"{path}: scales.{scale}")
+    for name, exp in params["experiments"].items():
+        for key, value in exp.get("overrides", {}).items():
+            set_dotted(copy.deepcopy(params["memnet"]), key, value, f"{path}: experiments.{name}.overrides")
+    _validate(params, f"{path} (scale {scale})")
+    return params
+
+
+# -- experiments -> groups of runs ----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Group:
+    """Runs of one model configuration over several tasks and seeds, trained together."""
+
+    group_id: str
+    model: str                  # memn2n | tmemnn
+    variant: str
+    tasks: tuple[int, ...]
+    seeds: tuple[int, ...]
+    settings: dict              # resolved memnet settings (model, train, bayes, data)
+
+    def run_name(self, task: int, seed: int) -> str:
+        return f"qa{task}-seed{seed}"
+
+    def run_dir(self, runs_root: Path, task: int, seed: int) -> Path:
+        return Path(runs_root) / self.group_id / self.run_name(task, seed)
+
+
+def experiment_tasks(params: dict, name: str) -> list[int]:
+    tasks = params["experiments"][name]["tasks"]
+    subset = params.get("task_subset")
+    return [t for t in tasks if subset is None or t in subset]
+
+
+def memnet_settings(params: dict, name: str) -> dict:
+    settings = copy.deepcopy({k: params["memnet"][k] for k in ("model", "train", "bayes", "data")})
+    for key, value in params["experiments"][name].get("overrides", {}).items():
+        set_dotted(settings, key, value, f"experiments.{name}.overrides")
+    return settings
+
+
+def experiment_groups(params: dict, name: str) -> dict[str, Group]:
+    """model name -> the Group that fills the columns of that model in experiment `name`."""
+    exp = params["experiments"][name]
+    tasks = tuple(experiment_tasks(params, name))
+    seeds = tuple(params["memnet"]["seeds"])
+    settings = memnet_settings(params, name)
+    out = {}
+    for model in dict.fromkeys(c["model"] for c in exp["columns"].values()):
+        s = copy.deepcopy(settings)
+        if not MODELS[model]:
+            s.pop("bayes")
+        key = json.dumps({"model": model, "variant": exp["variant"], "tasks": tasks, "seeds": seeds,
+                          "settings": s}, sort_keys=True)
+        digest = hashlib.sha256(key.encode()).hexdigest()[:10]
+        m = s["model"]
+        gid = f"{model}-{exp['variant']}-h{m['hops']}-d{m['embedding_dim']}-{digest}"
+        out[model] = Group(gid, model, exp["variant"], tasks, seeds, s)
+    return out
+
+
+def all_groups(params: dict) -> dict[str, Group]:
+    groups = {}
+    for name in params["experiments"]:
+        for g in experiment_groups(params, name).values():
+            groups[g.group_id] = g
+    return groups
+
+
+def table_paths(params: dict, name: str, results: str | Path = "results") -> dict[str, Path]:
+    exp = params["experiments"][name]
+    base = Path(results) / exp["source"] / exp["table"]
+    return {ext: Path(f"{base}.{ext}") for ext in ("md", "csv", "json")}
