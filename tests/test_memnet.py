@@ -1,0 +1,96 @@
+"""MemN2N / t-MEM-NN: the equations, learning on real bAbI data, and group training == training alone."""
+
+import pytest
+import torch
+
+from nlpbench.memnet_data import load_task_tensors
+from nlpbench.memnet_train import BayesConfig, GroupTrainer, Run, TrainConfig, learning_rate
+from nlpbench.models.memnet import MemNetConfig, position_weights
+
+
+def test_position_encoding_is_the_papers_formula():
+    J, L, d = 4, 6, 5
+    a, b = position_weights(torch.tensor([J]), L, d)
+    for j in range(1, L + 1):
+        for k in range(1, d + 1):
+            expected = (1 - j / J) - (k / d) * (1 - 2 * j / J) if j <= J else 0.0
+            assert (a[0, j - 1] + (k / d) * b[0, j - 1]).item() == pytest.approx(expected)
+
+
+def test_learning_rate_is_halved_every_25_epochs():
+    cfg = TrainConfig(lr=0.01, lr_halve_every=25)
+    assert [learning_rate(cfg, e) for e in (1, 25, 26, 51, 100)] == [0.01, 0.01, 0.005, 0.0025, 0.00125]
+
+
+@pytest.fixture(scope="module")
+def tasks_1_4(babi_root):
+    return [load_task_tensors(babi_root, "en", [t], 50, 100, 0) for t in (1, 4)]
+
+
+def _trainer(datasets, runs, bayesian, epochs=2, samples=(1, 3), **train):
+    cfg = MemNetConfig(n_words=0, bayesian=bayesian)
+    return GroupTrainer(runs, datasets, cfg, TrainConfig(epochs=epochs, lr=0.1, **train),
+                        BayesConfig(test_samples=samples) if bayesian else None, log=lambda s: None)
+
+
+@pytest.mark.parametrize("bayesian", [False, True])
+def test_group_training_gives_the_same_runs_as_training_alone(tasks_1_4, bayesian):
+    group = _trainer(tasks_1_4, [Run("t1", 0, 7), Run("t4", 1, 3)], bayesian)
+    group.fit()
+    together = group.evaluate()
+    for k, (data, seed) in enumerate([(tasks_1_4[0], 7), (tasks_1_4[1], 3)]):
+        alone = _trainer([data], [Run("x", 0, seed)], bayesian)
+        alone.fit()
+        result = alone.evaluate()[0]
+        for split in ("val_acc", "test_acc"):
+            for key, value in result[split].items():
+                assert together[k][split][key] == pytest.approx(value, abs=2e-3), (k, split, key)
+        assert together[k]["final_train_loss"] == pytest.approx(result["final_train_loss"], rel=1e-3)
+        # the same weights, up to float summation order (rows past the run's vocabulary are padding)
+        n, g_state, a_state = data.n_words, group.run_state(k), alone.run_state(0)
+        name = "matrices.A.mu" if bayesian else "params.A"
+        assert torch.allclose(g_state[name][:n], a_state[name][:n], atol=1e-4)
+
+
+@pytest.mark.slow
+def test_memn2n_learns_task_1(babi_root):
+    """A MemN2N that cannot learn bAbI task 1 has a bug: >= 95% test accuracy in a short CPU run."""
+    data = [load_task_tensors(babi_root, "en", [1], 50, 100, 0)]
+    trainer = _trainer(data, [Run("t1", 0, 0)], bayesian=False, epochs=15)
+    trainer.fit()
+    assert trainer.evaluate()[0]["test_acc"]["point"] >= 0.95
+
+
+@pytest.mark.slow
+def test_tmemnn_learns_task_1_and_fits_its_dofs(babi_root):
+    data = [load_task_tensors(babi_root, "en", [1], 50, 100, 0)]
+    trainer = _trainer(data, [Run("t1", 0, 0)], bayesian=True, epochs=15, samples=(1, 10))
+    trainer.fit()
+    m = trainer.evaluate()[0]
+    assert m["test_acc"]["S10"] >= 0.95
+    assert all(1.0 < nu < 100.0 for nu in m["dof"].values())    # learned: moved from the initial 100
+
+
+def test_adjacent_tying_and_one_hop_run(tasks_1_4):
+    for cfg in (MemNetConfig(n_words=0, tying="adjacent"), MemNetConfig(n_words=0, hops=1)):
+        t = GroupTrainer([Run("a", 0, 0)], tasks_1_4[:1], cfg, TrainConfig(epochs=1), None, log=lambda s: None)
+        t.fit()
+        assert 0.0 <= t.evaluate()[0]["test_acc"]["point"] <= 1.0
+
+
+def test_tmemnn_rejects_adjacent_tying():
+    from nlpbench.models.memnet import MemNet
+    with pytest.raises(ValueError, match="tying"):
+        MemNet(MemNetConfig(n_words=10, bayesian=True, tying="adjacent"), [10], [torch.Generator()])
+
+
+def test_resume_from_checkpoint_continues_identically(tasks_1_4, tmp_path):
+    straight = _trainer(tasks_1_4[:1], [Run("a", 0, 0)], False, epochs=2)
+    straight.fit()
+    ckpt = tmp_path / "ckpt.pt"
+    first = _trainer(tasks_1_4[:1], [Run("a", 0, 0)], False, epochs=1, checkpoint_every=1)
+    first.fit(ckpt)
+    resumed = _trainer(tasks_1_4[:1], [Run("a", 0, 0)], False, epochs=2, checkpoint_every=1)
+    resumed.fit(ckpt)
+    assert resumed.evaluate()[0]["test_acc"] == straight.evaluate()[0]["test_acc"]
+    assert torch.equal(resumed.run_state(0)["params.A"], straight.run_state(0)["params.A"])

@@ -1,0 +1,64 @@
+"""The smoke DAG, from download to tables, through Snakemake itself (a few CPU minutes)."""
+
+import csv
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow
+def test_smoke_dag_runs_from_download_to_tables(tmp_path, mirror_dir):
+    for item in ("Snakefile", "params.yaml", "pipeline"):
+        (shutil.copytree if (REPO / item).is_dir() else shutil.copy)(REPO / item, tmp_path / item)
+    # an extra experiment on en-10k, whose task-3 training file the offline mirror lacks
+    params = yaml.safe_load((tmp_path / "params.yaml").read_text())
+    params["experiments"]["tolias-13"] = {
+        "source": "tolias-thesis", "table": "13", "family": "memnet", "variant": "en-10k", "tasks": [1, 3],
+        "columns": {"Baseline / MemN2N": {"model": "memn2n", "metric": "point"}},
+    }
+    params["scales"]["smoke"]["memnet.train.epochs"] = 1
+    params["scales"]["smoke"]["task_subset"] = [1, 3]
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    env = {**os.environ, "NLPBENCH_MIRROR": str(mirror_dir),
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    cmd = [sys.executable, "-m", "snakemake", "--cores", "2", "--resources", "gpu=1", "--config", "scale=smoke"]
+    done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    logs = "\n".join(p.read_text() for p in (tmp_path / "logs").rglob("*.log")) if (tmp_path / "logs").exists() else ""
+    assert done.returncode == 0, done.stderr[-3000:] + logs[-3000:]
+
+    results = tmp_path / "results"
+    with open(results / "index.csv", newline="") as f:
+        index = list(csv.DictReader(f))
+    assert len(index) == 39 and list(index[0]) == ["source", "table", "title", "status", "path"]
+    status = {(r["source"], r["table"]): r for r in index}
+    assert status[("tolias-thesis", "2")]["path"] == "tolias-thesis/2.csv"
+    assert status[("tolias-thesis", "13")]["status"] == "needs data"
+    assert status[("shen-thesis", "6.2")]["status"] == "not yet implemented"
+
+    with open(results / "tolias-thesis" / "2.csv", newline="") as f:
+        cells = {(r["row"], r["column"]): r for r in csv.DictReader(f)}
+    assert cells[("1", "Baseline / MemN2N")]["paper"] == "100"
+    assert 0 <= float(cells[("1", "t-MEM-NN / 10 samples")]["reproduced"]) <= 100
+    assert cells[("5", "Baseline / MemN2N")]["reproduced"] == ""          # not in the smoke scale
+    with open(results / "tolias-thesis" / "13.csv", newline="") as f:
+        cells13 = {(r["row"], r["column"]): r for r in csv.DictReader(f)}
+    assert cells13[("3", "Baseline / MemN2N")]["status"] == "needs_data"
+    assert cells13[("1", "Baseline / MemN2N")]["status"] == "ok"
+    md = (results / "tolias-thesis" / "13.md").read_text()
+    assert "needs data" in md and "qa3_three-supporting-facts_train.txt" in md
+    assert "| 2 |" in (results / "README.md").read_text() or "tolias-thesis/2.md" in (results / "README.md").read_text()
+
+    # every run has its own checkpoint and metrics
+    metrics = list((tmp_path / "runs").rglob("metrics.json"))
+    assert len(metrics) == 2 * 2 + 2 and len(list((tmp_path / "runs").rglob("model.pt"))) == 2 * 2 + 1
+
+    # a second invocation has nothing to do
+    again = subprocess.run(cmd + ["-n"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr

@@ -1,0 +1,90 @@
+"""The Student-t machinery of t-MEM-NN: t-divergence (eqs. 56-59) and escort sampling (eqs. 60-62)."""
+
+import math
+
+import pytest
+import torch
+
+from nlpbench.nn.student_t import StudentTMatrix, log_psi, standard_t_noise, t_divergence
+
+
+def D(mu, log_sigma, nu_q, nu_p):
+    f = lambda x: torch.tensor([float(x)], dtype=torch.float64)
+    return t_divergence(f(mu), f(log_sigma), f(nu_q), f(nu_p)).item()
+
+
+@pytest.mark.parametrize("nu", [1.0, 3.0, 10.0, 100.0, 1e4])
+def test_divergence_is_zero_when_posterior_equals_prior(nu):
+    assert D(0.0, 0.0, nu, nu) == pytest.approx(0.0, abs=1e-9)
+
+
+@pytest.mark.parametrize("nu", [2.0, 5.0, 100.0])
+@pytest.mark.parametrize("mu,sigma", [(0.5, 1.0), (-0.1, 1.0), (0.0, 0.01), (0.0, 3.0), (0.2, 0.1)])
+def test_divergence_is_positive_when_posterior_differs(nu, mu, sigma):
+    assert D(mu, math.log(sigma), nu, nu) > 0
+
+
+def test_divergence_grows_with_the_distance_of_the_mean():
+    values = [D(m, 0.0, 5.0, 5.0) for m in (0.0, 0.5, 1.0, 2.0)]
+    assert values == sorted(values) and values[0] < values[-1]
+
+
+def test_eq56_is_not_a_divergence_when_the_dofs_differ():
+    """Spec A-11: eq. 56 is exact only for nu_q == nu_p; used literally it can go negative. Pinned so the
+    notes under the tables stay true."""
+    assert D(0.0, 0.0, 5.0, 100.0) < 0
+
+
+def test_log_space_is_stable_at_extremes():
+    for nu_q, nu_p, ls in [(1e5, 1e5, 0.0), (1.0, 100.0, math.log(1e-8)), (1e4, 1.0, math.log(50.0))]:
+        assert math.isfinite(D(0.3, ls, nu_q, nu_p))
+
+
+def test_log_psi_matches_the_direct_formula():
+    nu, sigma = 7.0, 0.3
+    direct = (math.gamma((nu + 1) / 2) / (math.gamma(nu / 2) * math.sqrt(math.pi * nu) * sigma)) ** (-2 / (nu + 1))
+    got = log_psi(torch.tensor(nu, dtype=torch.float64), math.log(sigma)).exp().item()
+    assert got == pytest.approx(direct, rel=1e-10)
+
+
+def test_t_noise_has_the_variance_of_a_unit_scale_t():
+    g = torch.Generator().manual_seed(0)
+    for df in (5.0, 12.0):
+        eps = standard_t_noise(torch.tensor([[df]]), (400, 1000), g)
+        assert eps.var().item() == pytest.approx(df / (df - 2), rel=0.05)      # unit scale, variance nu/(nu-2)
+        assert eps.median().abs().item() < 0.02
+
+
+def test_t_noise_is_reparameterised_in_the_dof():
+    df = torch.tensor([[4.0]], requires_grad=True)
+    eps = standard_t_noise(df, (50, 40), torch.Generator().manual_seed(1))
+    eps.abs().mean().backward()
+    assert df.grad is not None and df.grad.item() < 0     # more dof -> thinner tails -> smaller |eps|
+
+
+def _matrix(nu, sigma, V=200, d=50):
+    mu = torch.zeros(1, V, d)
+    mask = torch.ones(1, V, dtype=torch.bool)
+    mask[0, 0] = False                                    # the nil row
+    return StudentTMatrix(mu, mask, [torch.arange(V)], sigma_init=sigma, dof_init=nu, dof_min=0.0)
+
+
+def test_escort_samples_have_covariance_sigma_squared():
+    """Eq. 60: the escort t(mu, nu/(nu+2) sigma^2, nu+2) has covariance diag(sigma^2)."""
+    q = _matrix(nu=6.0, sigma=0.5)
+    draws = torch.cat([q.sample([torch.Generator().manual_seed(s)], escort=True)[0, 1:] for s in range(20)])
+    assert draws.var().item() == pytest.approx(0.25, rel=0.05)
+
+
+def test_posterior_samples_have_the_variance_of_q():
+    q = _matrix(nu=6.0, sigma=0.5)
+    draws = torch.cat([q.sample([torch.Generator().manual_seed(s)], escort=False)[0, 1:] for s in range(20)])
+    assert draws.var().item() == pytest.approx(0.25 * 6 / 4, rel=0.05)
+
+
+def test_masked_rows_are_zero_and_excluded_from_the_divergence():
+    q = _matrix(nu=100.0, sigma=0.01, V=5, d=3)
+    assert torch.all(q.sample([torch.Generator().manual_seed(0)], escort=True)[0, 0] == 0)
+    full = q.divergence(torch.tensor([100.0]))
+    per_element = t_divergence(q.mu, q.log_sigma, q.nu.view(-1, 1, 1), torch.tensor(100.0))[0, 1:].sum()
+    assert full.item() == pytest.approx(per_element.item(), rel=1e-6)
