@@ -9,6 +9,8 @@ from pathlib import Path
 import yaml
 
 from . import config
+from .data.babi import BabiFormatError, MissingDataError
+from .data.fetch import FetchError
 
 
 def _overrides(pairs: list[str]) -> dict:
@@ -62,6 +64,12 @@ def cmd_index(args) -> None:
     print(f"wrote {Path(args.results) / 'index.csv'} and README.md")
 
 
+def cmd_bench(args) -> None:
+    from . import bench
+    from .memnet_experiments import resolve_device
+    bench.main(Path(args.data) / "babi", resolve_device(_params(args)["device"]))
+
+
 def cmd_groups(args) -> None:
     params = _params(args)
     for gid in sorted(config.all_groups(params)):
@@ -96,10 +104,12 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("index", help="rewrite results/index.csv and results/README.md").set_defaults(func=cmd_index)
     sub.add_parser("groups", help="list the training groups of the chosen scale").set_defaults(func=cmd_groups)
     sub.add_parser("check", help="validate params.yaml").set_defaults(func=cmd_check)
+    sub.add_parser("bench", help="timing benchmark of MemN2N / t-MEM-NN (prints figures)").set_defaults(
+        func=cmd_bench)
     args = parser.parse_args(argv)
     try:
         args.func(args)
-    except config.ConfigError as e:
+    except (config.ConfigError, FetchError, MissingDataError, BabiFormatError) as e:
         print(f"nlpbench: {e}", file=sys.stderr)
         return 2
     return 0
