@@ -49,10 +49,11 @@ class TrainConfig:
 class BayesConfig:
     prior_dof: float = 100.0
     learn_prior_dof: bool = False
+    tie_prior_dof: bool = True           # nu_p := nu_Theta per matrix: eq. 56 is then an exact t-divergence
     train_samples: int = 1
     test_samples: tuple[int, ...] = (1, 10)
     test_sampling: str = "posterior"     # "posterior" (q, §6.3.3) or "escort" (q~, as in training)
-    divergence_weight: float = 1.0       # multiplies sum_Theta D_t / N_train (reading A-4)
+    divergence_weight: float = 0.1       # multiplies sum_Theta D_t / N_train (reading A-4)
 
 
 def generator(seed: int, purpose: str, device) -> torch.Generator:
@@ -144,7 +145,7 @@ class GroupTrainer:
         scale = 1.0 if self.tcfg.loss_reduction == "sum" else 1.0 / B
         if not bayes:
             return ce * scale, ce / B
-        div = self.model.divergence(self.prior_log_nu.exp())
+        div = self.model.divergence(None if self.bcfg.tie_prior_dof else self.prior_log_nu.exp())
         return scale * (ce + self.bcfg.divergence_weight * div * B / self.n_train), ce / B
 
     def train_epoch(self) -> dict:

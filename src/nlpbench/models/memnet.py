@@ -26,7 +26,7 @@ class MemNetConfig:
     tying: str = "layerwise"     # "layerwise": A, B, C shared by all hops + W; "adjacent": A^{k+1} = C^k, B = A^1, W^T = C^K
     position_encoding: bool = True
     temporal_encoding: bool = True
-    mask_empty_memory: bool = True
+    mask_empty_memory: bool = False
     init_std: float = 0.1
     bayesian: bool = False       # t-MEM-NN: Student-t posteriors over the embedding matrices
     sigma_init: float = 0.01
@@ -114,8 +114,9 @@ class MemNet(nn.Module):
             return {n: q.mean() for n, q in self.matrices.items()}
         return {n: q.sample(generators, escort=(mode == "escort")) for n, q in self.matrices.items()}
 
-    def divergence(self, prior_nu: torch.Tensor) -> torch.Tensor:
-        """sum over A, B, C of D_t(q(Theta) || p(Theta)) (eq. 55), per run: (K,)."""
+    def divergence(self, prior_nu: torch.Tensor | None) -> torch.Tensor:
+        """sum over A, B, C of D_t(q(Theta) || p(Theta)) (eq. 55), per run: (K,). prior_nu None: each
+        prior shares its posterior's nu_Theta."""
         return sum(q.divergence(prior_nu) for q in self.matrices.values())
 
     def dof(self) -> dict[str, torch.Tensor]:

@@ -87,8 +87,10 @@ class StudentTMatrix(nn.Module):
         scale = torch.sqrt(nu / (nu + 2)).view(-1, 1, 1) if escort else 1.0
         return (self.mu + scale * sigma * eps) * self.row_mask
 
-    def divergence(self, prior_nu: torch.Tensor) -> torch.Tensor:
-        """sum_l D_t(q_l || p_l) over the existing elements of each run's matrix: shape (K,)."""
+    def divergence(self, prior_nu: torch.Tensor | None) -> torch.Tensor:
+        """sum_l D_t(q_l || p_l) over the existing elements of each run's matrix: shape (K,).
+        prior_nu None ties the prior's dof to this posterior's nu_Theta (then eq. 56 is exact)."""
         nu_q = self.nu.reshape(-1, 1, 1)
-        d = t_divergence(self.mu, self.log_sigma, nu_q, prior_nu.reshape(-1, 1, 1))
+        nu_p = nu_q if prior_nu is None else prior_nu.reshape(-1, 1, 1)
+        d = t_divergence(self.mu, self.log_sigma, nu_q, nu_p)
         return (d * self.row_mask).sum(dim=(1, 2))
