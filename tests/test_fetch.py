@@ -261,5 +261,14 @@ def test_extra_members_are_ignored(babi_root: Path, tmp_path: Path, monkeypatch:
 def test_existing_unfinished_out_dir_is_refused(tmp_path: Path, mirror_dir: Path) -> None:
     out = tmp_path / "babi"
     out.mkdir()
+    (out / "leftover.txt").write_text("half a preparation")
     with pytest.raises(FetchError, match="no STATUS.json"):
         prepare_babi(out, mirror=mirror_dir)
+
+
+def test_empty_out_dir_counts_as_absent(tmp_path: Path, mirror_dir: Path) -> None:
+    """Workflow engines create an output's directory before the job runs."""
+    out = tmp_path / "babi"
+    out.mkdir()
+    status = prepare_babi(out, mirror=mirror_dir)
+    assert (out / "STATUS.json").is_file() and len(status["missing"]) == 3
