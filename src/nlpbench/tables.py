@@ -51,6 +51,11 @@ class TableSpec:
     tolerance: float = 5.0
 
 
+def _diff(reproduced: float | None, paper: float | None) -> float | None:
+    """reproduced - paper, or None when a side has no value."""
+    return None if reproduced is None or paper is None else reproduced - paper
+
+
 @dataclass
 class Line:
     """One grid cell of the built table: reproduced and paper side by side."""
@@ -66,9 +71,7 @@ class Line:
 
     @property
     def diff(self) -> float | None:
-        if self.reproduced is None or self.paper is None:
-            return None
-        return self.reproduced - self.paper
+        return _diff(self.reproduced, self.paper)
 
     @property
     def note(self) -> str:
@@ -90,9 +93,7 @@ class Derived:
 
     @property
     def diff(self) -> float | None:
-        if self.reproduced is None or self.paper is None:
-            return None
-        return self.reproduced - self.paper
+        return _diff(self.reproduced, self.paper)
 
     @property
     def note(self) -> str:
