@@ -224,6 +224,7 @@ def build_table(params: dict, name: str, runs_root: Path, results_dir: Path) -> 
                      "and nu_C <= 20): " + "; ".join(
                          f"nu_{n} median {statistics.median(v):.1f} (range {min(v):.1f}-{max(v):.1f})"
                          for n, v in nu.items()) + ".")
+    notes += exp.get("notes", [])
     result = tables.build_table(spec, cells, provenance, notes)
     paths = tables.write_table(result, Path(results_dir))
     results_index.write_index(Path(results_dir))
