@@ -24,4 +24,4 @@ rule all:
     input:
         "results/index.csv",
         "results/README.md",
-        [nb.table_paths(PARAMS, name)["md"] for name in PARAMS["experiments"]],
+        [TABLE_DONE.format(source=e["source"], table=e["table"]) for e in PARAMS["experiments"].values()],

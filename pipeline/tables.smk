@@ -1,4 +1,8 @@
 # Tables: reproduced cells next to the paper's numbers (src/nlpbench/reference), then the index.
+# results/ is committed to git, so a fresh clone already has the tables; the per-scale marker under runs/
+# (not in git, versioned by DVC with the checkpoints) is what tells Snakemake that this clone built them.
+
+TABLE_DONE = f"runs/_tables/{PARAMS['scale']}/{{source}}/{{table}}.done"
 
 
 def experiment_groups(wildcards):
@@ -19,12 +23,13 @@ rule table:
         md="results/{source}/{table}.md",
         csv="results/{source}/{table}.csv",
         json="results/{source}/{table}.json",
+        done=TABLE_DONE,
     log:
         "logs/table/{source}-{table}.log",
     params:
         name=experiment_name,
     shell:
-        "nlpbench {SET} table {params.name} > {log} 2>&1"
+        "nlpbench {SET} table {params.name} > {log} 2>&1 && date -u > {output.done}"
 
 
 rule index:
