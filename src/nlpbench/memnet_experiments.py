@@ -96,9 +96,7 @@ def train_group(group: config.Group, data_root: Path, runs_root: Path, device: s
             io.write_json(run_dir / "config.json", {"group": group.group_id, "model": group.model,
                                                     "variant": group.variant, "task": task, "seed": seed,
                                                     "settings": s})
-            io.write_json(run_dir / "history.json", [
-                {key: (v[k] if isinstance(v, list) else ({n: x[k] for n, x in v.items()} if isinstance(v, dict) else v))
-                 for key, v in h.items()} for h in trainer.history])
+            io.write_json(run_dir / "history.json", trainer.run_history(k))
             io.write_json(run_dir / "metrics.json", m)
             records[(task, seed)] = m
         (group_dir / "_checkpoint.pt").unlink(missing_ok=True)

@@ -165,12 +165,11 @@ class GroupTrainer:
             loss.sum().backward()
             if self.tcfg.clip_norm:
                 clip_per_run(self.params, self.tcfg.clip_norm)
-            if self.tcfg.grad_noise_std > 0:
+            if self.tcfg.grad_noise_std > 0:   # A-9: Gaussian gradient noise, from each run's own generator
                 for p in self.params:
                     if p.grad is not None:
                         noise = torch.stack([torch.randn(p.shape[1:], generator=g, device=self.device)
-                                             for g in self.gens["noise"]]) if p.dim() > 1 else \
-                            torch.cat([torch.randn(1, generator=g, device=self.device) for g in self.gens["noise"]])
+                                             for g in self.gens["noise"]])
                         p.grad.add_(noise * self.tcfg.grad_noise_std)
             self.opt.step()
             total = total + loss.detach()
@@ -255,6 +254,16 @@ class GroupTrainer:
                 m["prior_dof"] = float(self.prior_log_nu.exp()[k])
             metrics.append(m)
         return metrics
+
+    def run_history(self, k: int) -> list[dict]:
+        """Run k's per-epoch records (the group's lists and dicts of lists, sliced at k)."""
+        def pick(v):
+            if isinstance(v, list):
+                return v[k]
+            if isinstance(v, dict):
+                return {n: x[k] for n, x in v.items()}
+            return v
+        return [{key: pick(v) for key, v in h.items()} for h in self.history]
 
     def run_state(self, k: int) -> dict[str, torch.Tensor]:
         """Run k's slice of every parameter and buffer (its own checkpoint)."""
