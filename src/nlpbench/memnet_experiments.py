@@ -128,7 +128,7 @@ def _commit() -> str:
 
 
 def _reading_notes(params: dict, settings: dict) -> list[str]:
-    m, t, b = settings["model"], settings["train"], settings.get("bayes", params["memnet"]["bayes"])
+    m, t, b = settings["model"], settings["train"], settings["bayes"]
     return [
         f"Scale `{params['scale']}`: {t['epochs']} epochs, {len(params['memnet']['seeds'])} seed(s) per cell "
         f"({', '.join(map(str, params['memnet']['seeds']))}); each cell reports the seed with the best "
@@ -215,7 +215,10 @@ def build_table(params: dict, name: str, runs_root: Path, results_dir: Path) -> 
         "torch": torch.__version__,
         "runs": ", ".join(f"runs/{g.group_id}" for g in groups.values()),
     }
-    notes = _reading_notes(params, next(iter(groups.values())).settings | {"bayes": params["memnet"]["bayes"]})
+    # the t-MEM-NN group's settings carry the bayes section (with this experiment's overrides applied)
+    settings = next((g.settings for g in groups.values() if "bayes" in g.settings),
+                    next(iter(groups.values())).settings | {"bayes": params["memnet"]["bayes"]})
+    notes = _reading_notes(params, settings)
     if dofs:
         nu = {n: [d[n] for _, d in dofs] for n in ("A", "B", "C")}
         notes.append("Fitted degrees of freedom of the reported t-MEM-NN runs (thesis §6.5.5 claims nu_A, nu_B <= 5 "

@@ -8,6 +8,7 @@ order, optimiser state and clipping, so a run trained in a group gives the numbe
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass
@@ -93,7 +94,7 @@ class GroupTrainer:
         self.gens = {p: [generator(r.seed, p, "cpu" if p in ("init", "data") else self.device) for r in runs]
                      for p in PURPOSES}
         n_words = max(d.n_words for d in datasets)
-        self.model_cfg = MemNetConfig(**{**model_cfg.__dict__, "n_words": n_words})
+        self.model_cfg = dataclasses.replace(model_cfg, n_words=n_words)
         vocab_sizes = [datasets[r.data_index].n_words for r in runs]
         self.model = MemNet(self.model_cfg, vocab_sizes, self.gens["init"]).to(self.device)
         params = list(self.model.parameters())

@@ -65,7 +65,7 @@ class MemNet(nn.Module):
     def __init__(self, cfg: MemNetConfig, vocab_sizes: list[int], generators: list[torch.Generator]):
         super().__init__()
         self.cfg = cfg
-        K, V, d, M = len(vocab_sizes), cfg.n_rows, cfg.embedding_dim, cfg.memory_size
+        K, V, d = len(vocab_sizes), cfg.n_rows, cfg.embedding_dim
         if cfg.bayesian and cfg.tying != "layerwise":
             # A, B, C are the thesis's three stochastic matrices (eqs. 48-53).
             raise ValueError("model.tying: t-MEM-NN is defined with layer-wise tying (A, B, C); got 'adjacent'")
@@ -76,7 +76,6 @@ class MemNet(nn.Module):
         # Each run's real rows: nil + its own words, then the time rows. Initial values and sampling noise are
         # drawn for these rows only, from the run's own generator, so grouping never changes a run.
         self.rows = [torch.cat([torch.arange(n), torch.arange(cfg.n_words, V)]) for n in vocab_sizes]
-        self.vocab_sizes = list(vocab_sizes)
 
         def init(total: int, rows_of) -> torch.Tensor:
             out = torch.zeros(K, total, d)
@@ -85,9 +84,6 @@ class MemNet(nn.Module):
                 out[k, rows] = torch.randn(len(rows), d, generator=g) * cfg.init_std   # N(0, 0.1^2) (§6.4.1)
             return out
 
-        def own_rows(k: int) -> torch.Tensor:
-            return self.rows[k]
-
         if cfg.bayesian:
             self.matrices = nn.ModuleDict()
         else:
@@ -95,15 +91,14 @@ class MemNet(nn.Module):
         for name in cfg.matrix_names():
             mask = words if name == "B" else with_time
             if cfg.bayesian:
-                self.matrices[name] = StudentTMatrix(init(V, own_rows), mask, self.rows, cfg.sigma_init,
+                self.matrices[name] = StudentTMatrix(init(V, self.rows.__getitem__), mask, self.rows, cfg.sigma_init,
                                                      cfg.dof_init, cfg.dof_min)
             else:
-                self.params[name] = nn.Parameter(init(V, own_rows))
+                self.params[name] = nn.Parameter(init(V, self.rows.__getitem__))
                 self.register_buffer(f"mask_{name}", mask.to(torch.float32).unsqueeze(-1))
         if cfg.tying == "layerwise":
             # W is a point estimate in both models (eq. 36): V x delta over the word rows.
             self.W = nn.Parameter(init(cfg.n_words, lambda k: torch.arange(vocab_sizes[k])))
-        self.K = K
 
     # -- weights ---------------------------------------------------------------------------------------
     def draw(self, generators: list[torch.Generator] | None, mode: str) -> dict[str, torch.Tensor]:
@@ -160,7 +155,6 @@ class MemNet(nn.Module):
         time_ids = torch.where(filled, cfg.n_words + (n_facts.unsqueeze(-1) - 1 - slot), 0)
         story_len, query_len = batch["story_len"], batch["query_len"]
         if cfg.tying == "layerwise":
-            A = C = None
             u = self._embed(weights["B"], batch["queries"], query_len)  # u^1 = B q
             m = self._memory(weights["A"], stories, story_len, time_ids)
             c = self._memory(weights["C"], stories, story_len, time_ids)
