@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -19,6 +19,7 @@ class TaskTensors:
     name: str
     vocab: babi.Vocab
     splits: dict[str, dict[str, np.ndarray]]
+    _sentence_index: tuple | None = field(default=None, repr=False, compare=False)   # cache of sentence_index
 
     @property
     def n_words(self) -> int:
@@ -51,22 +52,55 @@ def _pad_to(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     return out
 
 
+def sentence_index(data: TaskTensors) -> tuple[np.ndarray, dict[str, dict[str, np.ndarray]]]:
+    """Every distinct sentence (fact or question) of a data set, once: a table (U, W) of token rows whose
+    row 0 is the empty sentence, and per split `story_ids` (N, M) and `query_ids` (N) into it.
+
+    bAbI repeats a few hundred sentences across thousands of stories, so embedding the table once per step
+    and gathering rows is the same sum_j l_j A x_j as embedding every memory slot, at a fraction of the cost."""
+    if data._sentence_index is None:
+        W = max(max(a["stories"].shape[2], a["queries"].shape[1]) for a in data.splits.values())
+        rows = [np.zeros((1, W), dtype=np.int64)]
+        for a in data.splits.values():
+            facts = a["stories"].reshape(-1, a["stories"].shape[2])
+            rows.append(_pad_to(facts, (len(facts), W)))
+            rows.append(_pad_to(a["queries"], (a["queries"].shape[0], W)))
+        table, inverse = np.unique(np.concatenate(rows), axis=0, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        assert not table[0].any(), "the empty sentence sorts first"
+        ids, at = {}, 1
+        for name, a in data.splits.items():
+            N, M = a["stories"].shape[:2]
+            story = inverse[at:at + N * M].reshape(N, M)
+            at += N * M
+            ids[name] = {"story_ids": story, "query_ids": inverse[at:at + N]}
+            at += N
+        data._sentence_index = (table, ids)
+    return data._sentence_index
+
+
+def stack_sentences(datasets: list[TaskTensors], device) -> dict[str, torch.Tensor]:
+    """The data sets' sentence tables padded to common shape and stacked: tokens (T, U, W), len (T, U)."""
+    tables = [sentence_index(d)[0] for d in datasets]
+    U = max(t.shape[0] for t in tables)
+    W = max(t.shape[1] for t in tables)
+    tokens = np.stack([_pad_to(t, (U, W)) for t in tables])
+    return {"tokens": torch.as_tensor(tokens, device=device),
+            "len": torch.as_tensor((tokens != 0).sum(-1), device=device)}
+
+
 def stack_split(datasets: list[TaskTensors], split: str, device) -> dict[str, torch.Tensor]:
     """Pad every data set's `split` to common shapes and stack: tensors with a leading data-set axis.
+    Stories and questions are ids into the data set's sentence table (see `sentence_index`).
     Rows past a data set's own size are padding; `size[t]` says how many are real."""
     arrays = [d.splits[split] for d in datasets]
+    ids = [sentence_index(d)[1][split] for d in datasets]
     N = max(len(a["answers"]) for a in arrays)
     M = max(a["stories"].shape[1] for a in arrays)
-    L = max(a["stories"].shape[2] for a in arrays)
-    Lq = max(a["queries"].shape[1] for a in arrays)
-    stories = np.stack([_pad_to(a["stories"], (N, M, L)) for a in arrays])
-    queries = np.stack([_pad_to(a["queries"], (N, Lq)) for a in arrays])
     out = {
-        "stories": stories,
-        "story_len": (stories != 0).sum(-1),
+        "story_ids": np.stack([_pad_to(i["story_ids"], (N, M)) for i in ids]),
+        "query_ids": np.stack([_pad_to(i["query_ids"], (N,)) for i in ids]),
         "n_facts": np.stack([_pad_to(a["n_facts"], (N,)) for a in arrays]),
-        "queries": queries,
-        "query_len": (queries != 0).sum(-1),
         "answers": np.stack([_pad_to(a["answers"], (N,)) for a in arrays]),
         "size": np.array([len(a["answers"]) for a in arrays]),
     }

@@ -19,7 +19,7 @@ import torch
 from torch.nn import functional as F
 
 from . import io
-from .memnet_data import TaskTensors, gather, stack_split
+from .memnet_data import TaskTensors, gather, stack_sentences, stack_split
 from .models.memnet import MemNet, MemNetConfig
 
 PURPOSES = {"init": 0, "data": 1, "noise": 2, "eval": 3}
@@ -97,6 +97,9 @@ class GroupTrainer:
         self.model_cfg = dataclasses.replace(model_cfg, n_words=n_words)
         vocab_sizes = [datasets[r.data_index].n_words for r in runs]
         self.model = MemNet(self.model_cfg, vocab_sizes, self.gens["init"]).to(self.device)
+        tables = stack_sentences(datasets, self.device)                 # each run's own sentence table
+        self.sentences = {"bags": self.model.sentence_bags(tables["tokens"][self.data_of_run],
+                                                           tables["len"][self.data_of_run])}
         params = list(self.model.parameters())
         K = len(runs)
         self.prior_log_nu = None
@@ -138,7 +141,7 @@ class GroupTrainer:
         """Per-run objective (K,): mean cross-entropy + sum_Theta D_t(q||p) / N (eqs. 54-55, reading A-4)."""
         bayes = self.model_cfg.bayesian
         weights = self.model.draw(self.gens["noise"], "escort" if bayes else "mean")  # one MC sample
-        logits = self.model(batch, weights)
+        logits = self.model(batch, weights, self.sentences)
         K, B, V = logits.shape
         ce = F.cross_entropy(logits.reshape(K * B, V), batch["answers"].reshape(-1), reduction="none")
         ce = ce.view(K, B).sum(1)
@@ -211,7 +214,7 @@ class GroupTrainer:
             parts, atts = [], []
             for start in range(0, N, chunk):
                 batch = gather(data, self.data_of_run, idx_all[:, start:start + chunk])
-                out = self.model(batch, weights, return_attention=attention)
+                out = self.model(batch, weights, self.sentences, return_attention=attention)
                 logits, att = out if attention else (out, None)
                 parts.append(torch.softmax(logits, -1))
                 atts.append(att)

@@ -118,52 +118,67 @@ class MemNet(nn.Module):
         return {n: q.nu.detach() for n, q in self.matrices.items()} if self.cfg.bayesian else {}
 
     # -- forward ---------------------------------------------------------------------------------------
-    def _embed(self, E: torch.Tensor, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        """sum_j l_j * E x_j for every sentence: tokens (K, ..., L) -> (K, ..., d), E (K, V, d)."""
-        K, V, d = E.shape
-        shape = tokens.shape
-        flat = (tokens + torch.arange(K, device=tokens.device).view((K,) + (1,) * (len(shape) - 1)) * V)
-        flat = flat.reshape(-1, shape[-1])
-        table = E.reshape(K * V, d)
-        if not self.cfg.position_encoding:
-            out = F.embedding_bag(flat, table, mode="sum")
+    def sentence_bags(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """Dense bags of words (K, 2U, n_words) for sentence tokens (K, U, W), built once per data set:
+        rows [:U] hold the weights a_j and rows [U:] the weights b_j of the position encoding
+        l_kj = a_j + (k/d) b_j (without PE: counts, and zeros), so sum_j l_j E x_j = bag_a E + (k/d) bag_b E."""
+        K, U, W = tokens.shape
+        if self.cfg.position_encoding:
+            a, b = position_weights(lengths, W, self.cfg.embedding_dim)
         else:
-            a, b = position_weights(lengths.reshape(-1), shape[-1], d)
-            ea = F.embedding_bag(flat, table, per_sample_weights=a, mode="sum")  # a, b are 0 on padding
-            eb = F.embedding_bag(flat, table, per_sample_weights=b, mode="sum")
-            dk = torch.arange(1, d + 1, device=E.device, dtype=E.dtype) / d   # k/d, k = 1..d
-            out = ea + dk * eb
-        return out.view(shape[:-1] + (d,))
+            a, b = (tokens != 0).to(torch.float32), torch.zeros(tokens.shape, device=tokens.device)
+        bags = torch.zeros(K, 2 * U, self.cfg.n_words, device=tokens.device)
+        bags.scatter_add_(2, torch.cat([tokens, tokens], 1), torch.cat([a, b], 1))
+        return bags
 
-    def _memory(self, E: torch.Tensor, stories, story_len, time_ids) -> torch.Tensor:
-        m = self._embed(E, stories, story_len)                         # (K, B, M, d)
+    def _embed(self, E: torch.Tensor, bags: torch.Tensor) -> torch.Tensor:
+        """sum_j l_j * E x_j for every distinct sentence: (K, U, d) from bags (K, 2U, n_words), E (K, V, d)."""
+        d = E.shape[2]
+        e = torch.bmm(bags, E[:, : self.cfg.n_words])                  # padding/nil rows carry weight 0
+        U = e.shape[1] // 2
+        dk = torch.arange(1, d + 1, device=E.device, dtype=E.dtype) / d   # k/d, k = 1..d
+        return e[:, :U] + dk * e[:, U:]
+
+    def _rows(self, table: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        """Row ids (K, ...) of each run's own table (K, U, d) -> (K, ..., d)."""
+        K, U, d = table.shape
+        offset = torch.arange(K, device=ids.device).view((K,) + (1,) * (ids.dim() - 1)) * U
+        return F.embedding(ids + offset, table.reshape(K * U, d))
+
+    def _memory(self, E: torch.Tensor, sentences, story_ids, time_ids) -> torch.Tensor:
+        # m_i = sum_j l_j A x_ij (each distinct sentence embedded once, then gathered per slot)
+        m = self._rows(self._embed(E, sentences["bags"]), story_ids)   # (K, B, M, d)
         if self.cfg.temporal_encoding:
-            # m_i = sum_j l_j A x_ij + T_A(i): time rows of A, most recent sentence = time_1 (thesis ch. 3)
-            K, V, d = E.shape
-            idx = time_ids + torch.arange(K, device=E.device).view(K, 1, 1) * V
-            m = m + F.embedding(idx, E.reshape(K * V, d))
+            # + T_A(i): time rows of A, most recent sentence = time_1 (thesis ch. 3)
+            m = m + self._rows(E, time_ids)
         return m
 
     def forward(self, batch: dict[str, torch.Tensor], weights: dict[str, torch.Tensor],
-                return_attention: bool = False):
-        """Logits (K, B, n_words) over the answer vocabulary; padded and nil rows get -inf."""
+                sentences: dict[str, torch.Tensor], return_attention: bool = False):
+        """Logits (K, B, n_words) over the answer vocabulary; padded and nil rows get -inf.
+
+        `sentences`: each run's table of distinct sentences, {"bags": sentence_bags(...)}; the batch holds
+        story_ids (K, B, M) and query_ids (K, B) into it, and n_facts (K, B)."""
         cfg = self.cfg
-        stories, n_facts = batch["stories"], batch["n_facts"]          # (K, B, M, L), (K, B)
-        M = stories.shape[2]
-        slot = torch.arange(M, device=stories.device)
+        story_ids, n_facts = batch["story_ids"], batch["n_facts"]      # (K, B, M), (K, B)
+        M = story_ids.shape[2]
+        slot = torch.arange(M, device=story_ids.device)
         filled = slot < n_facts.unsqueeze(-1)                           # (K, B, M)
         time_ids = torch.where(filled, cfg.n_words + (n_facts.unsqueeze(-1) - 1 - slot), 0)
-        story_len, query_len = batch["story_len"], batch["query_len"]
+
+        def query(E):
+            return self._rows(self._embed(E, sentences["bags"]), batch["query_ids"])
+
         if cfg.tying == "layerwise":
-            u = self._embed(weights["B"], batch["queries"], query_len)  # u^1 = B q
-            m = self._memory(weights["A"], stories, story_len, time_ids)
-            c = self._memory(weights["C"], stories, story_len, time_ids)
+            u = query(weights["B"])                                     # u^1 = B q
+            m = self._memory(weights["A"], sentences, story_ids, time_ids)
+            c = self._memory(weights["C"], sentences, story_ids, time_ids)
             per_hop = [(m, c)] * cfg.hops
         else:
             E = [weights[f"E{k}"] for k in range(cfg.hops + 1)]
-            u = self._embed(E[0], batch["queries"], query_len)          # B = A^1
-            per_hop = [(self._memory(E[k], stories, story_len, time_ids),
-                        self._memory(E[k + 1], stories, story_len, time_ids)) for k in range(cfg.hops)]
+            u = query(E[0])                                             # B = A^1
+            per_hop = [(self._memory(E[k], sentences, story_ids, time_ids),
+                        self._memory(E[k + 1], sentences, story_ids, time_ids)) for k in range(cfg.hops)]
         attention = []
         for m, c in per_hop:
             scores = torch.einsum("kbmd,kbd->kbm", m, u)                # u^T m_i

@@ -1,0 +1,69 @@
+"""Reparameterised diagonal Gaussians: the one Gaussian layer of the package.
+
+Used by the priors ablation of the memory networks (Gaussian prior and posterior over the embedding matrices,
+KL variational inference as in thesis ch. 6 eqs. 38-40) and by any family with amortised Gaussian latents
+(variational attention, VAEs). Closed-form KL, reparameterised samples from an explicit generator.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+
+def reparameterize(mu: torch.Tensor, log_sigma: torch.Tensor, generator: torch.Generator | None = None
+                   ) -> torch.Tensor:
+    """z = mu + sigma * eps, eps ~ N(0, I): differentiable in mu and sigma."""
+    eps = torch.randn(mu.shape, generator=generator, device=mu.device, dtype=mu.dtype)
+    return mu + log_sigma.exp() * eps
+
+
+def kl_normal(mu_q: torch.Tensor, log_sigma_q: torch.Tensor, mu_p: torch.Tensor | float = 0.0,
+              log_sigma_p: torch.Tensor | float = 0.0) -> torch.Tensor:
+    """Elementwise KL(N(mu_q, sigma_q^2) || N(mu_p, sigma_p^2)) =
+    log(sigma_p/sigma_q) + (sigma_q^2 + (mu_q - mu_p)^2) / (2 sigma_p^2) - 1/2. Sum over the latent axes."""
+    log_sigma_p = torch.as_tensor(log_sigma_p, dtype=mu_q.dtype, device=mu_q.device)
+    var_ratio = torch.exp(2 * (log_sigma_q - log_sigma_p))
+    mean_term = (mu_q - mu_p) ** 2 * torch.exp(-2 * log_sigma_p)
+    return (log_sigma_p - log_sigma_q) + 0.5 * (var_ratio + mean_term) - 0.5
+
+
+class GaussianMatrix(nn.Module):
+    """q(Theta) = N(vec Theta | mu, diag(sigma^2)) for K runs at once, prior N(0, sigma_p^2 I).
+
+    Same interface as StudentTMatrix (mean / sample / divergence / nu) so the memory network can swap the
+    posterior family by a config value. `row_mask` (K, V) marks each run's real rows; `rows` lists them, and
+    noise is drawn for those rows only from the run's own generator (grouping never changes a run).
+    """
+
+    def __init__(self, mu_init: torch.Tensor, row_mask: torch.Tensor, rows: list[torch.Tensor],
+                 sigma_init: float, prior_sigma: float = 1.0):
+        super().__init__()
+        self.mu = nn.Parameter(mu_init)                                                  # (K, V, d)
+        self.log_sigma = nn.Parameter(torch.full_like(mu_init, math.log(sigma_init)))
+        self.log_prior_sigma = math.log(prior_sigma)
+        self.register_buffer("row_mask", row_mask.to(torch.float32).unsqueeze(-1))
+        self.rows = rows
+
+    @property
+    def nu(self) -> None:
+        return None
+
+    def mean(self) -> torch.Tensor:
+        return self.mu * self.row_mask
+
+    def sample(self, generators: list[torch.Generator], escort: bool = False) -> torch.Tensor:
+        """One reparameterised draw per run (eq. 40); `escort` is ignored (a Gaussian is its own escort)."""
+        eps = torch.zeros_like(self.mu)
+        for k, g in enumerate(generators):
+            rows = self.rows[k].to(self.mu.device)
+            noise = torch.randn((len(rows), self.mu.shape[2]), generator=g, device=self.mu.device)
+            eps = eps.index_put((torch.full_like(rows, k), rows), noise)
+        return (self.mu + self.log_sigma.exp() * eps) * self.row_mask
+
+    def divergence(self, prior_nu=None) -> torch.Tensor:
+        """sum_l KL(q_l || N(0, sigma_p^2)) over each run's existing elements: (K,). `prior_nu` is ignored."""
+        d = kl_normal(self.mu, self.log_sigma, 0.0, self.log_prior_sigma)
+        return (d * self.row_mask).sum(dim=(1, 2))
