@@ -1,0 +1,405 @@
+"""The three corpora of issue 5 (thesis chs. 4-6; spec seed-001 §3, §4): SNLI sentences, SQuAD question generation
+(Du et al. 2017 split, as the authors' CSVs) and Cornell Movie-Dialogs pairs.
+
+Each preparation takes its files from a mirror directory or the official URL, verifies them against
+text_manifest.tsv, preprocesses them (text_prep), and writes `out_dir/` atomically:
+
+    train.tsv valid.tsv test.tsv   columns src, tgt, ref: space-joined tokens. src/tgt are the model's words
+                                   (length-limited, out-of-vocabulary -> <unk>); ref is the untruncated target
+                                   without <unk> (the BLEU reference of the authors' QG/dialog evaluation, spec §6.1)
+    vocab.tsv                      token<TAB>training count, id = line number, specials first
+    STATUS.json                    version full | mirror | none, present / missing splits, sources and checksums
+
+A missing training file is not an error: STATUS.json lists it, `version` says `mirror` (cpu/smoke scale only: the
+splits are stand-ins made from what the mirror has) and `needs_data()` tells the table code what is lacking.
+A file that is present but fails its checksum raises ChecksumError naming the file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Mapping, NamedTuple, Sequence
+
+from nlpbench.data.fetch import STATUS_FILE, FetchError, resolve_mirror
+from nlpbench.data.text_prep import SPECIALS, TextRules, Vocab, normalize, tokenize
+from nlpbench.data.text_sources import (
+    CORNELL_URL,
+    CORNELL_ZIP,
+    DIALOG_COLUMNS,
+    DIALOG_FILES,
+    QG_COLUMNS,
+    QG_FILES,
+    SNLI_SAMPLE,
+    SNLI_SAMPLE_URL,
+    SNLI_URL,
+    SNLI_ZIP,
+    SourceFetcher,
+    SourceFile,
+    TextManifestEntry,
+    load_text_manifest,
+    read_cornell_zip,
+    read_csv_pairs,
+    read_snli_zip,
+)
+from nlpbench.io import read_json, write_json
+
+SPLITS = ("train", "valid", "test")
+
+
+# --- Configuration ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CorpusConfig:
+    """Preprocessing and split settings of one corpus (defaults: spec §3 and §4 tables)."""
+
+    corpus: str
+    vocab_size: int  # including the 4 special tokens (= softmax width |V|)
+    max_src_words: int
+    max_tgt_words: int
+    eos_within_limit: bool  # True: </s> counts against the limit (SNLI, thesis §4.5.2 steps 5 then 8)
+    keep_punct: str
+    intraword_hyphen: bool = False
+    seed: int = 0
+    subset_size: int = 0  # SNLI: sentences sampled from the official pool
+    split_sizes: tuple[int, ...] = ()  # full version (train, valid[, test]); dialog zip: test = the rest
+    mirror_split_sizes: tuple[int, ...] = ()  # SNLI mirror sample (train, valid, test)
+    mirror_valid_fraction: float = 0.1  # QG/dialog mirror version: share of official valid kept as valid
+
+    @property
+    def rules(self) -> TextRules:
+        return TextRules(self.keep_punct, self.intraword_hyphen)
+
+
+SNLI_CONFIG = CorpusConfig("snli", vocab_size=20_000, max_src_words=10, max_tgt_words=10, eos_within_limit=True,
+                           keep_punct=",.", intraword_hyphen=True, subset_size=80_000,
+                           split_sizes=(78_000, 1_000, 1_000), mirror_split_sizes=(3_500, 500, 1_000))
+QG_CONFIG = CorpusConfig("qg", vocab_size=40_000, max_src_words=30, max_tgt_words=20, eos_within_limit=False,
+                         keep_punct="?")
+DIALOG_CONFIG = CorpusConfig("dialog", vocab_size=30_000, max_src_words=20, max_tgt_words=20,
+                             eos_within_limit=False, keep_punct=".,?", split_sizes=(180_000, 10_000))
+CONFIGS: dict[str, CorpusConfig] = {c.corpus: c for c in (SNLI_CONFIG, QG_CONFIG, DIALOG_CONFIG)}
+
+
+# --- Preparation -----------------------------------------------------------------------------------------------
+class Example(NamedTuple):
+    src: tuple[str, ...]
+    tgt: tuple[str, ...]
+    ref: tuple[str, ...]
+
+
+def permutation(n: int, seed: int) -> list[int]:
+    """Fisher-Yates permutation from random.Random(seed).random(), which Python keeps stable across versions."""
+    rng, order = random.Random(seed), list(range(n))
+    for i in range(n - 1, 0, -1):
+        j = int(rng.random() * (i + 1))
+        order[i], order[j] = order[j], order[i]
+    return order
+
+
+def _tokenized_pairs(pairs: Iterable[tuple[str, str]], config: CorpusConfig) -> tuple[list[tuple], int]:
+    """Preprocessed (src words, tgt words); pairs with an empty side after normalisation are dropped (counted)."""
+    rules, out, dropped, cache = config.rules, [], 0, {}
+
+    def words(text: str) -> list[str]:  # QG source sentences recur once per question
+        if text not in cache:
+            cache[text] = tokenize(normalize(text, rules))
+        return cache[text]
+
+    for src, tgt in pairs:
+        s, t = words(src), words(tgt)
+        if s and t:
+            out.append((s, t))
+        else:
+            dropped += 1
+    return out, dropped
+
+
+def _unique_sentences(texts: Iterable[str], rules: TextRules) -> list[str]:
+    """Normalised, non-empty, deduplicated (first occurrence kept) sentences."""
+    seen: dict[str, None] = {}
+    for text in texts:
+        norm = normalize(text, rules)
+        if norm:
+            seen.setdefault(norm, None)
+    return list(seen)
+
+
+def _cut(items: Sequence, sizes: Sequence[int], names: Sequence[str] = SPLITS) -> dict[str, list]:
+    out, start = {}, 0
+    for name, size in zip(names, sizes):
+        out[name], start = list(items[start:start + size]), start + size
+    return out
+
+
+def _prepare_snli(fetch: SourceFetcher, config: CorpusConfig) -> dict:
+    rules = config.rules
+    archive = fetch.get(SNLI_ZIP, SNLI_URL, "all")
+    if archive is not None:
+        pool = _unique_sentences(read_snli_zip(archive), rules)
+        if len(pool) < config.subset_size or sum(config.split_sizes) != config.subset_size:
+            raise FetchError(f"{archive}: {len(pool)} distinct sentences; cannot draw {config.subset_size} and "
+                             f"split them {config.split_sizes}")
+        order = permutation(len(pool), config.seed)[: config.subset_size]
+        chosen = [tokenize(pool[i]) for i in order]
+        splits = _cut([(s, s) for s in chosen], config.split_sizes)
+        origin = (f"{config.subset_size:,} of {len(pool):,} distinct normalised SNLI 1.0 sentences (sentence1 and "
+                  f"sentence2 of train/dev/test), seeded draw (seed {config.seed}), split {config.split_sizes}")
+        return {"version": "full", "splits": splits, "origin": {s: origin for s in splits}, "dropped_empty": 0,
+                "present": list(SPLITS)}
+    sample = fetch.get(SNLI_SAMPLE, SNLI_SAMPLE_URL, "all")
+    if sample is None:
+        return {"version": "none", "splits": {}, "origin": {}, "dropped_empty": 0, "present": []}
+    pool = _unique_sentences(sample.read_text(encoding="utf-8").splitlines(), rules)
+    sizes = config.mirror_split_sizes
+    if len(pool) < sum(sizes):
+        raise FetchError(f"{sample}: {len(pool)} distinct sentences, fewer than the split {sizes} needs")
+    chosen = [tokenize(pool[i]) for i in permutation(len(pool), config.seed)[: sum(sizes)]]
+    splits = _cut([(s, s) for s in chosen], sizes)
+    origin = (f"stand-in: the mirror's {len(pool):,}-sentence SNLI sample ({Path(SNLI_SAMPLE).name}), seeded "
+              f"shuffle (seed {config.seed}), split {sizes}")
+    return {"version": "mirror", "splits": splits, "origin": {s: origin for s in splits}, "dropped_empty": 0,
+            "present": []}
+
+
+def _prepare_paired(fetch: SourceFetcher, config: CorpusConfig, files: Sequence[SourceFile],
+                    columns: tuple[str, str], fallback: Callable[[], dict | None] | None = None) -> dict:
+    raw: dict[str, list[tuple[str, str]]] = {}
+    for source in files:
+        path = fetch.get(source.path, source.url, source.split)
+        if path is not None:
+            raw[source.split] = read_csv_pairs(path, columns)
+    if "train" not in raw and fallback is not None:
+        result = fallback()
+        if result is not None:
+            return result
+    splits, dropped = {}, 0
+    for split, pairs in raw.items():
+        splits[split], n = _tokenized_pairs(pairs, config)
+        dropped += n
+    origin = {s: f"official {s} split (authors' CSV)" for s in splits}
+    present = sorted(splits, key=SPLITS.index)
+    if "train" in splits:
+        return {"version": "full", "splits": splits, "origin": origin, "dropped_empty": dropped, "present": present}
+    if "valid" not in splits:
+        return {"version": "none", "splits": splits, "origin": origin, "dropped_empty": dropped, "present": present}
+    valid = splits["valid"]
+    order = permutation(len(valid), config.seed)
+    n_valid = max(1, round(len(valid) * config.mirror_valid_fraction))
+    splits["valid"] = [valid[i] for i in order[:n_valid]]
+    splits["train"] = [valid[i] for i in order[n_valid:]]
+    origin["valid"] = (f"stand-in: {n_valid:,} of the {len(valid):,} official validation pairs "
+                       f"(seeded shuffle, seed {config.seed})")
+    origin["train"] = f"stand-in: the other {len(order) - n_valid:,} official validation pairs"
+    return {"version": "mirror", "splits": splits, "origin": origin, "dropped_empty": dropped, "present": present}
+
+
+def _cornell_fallback(fetch: SourceFetcher, config: CorpusConfig) -> dict | None:
+    """Thesis split (180k / 10k / rest, spec §3.3 and A3) of the official corpus, when the authors' train CSV is
+    unavailable but the official archive is."""
+    archive = fetch.get(CORNELL_ZIP, CORNELL_URL, "all")
+    if archive is None:
+        return None
+    fetch.sources = [s for s in fetch.sources if s["path"] == CORNELL_ZIP]  # the authors' CSVs go unused
+    pairs, dropped = _tokenized_pairs(read_cornell_zip(archive), config)
+    n_train, n_valid = config.split_sizes[:2]
+    if len(pairs) <= n_train + n_valid:
+        raise FetchError(f"{archive}: {len(pairs)} pairs, too few for the split {n_train}/{n_valid}/rest")
+    pairs = [pairs[i] for i in permutation(len(pairs), config.seed)]
+    splits = _cut(pairs, (n_train, n_valid, len(pairs) - n_train - n_valid))
+    origin = (f"thesis split of the official corpus's consecutive-utterance pairs: {n_train:,} / {n_valid:,} / "
+              f"rest, seeded shuffle (seed {config.seed}); not the authors' CSV split")
+    return {"version": "full", "splits": splits, "origin": {s: origin for s in splits}, "dropped_empty": dropped,
+            "present": list(SPLITS)}
+
+
+def _write(tmp: Path, result: dict, config: CorpusConfig, fetch: SourceFetcher) -> dict:
+    # Without a training split there is no vocabulary, hence nothing usable to write (version "none").
+    splits = result["splits"] if "train" in result["splits"] else {}
+    vocab = Vocab.build(((*s, *t) for s, t in splits["train"]), config.vocab_size) if splits else None
+    outputs = {}
+    for split in SPLITS:
+        if split not in splits:
+            continue
+        rows = ["src\ttgt\tref"]
+        for src, tgt in splits[split]:
+            rows.append("\t".join((" ".join(vocab.known(src[: config.max_src_words])),
+                                   " ".join(vocab.known(tgt[: config.max_tgt_words])), " ".join(tgt))))
+        (tmp / f"{split}.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+        outputs[split] = {"file": f"{split}.tsv", "examples": len(splits[split]), "origin": result["origin"][split]}
+    if vocab is not None:
+        vocab.save(tmp / "vocab.tsv")
+    version = result["version"]
+    present = result["present"]
+    status = {
+        "corpus": config.corpus,
+        "version": version,
+        "scales": {"full": ["paper", "cpu", "smoke"], "mirror": ["cpu", "smoke"], "none": []}[version],
+        "present": present,
+        "missing": [s for s in SPLITS if s not in present],
+        "missing_files": fetch.missing_files,
+        "sources": fetch.sources,
+        "splits": outputs,
+        "dropped_empty_pairs": result["dropped_empty"],
+        "vocab": None if vocab is None else {"file": "vocab.tsv", "size": len(vocab), "limit": config.vocab_size,
+                                             "fit_on": "train", "specials": list(SPECIALS)},
+        "config": _config_json(config),
+    }
+    write_json(tmp / STATUS_FILE, status)
+    return status
+
+
+def _config_json(config: CorpusConfig) -> dict:
+    return json.loads(json.dumps(asdict(config)))  # tuples -> lists, as read back from STATUS.json
+
+
+def prepare_corpus(corpus: str, out_dir: str | os.PathLike, mirror: str | os.PathLike | None = None, *,
+                   config: CorpusConfig | None = None, allow_download: bool = True,
+                   urls: Mapping[str, str] | None = None,
+                   manifest: Mapping[str, TextManifestEntry] | None = None) -> dict:
+    """Prepare `corpus` ("snli", "qg" or "dialog") into `out_dir`; return its STATUS.json.
+
+    Files come from `mirror` (else $NLPBENCH_MIRROR) or, if `allow_download`, their official URL (`urls` maps a
+    manifest path to another URL). `out_dir` appears complete or not at all; a finished one with the same config
+    is returned as is. Raises ChecksumError for a file that fails verification, never for a missing one.
+    """
+    if corpus not in CONFIGS:
+        raise KeyError(f"unknown corpus {corpus!r}; expected one of {sorted(CONFIGS)}")
+    config = config or CONFIGS[corpus]
+    if config.corpus != corpus:
+        raise ValueError(f"config is for {config.corpus!r}, not {corpus!r}")
+    out_dir = Path(out_dir)
+    existing = _finished_status(out_dir)
+    if existing is not None:
+        if existing.get("config") != _config_json(config):
+            raise FetchError(f"{out_dir} was prepared with another configuration ({existing.get('config')}); "
+                             "remove it to prepare it again")
+        return existing
+    fetch = SourceFetcher(resolve_mirror(mirror), out_dir.parent / "downloads", allow_download,
+                     manifest if manifest is not None else load_text_manifest(), urls or {})
+    if corpus == "snli":
+        result = _prepare_snli(fetch, config)
+    elif corpus == "qg":
+        result = _prepare_paired(fetch, config, QG_FILES, QG_COLUMNS)
+    else:
+        result = _prepare_paired(fetch, config, DIALOG_FILES, DIALOG_COLUMNS,
+                                 fallback=lambda: _cornell_fallback(fetch, config))
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".partial", dir=out_dir.parent))
+    try:
+        status = _write(tmp, result, config, fetch)
+        for p in tmp.iterdir():
+            p.chmod(0o644)
+        tmp.chmod(0o755)
+        try:
+            os.rename(tmp, out_dir)
+        except OSError:
+            if out_dir.exists():  # another process finished first
+                shutil.rmtree(tmp, ignore_errors=True)
+                return _finished_status(out_dir) or status
+            raise
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return status
+
+
+def prepare_snli(out_dir: str | os.PathLike, mirror: str | os.PathLike | None = None, **kwargs) -> dict:
+    """SNLI sentences: the 80k subset split 78k/1k/1k (thesis §4.5), else the mirror's 5,000-sentence sample."""
+    return prepare_corpus("snli", out_dir, mirror, **kwargs)
+
+
+def prepare_qg(out_dir: str | os.PathLike, mirror: str | os.PathLike | None = None, **kwargs) -> dict:
+    """Du et al. (2017) question-generation split (thesis §6.5.1), from the authors' CSVs."""
+    return prepare_corpus("qg", out_dir, mirror, **kwargs)
+
+
+def prepare_dialog(out_dir: str | os.PathLike, mirror: str | os.PathLike | None = None, **kwargs) -> dict:
+    """Cornell Movie-Dialogs (line, reply) pairs: authors' CSV split, else the thesis split of the official zip."""
+    return prepare_corpus("dialog", out_dir, mirror, **kwargs)
+
+
+def _finished_status(out_dir: Path) -> dict | None:
+    if not out_dir.exists():
+        return None
+    if out_dir.is_dir() and not any(out_dir.iterdir()):
+        out_dir.rmdir()  # an empty folder made by a workflow engine counts as absent
+        return None
+    path = out_dir / STATUS_FILE
+    if not path.is_file():
+        raise FetchError(f"{out_dir} exists but has no {STATUS_FILE}; it is not a finished preparation: remove it")
+    status = read_json(path)
+    if not isinstance(status, dict) or not {"corpus", "version", "splits", "config"} <= status.keys():
+        raise FetchError(f"{path}: not a text-corpus status file")
+    for split in status["splits"].values():
+        if not (out_dir / split["file"]).is_file():
+            raise FetchError(f"{out_dir}: {split['file']} is listed in {STATUS_FILE} but missing; remove {out_dir}")
+    return status
+
+
+# --- Reading a prepared corpus ---------------------------------------------------------------------------------
+@dataclass
+class PreparedCorpus:
+    """A prepared corpus read back: STATUS.json, vocabulary and the examples of each present split."""
+
+    root: Path
+    status: dict
+    vocab: Vocab | None
+    splits: dict[str, list[Example]]
+
+    @property
+    def config(self) -> CorpusConfig:
+        cfg = dict(self.status["config"])
+        for key in ("split_sizes", "mirror_split_sizes"):
+            cfg[key] = tuple(cfg[key])
+        return CorpusConfig(**cfg)
+
+    def encode(self, words: Sequence[str], side: str, pad: bool = True) -> list[int]:
+        """Ids of one `side` ("src" or "tgt") with </s>, limited as the corpus config says, padded to the limit."""
+        if self.vocab is None:
+            raise FetchError(f"{self.root}: no vocabulary (no training split)")
+        cfg = self.config
+        limit = {"src": cfg.max_src_words, "tgt": cfg.max_tgt_words}[side]
+        width = limit if cfg.eos_within_limit else limit + 1
+        return self.vocab.encode(words, limit, eos_within_limit=cfg.eos_within_limit, pad_to=width if pad else None)
+
+
+def load_prepared(out_dir: str | os.PathLike) -> PreparedCorpus:
+    """Read a folder written by prepare_corpus()."""
+    out_dir = Path(out_dir)
+    status = _finished_status(out_dir)
+    if status is None:
+        raise FetchError(f"{out_dir} does not exist; run the data step first")
+    vocab = Vocab.load(out_dir / "vocab.tsv") if status.get("vocab") else None
+    splits = {}
+    for split, info in status["splits"].items():
+        lines = (out_dir / info["file"]).read_text(encoding="utf-8").splitlines()
+        if not lines or lines[0] != "src\ttgt\tref":
+            raise FetchError(f"{out_dir / info['file']}: missing the header src<TAB>tgt<TAB>ref")
+        examples = []
+        for line in lines[1:]:
+            src, tgt, ref = line.split("\t")
+            examples.append(Example(tuple(src.split()), tuple(tgt.split()), tuple(ref.split())))
+        if len(examples) != info["examples"]:
+            raise FetchError(f"{out_dir / info['file']}: {len(examples)} rows, {STATUS_FILE} says {info['examples']}")
+        splits[split] = examples
+    return PreparedCorpus(out_dir, status, vocab, splits)
+
+
+def needs_data(status: Mapping, scale: str) -> list[str]:
+    """What a run at `scale` ("paper", "cpu", "smoke") lacks from this preparation; [] = ready.
+
+    Table cells computed from a non-empty answer say "needs data".
+    """
+    if scale not in ("paper", "cpu", "smoke"):
+        raise KeyError(f"unknown scale {scale!r}; expected paper, cpu or smoke")
+    if scale == "paper" and status["version"] != "full":
+        files = [f"{m['path']} ({m['split']})" for m in status.get("missing_files", [])]
+        return [f"{status['corpus']}: official {', '.join(status['missing'])} split(s) missing"
+                + (f": {'; '.join(files)}" if files else "")]
+    lacking = [s for s in SPLITS if s not in status["splits"]]
+    return [f"{status['corpus']}: no {s} split" for s in lacking]
