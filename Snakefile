@@ -3,6 +3,7 @@
 #   snakemake --cores all --resources gpu=1 --config scale=smoke (any params.yaml key can be overridden)
 # Thin rules over the `nlpbench` command line; the logic lives in src/nlpbench, where the tests reach it.
 
+import re
 import shlex
 import yaml
 from nlpbench import config as nb
@@ -18,6 +19,7 @@ GROUPS = nb.all_groups(PARAMS)
 include: "pipeline/data.smk"
 include: "pipeline/memnet.smk"
 include: "pipeline/tables.smk"
+include: "pipeline/qualitative.smk"
 
 
 rule all:
@@ -25,3 +27,4 @@ rule all:
         "results/index.csv",
         "results/README.md",
         [TABLE_DONE.format(source=e["source"], table=e["table"]) for e in PARAMS["experiments"].values()],
+        [QUAL_DONE.format(name=n) for n in ("attention-3", "attention-4", "attention-5", "dof")],

@@ -24,6 +24,8 @@ rule table:
         csv="results/{source}/{table}.csv",
         json="results/{source}/{table}.json",
         done=TABLE_DONE,
+    wildcard_constraints:   # only experiments' tables (other files under results/ have their own rules)
+        table="|".join(sorted({re.escape(e["table"]) for e in PARAMS["experiments"].values()})),
     log:
         "logs/table/{source}-{table}.log",
     params:

@@ -58,6 +58,16 @@ def cmd_table(args) -> None:
     print(f"wrote {paths['md']}")
 
 
+def cmd_attention(args) -> None:
+    from .memnet_qualitative import attention_table
+    print(f"wrote {attention_table(_params(args), args.table, Path(args.data) / 'babi', Path(args.runs), Path(args.results))}")
+
+
+def cmd_dof(args) -> None:
+    from .memnet_qualitative import dof_summary
+    print(f"wrote {dof_summary(_params(args), Path(args.runs), Path(args.results))}")
+
+
 def cmd_index(args) -> None:
     from .results_index import write_index
     write_index(Path(args.results))
@@ -101,6 +111,10 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("table", help="build one experiment's table into results/")
     p.add_argument("experiment")
     p.set_defaults(func=cmd_table)
+    p = sub.add_parser("attention", help="Tables 3-5: attention per hop of the selected en-1k runs")
+    p.add_argument("table", choices=["3", "4", "5"])
+    p.set_defaults(func=cmd_attention)
+    sub.add_parser("dof", help="§6.5.5: fitted dofs of every t-MEM-NN run").set_defaults(func=cmd_dof)
     sub.add_parser("index", help="rewrite results/index.csv and results/README.md").set_defaults(func=cmd_index)
     sub.add_parser("groups", help="list the training groups of the chosen scale").set_defaults(func=cmd_groups)
     sub.add_parser("check", help="validate params.yaml").set_defaults(func=cmd_check)
