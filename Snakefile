@@ -20,6 +20,7 @@ include: "pipeline/data.smk"
 include: "pipeline/memnet.smk"
 include: "pipeline/tables.smk"
 include: "pipeline/qualitative.smk"
+include: "pipeline/game.smk"
 
 
 rule all:
@@ -28,3 +29,4 @@ rule all:
         "results/README.md",
         [TABLE_DONE.format(source=e["source"], table=e["table"]) for e in PARAMS["experiments"].values()],
         [QUAL_DONE.format(name=n) for n in ("attention-3", "attention-4", "attention-5", "dof")],
+        [QUAL_DONE.format(name=f"game-{t}") for t in GAME_TABLES],

@@ -6,6 +6,8 @@ rule train_memnet_group:
         "data/babi/STATUS.json",
     output:
         "runs/{group}/group.json",
+    wildcard_constraints:
+        group="|".join(re.escape(g) for g in sorted(GROUPS)),
     log:
         "logs/train/{group}.log",
     benchmark:

@@ -68,6 +68,31 @@ def cmd_dof(args) -> None:
     print(f"wrote {dof_summary(_params(args), Path(args.runs), Path(args.results))}")
 
 
+def cmd_game_train(args) -> None:
+    from .game_experiments import game_groups, train_game_group
+    from .memnet_experiments import resolve_device
+    import torch
+    params = _params(args)
+    groups = game_groups(params)
+    if args.group not in groups:
+        raise config.ConfigError(f"unknown game group {args.group!r} for scale {params['scale']}; "
+                                 f"known: {', '.join(sorted(groups))}")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    train_game_group(groups[args.group], params, Path(args.runs), resolve_device(params["device"]))
+
+
+def cmd_game_table(args) -> None:
+    from .game_experiments import build_game_table, write_transcript
+    params = _params(args)
+    if args.table == "18":
+        print(f"wrote {write_transcript(params, Path(args.runs), Path(args.results))}")
+        return
+    if args.table not in params["game"]["ranges"]:
+        raise config.ConfigError(f"{args.params}: game.ranges: no table {args.table!r}")
+    print(f"wrote {build_game_table(params, args.table, Path(args.runs), Path(args.results))['md']}")
+
+
 def cmd_index(args) -> None:
     from .results_index import write_index
     write_index(Path(args.results))
@@ -115,6 +140,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("table", choices=["3", "4", "5"])
     p.set_defaults(func=cmd_attention)
     sub.add_parser("dof", help="§6.5.5: fitted dofs of every t-MEM-NN run").set_defaults(func=cmd_dof)
+    p = sub.add_parser("game-train", help="train one guess-the-number group and play its test games")
+    p.add_argument("group")
+    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch's default)")
+    p.set_defaults(func=cmd_game_train)
+    p = sub.add_parser("game-table", help="Tables 16-17 (guess the number) or 18 (a test-game transcript)")
+    p.add_argument("table")
+    p.set_defaults(func=cmd_game_table)
     sub.add_parser("index", help="rewrite results/index.csv and results/README.md").set_defaults(func=cmd_index)
     sub.add_parser("groups", help="list the training groups of the chosen scale").set_defaults(func=cmd_groups)
     sub.add_parser("check", help="validate params.yaml").set_defaults(func=cmd_check)

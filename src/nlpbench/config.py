@@ -100,10 +100,14 @@ def experiment_tasks(params: dict, name: str) -> list[int]:
     return [t for t in tasks if subset is None or t in subset]
 
 
-def memnet_settings(params: dict, name: str) -> dict:
+def memnet_settings(params: dict, name: str | None, overrides: dict | None = None) -> dict:
+    """The memnet section with experiment `name`'s overrides (or explicit `overrides`) applied."""
     settings = copy.deepcopy({k: params["memnet"][k] for k in ("model", "train", "bayes", "data")})
-    for key, value in params["experiments"][name].get("overrides", {}).items():
-        set_dotted(settings, key, value, f"experiments.{name}.overrides")
+    where = f"experiments.{name}.overrides" if name else "overrides"
+    if overrides is None:
+        overrides = params["experiments"][name].get("overrides", {}) if name else {}
+    for key, value in overrides.items():
+        set_dotted(settings, key, value, where)
     return settings
 
 

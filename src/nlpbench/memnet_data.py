@@ -38,12 +38,18 @@ def load_task_tensors(root, variant: str, tasks: list[int], memory_size: int, n_
         parts["train"] += tr
         parts["val"] += va
         parts["test"] += test
-    vocab = babi.Vocab.build(parts["train"] + parts["val"] + parts["test"])
-    L = max(len(f) for s in parts.values() for x in s for f in x.facts)
+    return tensors_from_samples(f"{variant}:{'+'.join(map(str, tasks))}", parts, memory_size)
+
+
+def tensors_from_samples(name: str, parts: dict[str, list[babi.Sample]], memory_size: int,
+                         vocab: babi.Vocab | None = None) -> TaskTensors:
+    """Vectorise samples per split with one vocabulary (default: every word of every split)."""
+    vocab = vocab or babi.Vocab.build([x for samples in parts.values() for x in samples])
+    L = max((len(f) for s in parts.values() for x in s for f in x.facts), default=1)
     Lq = max(len(x.question) for s in parts.values() for x in s)
-    splits = {name: babi.vectorize(samples, vocab, memory_size, sentence_len=L, query_len=Lq)
-              for name, samples in parts.items()}
-    return TaskTensors(f"{variant}:{'+'.join(map(str, tasks))}", vocab, splits)
+    splits = {split: babi.vectorize(samples, vocab, memory_size, sentence_len=L, query_len=Lq)
+              for split, samples in parts.items()}
+    return TaskTensors(name, vocab, splits)
 
 
 def _pad_to(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:

@@ -43,6 +43,27 @@ def _n_val(settings: dict, variant: str) -> int:
     return settings["data"]["n_val_10k" if variant.endswith("10k") else "n_val_1k"]
 
 
+def save_run(trainer: GroupTrainer, k: int, run_dir: Path, data, metrics: dict, run_config: dict) -> None:
+    """Run k's own checkpoint, config, training log and metrics (metrics.json last: it marks the run done)."""
+    with io.atomic_path(run_dir / "model.pt") as tmp:
+        torch.save({"state": trainer.run_state(k), "vocab": data.vocab.to_dict(),
+                    "model_config": trainer.model_cfg.__dict__, "vocab_size": data.n_words}, tmp)
+    io.write_json(run_dir / "config.json", run_config)
+    io.write_json(run_dir / "history.json", trainer.run_history(k))
+    io.write_json(run_dir / "metrics.json", metrics)
+
+
+def model_configs(model: str, settings: dict) -> tuple[MemNetConfig, TrainConfig, BayesConfig | None]:
+    """The dataclass configs of one model name (config.MODELS) under `settings` (the memnet section)."""
+    model_cfg = MemNetConfig(n_words=0, bayesian=config.MODELS[model], **settings["model"])
+    bayes_cfg = None
+    if model_cfg.bayesian:
+        b = dict(settings["bayes"])
+        b["test_samples"] = tuple(b["test_samples"])
+        bayes_cfg = BayesConfig(**b)
+    return model_cfg, TrainConfig(**settings["train"]), bayes_cfg
+
+
 def train_group(group: config.Group, data_root: Path, runs_root: Path, device: str = "cpu",
                 log: Callable[[str], None] = print) -> dict:
     """Train the group's incomplete runs together; returns (and writes) the group summary."""
@@ -74,13 +95,8 @@ def train_group(group: config.Group, data_root: Path, runs_root: Path, device: s
             pending.append((task, seed, run_dir, data))
     wall = 0.0
     if runs:
-        model_cfg = MemNetConfig(n_words=0, bayesian=config.MODELS[group.model], **s["model"])
-        bayes_cfg = None
-        if model_cfg.bayesian:
-            b = dict(s["bayes"])
-            b["test_samples"] = tuple(b["test_samples"])
-            bayes_cfg = BayesConfig(**b)
-        trainer = GroupTrainer(runs, datasets, model_cfg, TrainConfig(**s["train"]), bayes_cfg, device, log)
+        model_cfg, train_cfg, bayes_cfg = model_configs(group.model, s)
+        trainer = GroupTrainer(runs, datasets, model_cfg, train_cfg, bayes_cfg, device, log)
         log(f"{group.group_id}: training {len(runs)} runs together on {device}")
         t0 = time.perf_counter()
         trainer.fit(group_dir / "_checkpoint.pt")
@@ -90,14 +106,9 @@ def train_group(group: config.Group, data_root: Path, runs_root: Path, device: s
         for k, ((task, seed, run_dir, data), m) in enumerate(zip(pending, metrics)):
             m.update({"task": task, "variant": group.variant, "model": group.model, "device": device_label(device),
                       "group_size": len(runs), "group_wall_time_s": wall, "group_ms_per_batch": ms_per_batch})
-            with io.atomic_path(run_dir / "model.pt") as tmp:
-                torch.save({"state": trainer.run_state(k), "vocab": data.vocab.to_dict(),
-                            "model_config": trainer.model_cfg.__dict__, "vocab_size": data.n_words}, tmp)
-            io.write_json(run_dir / "config.json", {"group": group.group_id, "model": group.model,
+            save_run(trainer, k, run_dir, data, m, {"group": group.group_id, "model": group.model,
                                                     "variant": group.variant, "task": task, "seed": seed,
                                                     "settings": s})
-            io.write_json(run_dir / "history.json", trainer.run_history(k))
-            io.write_json(run_dir / "metrics.json", m)
             records[(task, seed)] = m
         (group_dir / "_checkpoint.pt").unlink(missing_ok=True)
     previous = io.read_json(summary_path) if summary_path.exists() else {}

@@ -1,0 +1,210 @@
+"""Guess-the-number (Tolias thesis §6.6, Tables 16-18): MemN2N and t-MEM-NN trained on simulated games,
+then playing 100 fixed test games against the teacher.
+
+One group per (model, training size): its runs are the two number ranges x seeds, trained together in one
+vectorised pass (equal training-set sizes). Each run writes the memory-network outputs (model.pt,
+metrics.json, ...) plus its test-game transcripts; the tables read those.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from . import config, io, paper, results_index, tables
+from .data import babi
+from .data import guess_number as gn
+from .memnet_data import tensors_from_samples
+from .memnet_experiments import _commit, device_label, model_configs, save_run
+from .memnet_predict import RunPredictor
+from .memnet_train import GroupTrainer, Run
+
+COLUMNS = {"Baseline / MemN2N": ("memn2n", 1), "t-MEM-NN / 1 sample": ("tmemnn", 1),
+           "t-MEM-NN / 10 samples": ("tmemnn", 10)}
+SIZE_LABEL = {100: "100", 1000: "1k", 10000: "10k"}
+METRICS = {"accuracy": "Accuracy", "success": "Success", "rounds": "Rounds"}
+
+
+@dataclass(frozen=True)
+class GameGroup:
+    group_id: str
+    model: str
+    train_size: int
+    ranges: tuple[tuple[str, int, int], ...]     # (table, lo, hi)
+    seeds: tuple[int, ...]
+    settings: dict                               # the memnet section with the game's overrides
+
+    def run_dir(self, runs_root: Path, lo: int, hi: int, seed: int) -> Path:
+        return Path(runs_root) / self.group_id / f"range{lo}-{hi}-seed{seed}"
+
+
+def game_groups(params: dict) -> dict[str, GameGroup]:
+    g = params["game"]
+    ranges = tuple((t, lo, hi) for t, (lo, hi) in sorted(g["ranges"].items()))
+    out = {}
+    for model in ("memn2n", "tmemnn"):
+        settings = config.memnet_settings(params, None, g.get("overrides", {}))
+        if not config.MODELS[model]:
+            settings.pop("bayes")
+        for size in g["train_sizes"]:
+            key = json.dumps({"model": model, "size": size, "ranges": ranges, "seeds": g["seeds"], "game": g,
+                              "settings": settings}, sort_keys=True)
+            gid = f"game-{model}-n{size}-{hashlib.sha256(key.encode()).hexdigest()[:10]}"
+            out[gid] = GameGroup(gid, model, size, ranges, tuple(g["seeds"]), settings)
+    return out
+
+
+def game_data(lo: int, hi: int, n_examples: int, game: dict, memory_size: int):
+    """Training states of simulated games split train/validation (A-7: 90/10), plus held-out states of other
+    games as the 'test' split (a state-level check; the tables use the test games)."""
+    samples = gn.training_samples(lo, hi, n_examples, seed=game["data_seed"], max_tries=game["max_tries"])
+    n_val = max(1, round(game["val_fraction"] * n_examples))
+    train, val = babi.train_val_split(samples, n_val, game["data_seed"])
+    held_out = gn.training_samples(lo, hi, 1000, seed=game["data_seed"] + 10_000, max_tries=game["max_tries"])
+    return tensors_from_samples(f"game:{lo}-{hi}:{n_examples}", {"train": train, "val": val, "test": held_out},
+                                memory_size, vocab=gn.vocab(lo, hi))
+
+
+def play(run_dir: Path, lo: int, hi: int, S: int, game: dict, device: str = "cpu") -> list[list[gn.Round]]:
+    """The run plays the fixed test games; its guess is the argmax over the number tokens of the S-sample
+    averaged prediction (spec §3.2)."""
+    pred = RunPredictor(run_dir, device)
+    numbers = gn.number_tokens(lo, hi)
+    ids = torch.tensor([pred.vocab.stoi[t] for t in numbers])
+
+    def policy(games: list[gn.Game]) -> list[int]:
+        samples = [gn.state_sample(g, None, "test game") for g in games]
+        probs, _ = pred.predict(samples, S=S, seed=game["play_seed"])
+        return [int(numbers[i]) for i in probs[:, ids].argmax(-1).tolist()]
+
+    targets = gn.test_targets(lo, hi, game["test_games"])
+    return gn.play_games(policy, targets, lo, hi, game["max_tries"])
+
+
+def _rounds_json(transcript: list[gn.Round]) -> list[dict]:
+    return [r.__dict__ for r in transcript]
+
+
+def train_game_group(group: GameGroup, params: dict, runs_root: Path, device: str = "cpu",
+                     log: Callable[[str], None] = print) -> dict:
+    game, s = params["game"], group.settings
+    summary_path = Path(runs_root) / group.group_id / "group.json"
+    datasets, runs, pending = [], [], []
+    for table, lo, hi in group.ranges:
+        data = game_data(lo, hi, group.train_size, game, s["model"]["memory_size"])
+        datasets.append(data)
+        for seed in group.seeds:
+            run_dir = group.run_dir(runs_root, lo, hi, seed)
+            if (run_dir / "games.json").exists():
+                continue
+            runs.append(Run(f"{group.group_id}/{run_dir.name}", len(datasets) - 1, seed))
+            pending.append((lo, hi, seed, run_dir, data))
+    wall = 0.0
+    if runs:
+        model_cfg, train_cfg, bayes_cfg = model_configs(group.model, s)
+        trainer = GroupTrainer(runs, datasets, model_cfg, train_cfg, bayes_cfg, device, log)
+        log(f"{group.group_id}: training {len(runs)} runs together on {device}")
+        t0 = time.perf_counter()
+        trainer.fit(Path(runs_root) / group.group_id / "_checkpoint.pt")
+        metrics = trainer.evaluate()
+        wall = time.perf_counter() - t0
+        for k, ((lo, hi, seed, run_dir, data), m) in enumerate(zip(pending, metrics)):
+            m.update({"range": [lo, hi], "train_size": group.train_size, "model": group.model,
+                      "device": device_label(device), "group_wall_time_s": wall})
+            save_run(trainer, k, run_dir, data, m, {"group": group.group_id, "model": group.model, "range": [lo, hi],
+                                                     "train_size": group.train_size, "seed": seed, "settings": s,
+                                                     "game": game})
+        (Path(runs_root) / group.group_id / "_checkpoint.pt").unlink(missing_ok=True)
+        for lo, hi, seed, run_dir, _ in pending:
+            samples = (1,) if group.model == "memn2n" else tuple(sorted(s["bayes"]["test_samples"]))
+            games = {}
+            for S in samples:
+                transcripts = play(run_dir, lo, hi, S, game, device)
+                games[f"S{S}"] = {"metrics": gn.game_metrics(transcripts),
+                                  "transcripts": [_rounds_json(t) for t in transcripts]}
+                log(f"{run_dir.name} S={S}: {games[f'S{S}']['metrics']}")
+            io.write_json(run_dir / "games.json", games)
+    summary = {"group": group.group_id, "model": group.model, "train_size": group.train_size,
+               "device": device_label(device), "wall_time_s": wall, "trained_now": len(runs)}
+    io.write_json(summary_path, summary)
+    return summary
+
+
+def _games(group: GameGroup, runs_root: Path, lo: int, hi: int, seed: int) -> dict | None:
+    path = group.run_dir(runs_root, lo, hi, seed) / "games.json"
+    return io.read_json(path) if path.exists() else None
+
+
+def build_game_table(params: dict, table: str, runs_root: Path, results_dir: Path) -> dict:
+    """Table 16 (range 0-10) or 17 (0-100): Accuracy / Success / Rounds per training size and column."""
+    game = params["game"]
+    lo, hi = game["ranges"][table]
+    groups = game_groups(params)
+    seed = game["seeds"][0]
+    rows = [f"{SIZE_LABEL.get(n, str(n))} / {label}" for n in game["train_sizes"] for label in METRICS.values()]
+    ref_title = {(r["source"], r["table"]): r["title"] for r in paper.reference_index()}
+    spec = tables.TableSpec(source="tolias-thesis", table=table, title=ref_title[("tolias-thesis", table)],
+                            rows=rows, columns=list(COLUMNS), decimals=1)
+    cells, wall = [], 0.0
+    for g in groups.values():
+        games = _games(g, runs_root, lo, hi, seed)
+        for column, (model, S) in COLUMNS.items():
+            if model != g.model or games is None:
+                continue
+            m = games[f"S{S}" if model == "tmemnn" else "S1"]["metrics"]
+            size = SIZE_LABEL.get(g.train_size, str(g.train_size))
+            for key, label in METRICS.items():
+                value = m[key]
+                ok = value == value   # NaN rounds: no game won
+                cells.append(tables.Cell(f"{size} / {label}", column, value if ok else None, "ok" if ok else "failed",
+                                         f"{m['n_success']} of {m['n_games']} games won" if key == "rounds" else ""))
+        path = Path(runs_root) / g.group_id / "group.json"
+        if path.exists():
+            wall += io.read_json(path)["wall_time_s"]
+    provenance = {"scale": params["scale"], "code commit": _commit(), "generated":
+                  datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "torch": torch.__version__,
+                  "training wall time": f"{wall / 60:.1f} min ({len(groups)} groups, both ranges)",
+                  "runs": ", ".join(f"runs/{g}" for g in groups)}
+    notes = [
+        f"Scale `{params['scale']}`, seed {seed}, {game['test_games']} fixed test games (targets uniform in "
+        f"{lo}-{hi}, seed {gn.TEST_SEED}), at most {game['max_tries']} guesses each. Model settings as Table 2 "
+        "(3 hops, delta 20, the memnet section of params.yaml).",
+        "Reading A-7 (spec §3.2): a training example is one game state (the history of guesses and hints as facts, "
+        "'range lo hi' first, query 'next guess') labelled with the next move of a student that guesses uniformly "
+        "inside the current bounds; a training size counts states; 10% are held out for validation. The model's "
+        "guess is the argmax over the number tokens of the S-sample averaged prediction.",
+        "Accuracy: the mean over games of in-bound guesses / guesses (%); Success: % of games won within the "
+        "limit; Rounds: mean guesses of the won games (lower is better). A uniform in-bound student needs "
+        "2(1+1/n)H_n - 3 guesses on average: 3.59 for n = 11 and 7.5 for n = 101.",
+    ] + game.get("notes", {}).get(table, [])
+    result = tables.build_table(spec, cells, provenance, notes)
+    paths = tables.write_table(result, Path(results_dir))
+    results_index.write_index(Path(results_dir))
+    return {k: str(v) for k, v in paths.items()}
+
+
+def write_transcript(params: dict, runs_root: Path, results_dir: Path) -> Path:
+    """Table 18: one test game of t-MEM-NN (range 0-100, 1k training examples) in the thesis's format."""
+    t = params["game"]["transcript"]
+    lo, hi = params["game"]["ranges"][t["range_table"]]
+    group = next(g for g in game_groups(params).values() if g.model == t["model"] and g.train_size == t["train_size"])
+    games = _games(group, runs_root, lo, hi, params["game"]["seeds"][0])
+    if games is None:
+        raise FileNotFoundError(f"runs/{group.group_id}: no test games yet (train the group first)")
+    rounds = [gn.Round(**r) for r in games[f"S{t['samples']}"]["transcripts"][t["game"]]]
+    name = "t-MEM-NN" if t["model"] == "tmemnn" else "MemN2N"
+    text = gn.format_transcript(rounds, name, lo, hi, t["train_size"])
+    header = (f"# Table 18: sample output of the guess-the-number game (reproduced)\n\nTest game #{t['game']} of "
+              f"runs/{group.group_id}, S = {t['samples']}, scale `{params['scale']}`, code commit {_commit()}. The "
+              "thesis's game (target 57, 8 rounds, accuracy 0.75) is replayed exactly by the package's tests "
+              "(tests/test_guess_number.py); this one is our model's.\n\n")
+    out = Path(results_dir) / "tolias-thesis" / "18.md"
+    io.write_text(out, header + text)
+    return out
