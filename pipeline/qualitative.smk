@@ -34,3 +34,22 @@ rule dof:
         "logs/table/tolias-thesis-dof.log",
     shell:
         "nlpbench {SET} dof > {log} 2>&1 && date -u > {output.done}"
+
+
+FIGURES = {e["table"]: n for n, e in PARAMS["experiments"].items() if e.get("output") == "figure"}
+
+
+rule figure:
+    input:
+        lambda w: _group_files(FIGURES[w.figure]),
+    output:
+        png="results/tolias-thesis/{figure}.png",
+        done=QUAL_DONE.replace("{name}", "figure-{figure}"),
+    wildcard_constraints:
+        figure="|".join(FIGURES) or "^$",
+    log:
+        "logs/table/tolias-thesis-{figure}.log",
+    params:
+        name=lambda w: FIGURES[w.figure],
+    shell:
+        "nlpbench {SET} figure {params.name} > {log} 2>&1 && date -u > {output.done}"

@@ -25,7 +25,8 @@ rule table:
         json="results/{source}/{table}.json",
         done=TABLE_DONE,
     wildcard_constraints:   # only experiments' tables (other files under results/ have their own rules)
-        table="|".join(sorted({re.escape(e["table"]) for e in PARAMS["experiments"].values()})),
+        table="|".join(sorted({re.escape(e["table"]) for e in PARAMS["experiments"].values()
+                               if e.get("output", "table") == "table"})),
     log:
         "logs/table/{source}-{table}.log",
     params:
@@ -36,7 +37,8 @@ rule table:
 
 rule index:
     input:
-        [nb.table_paths(PARAMS, name)["json"] for name in PARAMS["experiments"]],
+        [nb.table_paths(PARAMS, name)["json"] for name, e in PARAMS["experiments"].items()
+         if e.get("output", "table") == "table"],
     output:
         "results/index.csv",
         "results/README.md",

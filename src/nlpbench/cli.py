@@ -63,6 +63,14 @@ def cmd_attention(args) -> None:
     print(f"wrote {attention_table(_params(args), args.table, Path(args.data) / 'babi', Path(args.runs), Path(args.results))}")
 
 
+def cmd_figure(args) -> None:
+    from .memnet_qualitative import test_error_figure
+    params = _params(args)
+    if params["experiments"].get(args.experiment, {}).get("output") != "figure":
+        raise config.ConfigError(f"{args.params}: experiments: no figure experiment {args.experiment!r}")
+    print(f"wrote {test_error_figure(params, args.experiment, Path(args.runs), Path(args.results))}")
+
+
 def cmd_dof(args) -> None:
     from .memnet_qualitative import dof_summary
     print(f"wrote {dof_summary(_params(args), Path(args.runs), Path(args.results))}")
@@ -139,6 +147,9 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("attention", help="Tables 3-5: attention per hop of the selected en-1k runs")
     p.add_argument("table", choices=["3", "4", "5"])
     p.set_defaults(func=cmd_attention)
+    p = sub.add_parser("figure", help="a figure experiment (Fig. 16: test error per epoch)")
+    p.add_argument("experiment")
+    p.set_defaults(func=cmd_figure)
     sub.add_parser("dof", help="§6.5.5: fitted dofs of every t-MEM-NN run").set_defaults(func=cmd_dof)
     p = sub.add_parser("game-train", help="train one guess-the-number group and play its test games")
     p.add_argument("group")

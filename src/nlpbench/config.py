@@ -18,7 +18,14 @@ import jsonschema
 import yaml
 
 SCHEMA = Path(__file__).with_name("schema") / "params.schema.yaml"
-MODELS = {"memn2n": False, "tmemnn": True}    # model name -> bayesian
+# model name -> its fixed model settings: MemN2N, t-MEM-NN (Student-t posteriors, eqs. 48-62), and the
+# Gaussian-posterior variant of the priors ablation (KL variational inference, eqs. 38-40)
+MODELS = {"memn2n": {"bayesian": False}, "tmemnn": {"bayesian": True, "posterior": "student_t"},
+          "gmemnn": {"bayesian": True, "posterior": "gaussian"}}
+
+
+def is_bayesian(model: str) -> bool:
+    return MODELS[model]["bayesian"]
 
 
 class ConfigError(ValueError):
@@ -111,23 +118,52 @@ def memnet_settings(params: dict, name: str | None, overrides: dict | None = Non
     return settings
 
 
+def column_key(column: dict) -> str:
+    """Columns with the same model and the same column overrides share one group."""
+    over = column.get("overrides") or {}
+    return column["model"] + (json.dumps(over, sort_keys=True) if over else "")
+
+
+# Settings added after runs existed: left out of a group's hash while they hold these neutral values, so the
+# ids (and checkpoints) of earlier runs stay valid. A new key with a behaviour-changing default belongs here.
+HASH_NEUTRAL = {("model", "prior_sigma"): 1.0, ("train", "track_test_samples"): []}
+
+
+def settings_digest(obj: dict) -> str:
+    """sha256 prefix of a JSON-able description of runs; `settings` in it lose their neutral keys."""
+    obj = copy.deepcopy(obj)
+    for (section, key), neutral in HASH_NEUTRAL.items():
+        sec = obj.get("settings", {}).get(section, {})
+        if key in sec and sec[key] == neutral:
+            del sec[key]
+    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:10]
+
+
+def make_group(model: str, variant: str, tasks: tuple[int, ...], seeds: tuple[int, ...], settings: dict) -> Group:
+    s = copy.deepcopy(settings)
+    if not is_bayesian(model):
+        s.pop("bayes")
+    key = {"model": model, "variant": variant, "tasks": tasks, "seeds": seeds, "settings": s}
+    digest = settings_digest(key)
+    m = s["model"]
+    gid = f"{model}-{variant}-h{m['hops']}-d{m['embedding_dim']}-{digest}"
+    return Group(gid, model, variant, tasks, seeds, s)
+
+
 def experiment_groups(params: dict, name: str) -> dict[str, Group]:
-    """model name -> the Group that fills the columns of that model in experiment `name`."""
+    """column_key -> the Group that fills those columns of experiment `name`."""
     exp = params["experiments"][name]
     tasks = tuple(experiment_tasks(params, name))
-    seeds = tuple(params["memnet"]["seeds"])
-    settings = memnet_settings(params, name)
+    seeds = tuple(exp.get("seeds") or params["memnet"]["seeds"])
     out = {}
-    for model in dict.fromkeys(c["model"] for c in exp["columns"].values()):
-        s = copy.deepcopy(settings)
-        if not MODELS[model]:
-            s.pop("bayes")
-        key = json.dumps({"model": model, "variant": exp["variant"], "tasks": tasks, "seeds": seeds,
-                          "settings": s}, sort_keys=True)
-        digest = hashlib.sha256(key.encode()).hexdigest()[:10]
-        m = s["model"]
-        gid = f"{model}-{exp['variant']}-h{m['hops']}-d{m['embedding_dim']}-{digest}"
-        out[model] = Group(gid, model, exp["variant"], tasks, seeds, s)
+    for col in exp["columns"].values():
+        key = column_key(col)
+        if key in out:
+            continue
+        settings = memnet_settings(params, name)
+        for k, v in (col.get("overrides") or {}).items():
+            set_dotted(settings, k, v, f"experiments.{name}.columns overrides")
+        out[key] = make_group(col["model"], exp["variant"], tasks, seeds, settings)
     return out
 
 

@@ -8,8 +8,6 @@ metrics.json, ...) plus its test-game transcripts; the tables read those.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -51,12 +49,12 @@ def game_groups(params: dict) -> dict[str, GameGroup]:
     out = {}
     for model in ("memn2n", "tmemnn"):
         settings = config.memnet_settings(params, None, g.get("overrides", {}))
-        if not config.MODELS[model]:
+        if not config.is_bayesian(model):
             settings.pop("bayes")
         for size in g["train_sizes"]:
-            key = json.dumps({"model": model, "size": size, "ranges": ranges, "seeds": g["seeds"], "game": g,
-                              "settings": settings}, sort_keys=True)
-            gid = f"game-{model}-n{size}-{hashlib.sha256(key.encode()).hexdigest()[:10]}"
+            key = {"model": model, "size": size, "ranges": ranges, "seeds": g["seeds"], "game": g,
+                   "settings": settings}
+            gid = f"game-{model}-n{size}-{config.settings_digest(key)}"
             out[gid] = GameGroup(gid, model, size, ranges, tuple(g["seeds"]), settings)
     return out
 

@@ -55,7 +55,7 @@ def save_run(trainer: GroupTrainer, k: int, run_dir: Path, data, metrics: dict, 
 
 def model_configs(model: str, settings: dict) -> tuple[MemNetConfig, TrainConfig, BayesConfig | None]:
     """The dataclass configs of one model name (config.MODELS) under `settings` (the memnet section)."""
-    model_cfg = MemNetConfig(n_words=0, bayesian=config.MODELS[model], **settings["model"])
+    model_cfg = MemNetConfig(n_words=0, **config.MODELS[model], **settings["model"])
     bayes_cfg = None
     if model_cfg.bayesian:
         b = dict(settings["bayes"])
@@ -186,7 +186,7 @@ def build_table(params: dict, name: str, runs_root: Path, results_dir: Path) -> 
                             columns=list(exp["columns"]), decimals=1, pass_threshold=95.0, mean_row=True)
     cells, wall, devices, dofs = [], 0.0, set(), []
     for column, col in exp["columns"].items():
-        group = groups[col["model"]]
+        group = groups[config.column_key(col)]
         summary_path = Path(runs_root) / group.group_id / "group.json"
         if summary_path.exists():
             summary = io.read_json(summary_path)

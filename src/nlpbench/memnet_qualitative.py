@@ -142,3 +142,36 @@ def dof_summary(params: dict, runs_root: Path, results_dir: Path) -> Path:
         csv_lines.append(f"{gid},{task},{seed},{d['A']:.4f},{d['B']:.4f},{d['C']:.4f},{ok}")
     io.write_text(out.with_suffix(".csv"), "\n".join(csv_lines) + "\n")
     return out
+
+
+def test_error_figure(params: dict, name: str, runs_root: Path, results_dir: Path) -> Path:
+    """Figure 16: test error per epoch of each column's run (one execution), from its history.json."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    exp = params["experiments"][name]
+    groups = config.experiment_groups(params, name)
+    task, seed = exp["tasks"][0], (exp.get("seeds") or params["memnet"]["seeds"])[0]
+    curves = {}
+    for column, col in exp["columns"].items():
+        path = groups[config.column_key(col)].run_dir(runs_root, task, seed) / "history.json"
+        if not path.exists():
+            raise FileNotFoundError(f"{path}: no training log (train the group first)")
+        hist = io.read_json(path)
+        curves[column] = [(h["epoch"], 100 * (1 - h["test_acc"][col["metric"]])) for h in hist]
+    out = Path(results_dir) / exp["source"] / f"{exp['table']}.png"
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for column, pts in curves.items():
+        ax.plot([e for e, _ in pts], [v for _, v in pts], label=column)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("test error (%)")
+    ax.set_title(f"Test error per epoch: task type #{task} (en-1k, seed {seed}, scale {params['scale']})")
+    ax.legend()
+    fig.tight_layout()
+    with io.atomic_path(out) as tmp:
+        fig.savefig(tmp, format="png", dpi=120)
+    plt.close(fig)
+    lines = ["epoch,column,test_error"] + [f"{e},{c},{v:.2f}" for c, pts in curves.items() for e, v in pts]
+    io.write_text(out.with_suffix(".csv"), "\n".join(lines) + "\n")
+    return out

@@ -44,6 +44,7 @@ class TrainConfig:
     grad_noise_std: float = 0.0
     checkpoint_every: int = 10
     loss_reduction: str = "sum"    # "sum" over the minibatch (as the reference code) or "mean"
+    track_test_samples: tuple[int, ...] = ()   # test accuracy after every epoch with these S (Fig. 16)
 
 
 @dataclass
@@ -183,7 +184,13 @@ class GroupTrainer:
                   "ce": (total_ce / n_batches).tolist(), "seconds": seconds,
                   "ms_per_batch": 1000 * seconds / n_batches,
                   "val_acc_mean_weights": self.accuracy("val", [1], mode="mean")[1].tolist()}
-        if self.model_cfg.bayesian:
+        if self.tcfg.track_test_samples:
+            if self.model_cfg.bayesian:
+                acc = self.accuracy("test", sorted(self.tcfg.track_test_samples), self.bcfg.test_sampling)
+                record["test_acc"] = {f"S{s}": v.tolist() for s, v in acc.items()}
+            else:
+                record["test_acc"] = {"point": self.accuracy("test", [1], "mean")[1].tolist()}
+        if self.model.dof():
             record["dof"] = {n: v.tolist() for n, v in self.model.dof().items()}
         self.history.append(record)
         return record

@@ -22,6 +22,7 @@ from nlpbench.paper import parse_paper, reference_cells, source_label
 CELL_STATUSES = ("ok", "needs_data", "not_run", "failed")
 STATUS_TEXT = {"ok": "ok", "needs_data": "needs data", "not_run": "not run", "failed": "failed"}
 TABLE_STATUSES = ("reproduced", "differs", "needs data", "not yet implemented")
+ADDITION = "addition (no paper numbers)"   # status of a table the documents never ran
 
 
 @dataclass
@@ -259,7 +260,10 @@ def build_table(spec: TableSpec, cells: list[Cell], provenance: dict, notes: lis
     """
     _check_unique(spec.rows, "row")
     _check_unique(spec.columns, "column")
-    ref = {(c["row"], c["column"]): c for c in reference_cells(spec.source, spec.table)}
+    try:
+        ref = {(c["row"], c["column"]): c for c in reference_cells(spec.source, spec.table)}
+    except KeyError:   # an addition the documents never ran (e.g. the priors ablation): nothing to compare
+        ref = {}
     grid = [(r, c) for r in spec.rows for c in spec.columns]
     grid_set = set(grid)
     given: dict[tuple[str, str], Cell] = {}
@@ -293,6 +297,8 @@ def build_table(spec: TableSpec, cells: list[Cell], provenance: dict, notes: lis
         n_cells=len(lines), n_ok=result.count("ok"), n_needs_data=result.count("needs_data"),
         mean_abs_diff=result.mean_abs_diff, n_flagged=len(flagged), tolerance=spec.tolerance,
     )
+    if not ref and result.status == "differs" and result.count("ok") == len(lines):
+        result.status = ADDITION
     return result
 
 

@@ -14,6 +14,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from ..nn.gaussian import GaussianMatrix
 from ..nn.student_t import StudentTMatrix
 
 
@@ -29,6 +30,8 @@ class MemNetConfig:
     mask_empty_memory: bool = False
     init_std: float = 0.1
     bayesian: bool = False       # t-MEM-NN: Student-t posteriors over the embedding matrices
+    posterior: str = "student_t" # "student_t" (t-MEM-NN) or "gaussian" (KL-VI ablation, eqs. 38-40)
+    prior_sigma: float = 1.0     # scale of the zero-mean prior (Gaussian posterior only)
     sigma_init: float = 0.01
     dof_init: float = 100.0
     dof_min: float = 1.0         # floor on the learned nu_Theta (not in the thesis; keeps samples finite)
@@ -66,6 +69,8 @@ class MemNet(nn.Module):
         super().__init__()
         self.cfg = cfg
         K, V, d = len(vocab_sizes), cfg.n_rows, cfg.embedding_dim
+        if cfg.posterior not in ("student_t", "gaussian"):
+            raise ValueError(f"model.posterior: unknown value {cfg.posterior!r} (expected 'student_t' or 'gaussian')")
         if cfg.bayesian and cfg.tying != "layerwise":
             # A, B, C are the thesis's three stochastic matrices (eqs. 48-53).
             raise ValueError("model.tying: t-MEM-NN is defined with layer-wise tying (A, B, C); got 'adjacent'")
@@ -90,7 +95,10 @@ class MemNet(nn.Module):
             self.params = nn.ParameterDict()
         for name in cfg.matrix_names():
             mask = words if name == "B" else with_time
-            if cfg.bayesian:
+            if cfg.bayesian and cfg.posterior == "gaussian":
+                self.matrices[name] = GaussianMatrix(init(V, self.rows.__getitem__), mask, self.rows, cfg.sigma_init,
+                                                     cfg.prior_sigma)
+            elif cfg.bayesian:
                 self.matrices[name] = StudentTMatrix(init(V, self.rows.__getitem__), mask, self.rows, cfg.sigma_init,
                                                      cfg.dof_init, cfg.dof_min)
             else:
@@ -115,7 +123,9 @@ class MemNet(nn.Module):
         return sum(q.divergence(prior_nu) for q in self.matrices.values())
 
     def dof(self) -> dict[str, torch.Tensor]:
-        return {n: q.nu.detach() for n, q in self.matrices.items()} if self.cfg.bayesian else {}
+        if not self.cfg.bayesian or self.cfg.posterior != "student_t":
+            return {}
+        return {n: q.nu.detach() for n, q in self.matrices.items()}
 
     # -- forward ---------------------------------------------------------------------------------------
     def sentence_bags(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
