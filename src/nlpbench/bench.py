@@ -1,68 +1,247 @@
-"""Timing benchmark of MemN2N and t-MEM-NN on the machine at hand (run on demand; never a test).
+"""Timing benchmark of MemN2N and t-MEM-NN on the machine at hand (issue 3; spec seed-000-002 §7).
 
-Reports, from one process: training time per minibatch for each model trained alone, the same per run when K
-runs train together in one vectorised pass (and the speed-up), and inference time per answer with S samples.
-Ratios are the comparable figures: the thesis measured 146.5 ms (MemN2N) and 149.8 ms (t-MEM-NN) per minibatch
-on a Tesla K40 (ratio 1.02) and "+0.1 ms" per answer from S = 1 to S = 10.
+Run on demand (`nlpbench bench`, rule `timing_benchmark` of pipeline/bench.smk), never as a test. In one process
+it measures training time per minibatch, inference time per answer (S = 1 and 10 samples, delta 20 and 50) and
+the speed-up of vectorised group training over one run at a time, and writes results/tolias-thesis/timing.md
+and .csv with the thesis's figures (Tesla K40, TensorFlow) beside the measured ones. Absolute times do not
+carry across machines; the ratios are the comparable figures (§7).
 """
 
 from __future__ import annotations
 
+import csv
+import io as _io
+import os
+import statistics
 import time
+from collections import defaultdict
+from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
+from torch.nn import functional as F
 
-from .memnet_data import load_task_tensors
-from .memnet_train import BayesConfig, GroupTrainer, Run, TrainConfig
-from .models.memnet import MemNetConfig
+from . import config, io
+from .memnet_data import gather, load_task_tensors
+from .memnet_experiments import _commit, device_label, model_configs
+from .memnet_train import GroupTrainer, Run, clip_per_run
+
+WARMUP = 5              # untimed training steps before each timed stretch
+INFERENCE_REPEATS = 10  # timed passes over each task's test set
+SINGLE_QUESTIONS = 25   # test questions per task answered one at a time (batch 1)
+DELTA_20, DELTA_50 = "tolias-2", "tolias-9"   # params.yaml experiments: Table 2 (delta 20), Table 9 (delta 50)
 
 
-def _time_steps(trainer: GroupTrainer, steps: int, warmup: int = 3) -> float:
-    B = trainer.tcfg.batch_size
-    from .memnet_data import gather
-    perm = torch.stack([torch.randperm(trainer.n_train, generator=g) for g in trainer.gens["data"]])
-    for i in range(warmup + steps):
-        if i == warmup:
-            t0 = time.perf_counter()
-        b = i % (trainer.n_train // B)
-        batch = gather(trainer.split["train"], trainer.data_of_run, perm[:, b * B:(b + 1) * B].to(trainer.device))
-        loss, _ = trainer.loss(batch)
-        trainer.opt.zero_grad(set_to_none=True)
-        loss.sum().backward()
-        trainer.opt.step()
-    if trainer.device.type == "cuda":
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
         torch.cuda.synchronize()
+
+
+def _mode(tr: GroupTrainer) -> str:
+    return tr.bcfg.test_sampling if tr.model_cfg.bayesian else "mean"
+
+
+def train_ms(tr: GroupTrainer, steps: int) -> float:
+    """ms per training step (every run of `tr` one minibatch), taken as GroupTrainer.train_epoch takes it:
+    each run's own minibatch, loss, backward, per-run clipping, optimiser step. Timed after WARMUP steps."""
+    B = tr.tcfg.batch_size
+    perms = torch.stack([torch.randperm(tr.n_train, generator=g) for g in tr.gens["data"]]).to(tr.device)
+    for i in range(WARMUP + steps):
+        if i == WARMUP:
+            _sync(tr.device)
+            t0 = time.perf_counter()
+        b = i % (tr.n_train // B)
+        loss, _ = tr.loss(gather(tr.split["train"], tr.data_of_run, perms[:, b * B:(b + 1) * B]))
+        tr.opt.zero_grad(set_to_none=True)
+        loss.sum().backward()
+        if tr.tcfg.clip_norm:
+            clip_per_run(tr.params, tr.tcfg.clip_norm)
+        tr.opt.step()
+    _sync(tr.device)
     return 1000 * (time.perf_counter() - t0) / steps
 
 
-def run(data_root: Path, variant: str = "en", tasks: tuple[int, ...] = tuple(range(1, 21)), steps: int = 30,
-        device: str = "cpu") -> list[tuple[str, float]]:
-    datasets = [load_task_tensors(data_root, variant, [t], 50, 100, 0) for t in tasks]
-    rows = []
-    for name, bayes in (("MemN2N", False), ("t-MEM-NN", True)):
-        def make(runs, ds):
-            return GroupTrainer(runs, ds, MemNetConfig(n_words=0, bayesian=bayes), TrainConfig(),
-                                BayesConfig() if bayes else None, device, log=lambda s: None)
-        alone = _time_steps(make([Run("a", 0, 0)], datasets[:1]), steps)
-        K = len(datasets)
-        group = _time_steps(make([Run(str(t), i, 0) for i, t in enumerate(tasks)], datasets), steps)
-        rows += [(f"{name}: train ms per minibatch, one run alone (task {tasks[0]})", alone),
-                 (f"{name}: train ms per minibatch per run, {K} runs together", group / K),
-                 (f"{name}: speed-up of group training over one run at a time", alone / (group / K))]
-        if bayes:
-            t = make([Run("a", 0, 0)], datasets[:1])
-            n = int(t.split["test"]["size"][0])
-            for S in (1, 10):
-                t0 = time.perf_counter()
-                t.accuracy("test", [S], t.bcfg.test_sampling)
-                rows.append((f"t-MEM-NN: inference ms per answer, S = {S}", 1000 * (time.perf_counter() - t0) / n))
+@torch.no_grad()
+def answer_ms(tr: GroupTrainer, S: int) -> float:
+    """ms per answer, batched: the whole test set answered as the trainer evaluates it (S weight draws, each
+    shared by all questions, in chunks of 250), divided by its number of questions. One run in `tr`."""
+    n = int(tr.split["test"]["size"][0])
+    tr.accuracy("test", [1], _mode(tr))                       # warm-up
+    t0 = time.perf_counter()
+    for _ in range(INFERENCE_REPEATS):
+        tr.accuracy("test", [S], _mode(tr))                   # ends with .cpu(): synchronised
+    return 1000 * (time.perf_counter() - t0) / (INFERENCE_REPEATS * n)
+
+
+@torch.no_grad()
+def single_ms(tr: GroupTrainer, S: int) -> float:
+    """ms per answer at batch 1: the first SINGLE_QUESTIONS test questions one at a time, each with its own
+    S weight draws averaged as GroupTrainer.predictive averages them."""
+    data, mode = tr.split["test"], _mode(tr)
+
+    def answer(q: int) -> int:
+        batch = gather(data, tr.data_of_run, torch.tensor([[q]], device=tr.device))
+        probs = sum(F.softmax(tr.model(batch, tr.model.draw(tr.gens["eval"], mode), tr.sentences), -1)
+                    for _ in range(S))
+        return int(probs.argmax(-1))
+
+    answer(0)                                                 # warm-up
+    t0 = time.perf_counter()
+    for q in range(SINGLE_QUESTIONS):
+        answer(q)
+    return 1000 * (time.perf_counter() - t0) / SINGLE_QUESTIONS
+
+
+def measure(params: dict, data_root: Path, steps: int, device: str) -> dict:
+    """Every timing, in ms, each a mean over the tasks of Table 2 (one run per task unless grouped)."""
+    exp = params["experiments"][DELTA_20]
+    s20, s50 = config.memnet_settings(params, DELTA_20), config.memnet_settings(params, DELTA_50)
+    n_val = s20["data"]["n_val_10k" if exp["variant"].endswith("10k") else "n_val_1k"]
+    datasets = [load_task_tensors(data_root, exp["variant"], [t], s20["model"]["memory_size"], n_val,
+                                  s20["data"]["split_seed"]) for t in exp["tasks"]]
+
+    def trainer(model: str, settings: dict, ds: list) -> GroupTrainer:
+        model_cfg, train_cfg, bayes_cfg = model_configs(model, settings)
+        return GroupTrainer([Run(f"{model}-{i}", i, 0) for i in range(len(ds))], ds, model_cfg, train_cfg,
+                            bayes_cfg, device, log=lambda _: None)
+
+    per_task = defaultdict(list)
+    for d in datasets:        # one run at a time; the configurations interleaved task by task
+        mem, tm, tm50 = trainer("memn2n", s20, [d]), trainer("tmemnn", s20, [d]), trainer("tmemnn", s50, [d])
+        for name, tr, S in (("memn2n", mem, 1), ("tmemnn S1", tm, 1), ("tmemnn S10", tm, 10),
+                            ("tmemnn d50 S1", tm50, 1)):      # inference on the fresh initial weights
+            per_task[f"batched {name}"].append(answer_ms(tr, S))
+            per_task[f"single {name}"].append(single_ms(tr, S))
+        per_task["alone memn2n"].append(train_ms(mem, steps))
+        per_task["alone tmemnn"].append(train_ms(tm, steps))
+    out = {k: statistics.mean(v) for k, v in per_task.items()}
+    for model in ("memn2n", "tmemnn"):        # the same tasks as one group, the same number of steps
+        out[f"group {model}"] = train_ms(trainer(model, s20, datasets), steps) / len(datasets)
+    out["n_train"], out["tasks"], out["variant"] = mem.n_train, exp["tasks"], exp["variant"]
+    return out
+
+
+def _rows(m: dict, params: dict) -> list[tuple]:
+    """(section, quantity, measured, paper, unit, note) for the table; paper None where the thesis has none."""
+    s20, s50 = config.memnet_settings(params, DELTA_20), config.memnet_settings(params, DELTA_50)
+    d20, d50 = s20["model"]["embedding_dim"], s50["model"]["embedding_dim"]
+    tr = "Training, one run alone, per minibatch"
+    rows = [(tr, "MemN2N", m["alone memn2n"], 146.5, "ms", ""),
+            (tr, "t-MEM-NN", m["alone tmemnn"], 149.8, "ms", ""),
+            (tr, "t-MEM-NN / MemN2N", m["alone tmemnn"] / m["alone memn2n"], 1.02, "x", "149.8 / 146.5")]
+    for how, title in (("batched", "full test set, per answer"), ("single", "one question at a time (batch 1)")):
+        sec = f"Inference, {title}"
+        s1, s10, mem = m[f"{how} tmemnn S1"], m[f"{how} tmemnn S10"], m[f"{how} memn2n"]
+        a, b = s1, m[f"{how} tmemnn d50 S1"]
+        rows += [(sec, "MemN2N", mem, None, "ms", ""),
+                 (sec, "t-MEM-NN, S = 1", s1, None, "ms", ""),
+                 (sec, "t-MEM-NN / MemN2N, S = 1", s1 / mem, None, "x", 'paper: "comparable", no number'),
+                 (sec, "t-MEM-NN, S = 10", s10, None, "ms", ""),
+                 (sec, "S = 10 - S = 1", s10 - s1, 0.1, "ms", '"an average increase of 0.1 msec"'),
+                 (sec, "S = 10 / S = 1", s10 / s1, 1.03, "x", "implied: (3.55 + 0.1) / 3.55, about 1.0"),
+                 (sec, f"t-MEM-NN, delta = {d20}, S = 1", a, 3.55, "ms", "implied: 2.2 / 0.62"),
+                 (sec, f"t-MEM-NN, delta = {d50}, S = 1", b, 5.75, "ms", "implied: 3.55 + 2.2"),
+                 (sec, f"delta {d50} - delta {d20}", b - a, 2.2, "ms", '"an extra 2.2 msec"'),
+                 (sec, f"delta {d50} / delta {d20}", b / a, 1.62, "x", '"an average increase by 62%"')]
+    K = len(m["tasks"])
+    sec = f"Training, {K} runs one at a time vs together in one GroupTrainer, per run per minibatch"
+    for model, name in (("memn2n", "MemN2N"), ("tmemnn", "t-MEM-NN")):
+        alone, group = m[f"alone {model}"], m[f"group {model}"]
+        rows += [(sec, f"{name}, one run at a time", alone, None, "ms", f"{K} runs: {K * alone:.0f} ms per step"),
+                 (sec, f"{name}, {K} runs together", group, None, "ms", f"{K} runs: {K * group:.0f} ms per step"),
+                 (sec, f"{name}, speed-up of group training", alone / group, None, "x", "")]
+    rows.append((sec, f"t-MEM-NN / MemN2N, {K} runs together", m["group tmemnn"] / m["group memn2n"], 1.02, "x",
+                 "paper: one run alone"))
+    # Projection: Table 2 at the loaded settings (paper scale): every task x seed for both models.
+    seeds, epochs = len(params["memnet"]["seeds"]), s20["train"]["epochs"]
+    per_model = len(params["experiments"][DELTA_20]["tasks"]) * seeds
+    steps = epochs * (m["n_train"] // s20["train"]["batch_size"])
+    what = (f"{2 * per_model} runs x {epochs} epochs x {m['n_train'] // s20['train']['batch_size']} minibatches, "
+            "training steps only")
+    sec = "Projection (not a measurement): Table 2 at paper settings, wall time"
+    ms_to_h = per_model * steps / 3.6e6
+    rows += [(sec, "one run at a time", ms_to_h * (m["alone memn2n"] + m["alone tmemnn"]), None, "h", what),
+             (sec, f"grouped, {per_model} runs per group", ms_to_h * (m["group memn2n"] + m["group tmemnn"]), None,
+              "h", f"{what}; per-run cost measured with {K} runs together, assumed the same with {per_model}")]
     return rows
 
 
-def main(data_root: Path, device: str = "cpu") -> None:
-    rows = run(data_root, device=device)
-    width = max(len(r[0]) for r in rows)
-    print(f"device: {device}, torch {torch.__version__}, {torch.get_num_threads()} threads")
-    for label, value in rows:
-        print(f"{label:<{width}}  {value:8.2f}")
+def _fmt(v: float | None, unit: str) -> str:
+    if v is None:
+        return ""
+    return f"{v:.2f}" if unit in ("x", "h") else f"{v:.4g}"
+
+
+def render(rows: list[tuple], provenance: dict, notes: list[str]) -> tuple[str, str]:
+    buf = _io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["section", "quantity", "measured", "paper", "unit", "note"])
+    for sec, q, v, p, unit, note in rows:
+        w.writerow([sec, q, f"{v:.6g}", "" if p is None else p, unit, note])
+    md = ["# Timing benchmark: MemN2N and t-MEM-NN (Tolias thesis §6.4.4, §6.5.2)", "",
+          "Measured in one run of `nlpbench bench` on the machine below. The paper column is the thesis's figure "
+          "(Tesla K40, TensorFlow); absolute times do not carry across machines, the ratios do (spec §7).", ""]
+    md += [f"- {k}: {v}" for k, v in provenance.items()]
+    section = None
+    for sec, q, v, p, unit, note in rows:
+        if sec != section:
+            md += ["", f"## {sec}", "", "| quantity | measured | paper | unit | note |", "|---|---:|---:|---|---|"]
+            section = sec
+        md.append(f"| {q} | {_fmt(v, unit)} | {'' if p is None else p} | {unit} | {note} |")
+    md += ["", "## Notes", ""] + [f"- {n}" for n in notes]
+    return "\n".join(md) + "\n", buf.getvalue()
+
+
+def main(params: dict, data_root: Path, out_dir: Path, steps: int, device: str) -> dict[str, Path]:
+    load = os.getloadavg()[0]
+    t0 = time.perf_counter()
+    m = measure(params, data_root, steps, device)
+    rows = _rows(m, params)
+    t = params["memnet"]["train"]
+    provenance = {
+        "device": device_label(device), "torch": torch.__version__, "threads": torch.get_num_threads(),
+        "code commit": _commit(), "generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "benchmark wall time": f"{time.perf_counter() - t0:.0f} s",
+        "load average at start (1 min)": f"{load:.2f} on {os.cpu_count()} cores (other processes share the machine)",
+        "timed steps": f"{steps} per training measurement, after {WARMUP} warm-up steps",
+        "data": f"bAbI {m['variant']} tasks {m['tasks'][0]}-{m['tasks'][-1]}, {m['n_train']} training stories each",
+    }
+    notes = [
+        f"Training: one step = one minibatch of {t['batch_size']} questions per run, taken as GroupTrainer.train_epoch "
+        f"takes it (t-MEM-NN: one MC sample from the escort and the t-divergence term; per-run clipping at "
+        f"{t['clip_norm']}; `{t['optimizer']}` lr {t['lr']}, all from params.yaml; gradient noise, "
+        f"{t['grad_noise_std']} there, is left out). Wall clock (time.perf_counter) after {WARMUP} warm-up steps, "
+        f"mean over the {len(m['tasks'])} tasks, each a single-run trainer; the configurations are timed task by "
+        "task in turn, so load from other processes falls on all of them alike.",
+        "Inference per answer, full test set: the time to answer a task's 1,000 test questions as "
+        "GroupTrainer.accuracy does (S weight draws, each shared by all questions; chunks of 250), under "
+        f"torch.no_grad, divided by the number of questions; {INFERENCE_REPEATS} passes per task after a warm-up "
+        "pass, mean over the tasks, on freshly initialised weights (the cost does not depend on their values).",
+        f"Inference, one question at a time: the first {SINGLE_QUESTIONS} test questions of each task, each with "
+        "its own S weight draws. The thesis's \"time to generate one answer\" does not say whether questions were "
+        "batched, so both are given; every forward pass embeds the task's whole table of distinct sentences, which "
+        "a batch shares and a single question does not.",
+        "S samples are S forward passes one after another here; the thesis explains its +0.1 ms by the samples "
+        "being \"completely parallelizable\" on the GPU (§6.4.4). The delta rows use S = 1 (the thesis does not "
+        "say which S); their paper values 3.55 and 5.75 ms are implied by \"an extra 2.2 msec ... 62%\" (§6.5.2).",
+        f"Group training: the {len(m['tasks'])} tasks trained one run at a time (the single-run trainers above, "
+        f"{steps} steps each) against one GroupTrainer holding the {len(m['tasks'])} runs ({steps} steps), in the "
+        "same process on the same machine; per-run ms = group step time / runs. Setup and data loading are "
+        "excluded from both.",
+        "The projection multiplies the measured per-run step times by the training steps of Table 2 at paper "
+        "settings (both models, every task and seed; t-MEM-NN's S = 1 and S = 10 columns share runs). It leaves "
+        "out per-epoch validation, final evaluation, checkpoints and process start-up.",
+    ]
+    md, csv_text = render(rows, provenance, notes)
+    paths = {"md": Path(out_dir) / "timing.md", "csv": Path(out_dir) / "timing.csv"}
+    io.write_text(paths["md"], md)
+    io.write_text(paths["csv"], csv_text)
+    print("\n".join(f"{k}: {v}" for k, v in provenance.items()))
+    width, section = max(len(q) for _, q, *_ in rows), None
+    for sec, q, v, p, unit, _ in rows:
+        if sec != section:
+            print(f"\n{sec}")
+            section = sec
+        print(f"  {q:<{width}}  {_fmt(v, unit):>9} {unit:<2}" + (f"  (paper {p})" if p is not None else ""))
+    print(f"wrote {paths['md']} and {paths['csv']}")
+    return paths

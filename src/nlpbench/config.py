@@ -93,9 +93,10 @@ class Group:
     tasks: tuple[int, ...]
     seeds: tuple[int, ...]
     settings: dict              # resolved memnet settings (model, train, bayes, data)
+    joint: bool = False         # one model over all the tasks (Table 10): every task maps to the seed's run
 
     def run_name(self, task: int, seed: int) -> str:
-        return f"qa{task}-seed{seed}"
+        return f"joint-seed{seed}" if self.joint else f"qa{task}-seed{seed}"
 
     def run_dir(self, runs_root: Path, task: int, seed: int) -> Path:
         return Path(runs_root) / self.group_id / self.run_name(task, seed)
@@ -139,15 +140,18 @@ def settings_digest(obj: dict) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:10]
 
 
-def make_group(model: str, variant: str, tasks: tuple[int, ...], seeds: tuple[int, ...], settings: dict) -> Group:
+def make_group(model: str, variant: str, tasks: tuple[int, ...], seeds: tuple[int, ...], settings: dict,
+               joint: bool = False) -> Group:
     s = copy.deepcopy(settings)
     if not is_bayesian(model):
         s.pop("bayes")
     key = {"model": model, "variant": variant, "tasks": tasks, "seeds": seeds, "settings": s}
+    if joint:
+        key["joint"] = True
     digest = settings_digest(key)
     m = s["model"]
-    gid = f"{model}-{variant}-h{m['hops']}-d{m['embedding_dim']}-{digest}"
-    return Group(gid, model, variant, tasks, seeds, s)
+    gid = f"{model}-{variant}{'-joint' if joint else ''}-h{m['hops']}-d{m['embedding_dim']}-{digest}"
+    return Group(gid, model, variant, tasks, seeds, s, joint)
 
 
 def experiment_groups(params: dict, name: str) -> dict[str, Group]:
@@ -163,7 +167,7 @@ def experiment_groups(params: dict, name: str) -> dict[str, Group]:
         settings = memnet_settings(params, name)
         for k, v in (col.get("overrides") or {}).items():
             set_dotted(settings, k, v, f"experiments.{name}.columns overrides")
-        out[key] = make_group(col["model"], exp["variant"], tasks, seeds, settings)
+        out[key] = make_group(col["model"], exp["variant"], tasks, seeds, settings, exp.get("joint", False))
     return out
 
 

@@ -19,6 +19,7 @@ class TaskTensors:
     name: str
     vocab: babi.Vocab
     splits: dict[str, dict[str, np.ndarray]]
+    task_of: dict[str, np.ndarray] | None = None   # bAbI task of every sample per split (joint data sets)
     _sentence_index: tuple | None = field(default=None, repr=False, compare=False)   # cache of sentence_index
 
     @property
@@ -32,13 +33,16 @@ def load_task_tensors(root, variant: str, tasks: list[int], memory_size: int, n_
     as the reference code does) and vectorise. Several tasks give one joint data set.
     Raises babi.MissingDataError when a file is absent."""
     parts = {s: [] for s in SPLITS}
+    task_of = {s: [] for s in SPLITS}
     for task in tasks:
         train, test = babi.load_task(root, variant, task)
         tr, va = babi.train_val_split(train, n_val, split_seed)
-        parts["train"] += tr
-        parts["val"] += va
-        parts["test"] += test
-    return tensors_from_samples(f"{variant}:{'+'.join(map(str, tasks))}", parts, memory_size)
+        for split, samples in (("train", tr), ("val", va), ("test", test)):
+            parts[split] += samples
+            task_of[split] += [task] * len(samples)
+    data = tensors_from_samples(f"{variant}:{'+'.join(map(str, tasks))}", parts, memory_size)
+    data.task_of = {s: np.array(t, dtype=np.int64) for s, t in task_of.items()}
+    return data
 
 
 def tensors_from_samples(name: str, parts: dict[str, list[babi.Sample]], memory_size: int,

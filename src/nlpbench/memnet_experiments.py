@@ -71,10 +71,10 @@ def train_group(group: config.Group, data_root: Path, runs_root: Path, device: s
     group_dir = Path(runs_root) / group.group_id
     summary_path = group_dir / "group.json"
     datasets, runs, pending, records = [], [], [], {}
-    for task in group.tasks:
+    for task in (["joint"] if group.joint else group.tasks):
         try:
-            data = load_task_tensors(data_root, group.variant, [task], s["model"]["memory_size"],
-                                     _n_val(s, group.variant), s["data"]["split_seed"])
+            data = load_task_tensors(data_root, group.variant, list(group.tasks) if group.joint else [task],
+                                     s["model"]["memory_size"], _n_val(s, group.variant), s["data"]["split_seed"])
         except babi.MissingDataError as e:
             for seed in group.seeds:
                 run_dir = group.run_dir(runs_root, task, seed)
@@ -205,10 +205,14 @@ def build_table(params: dict, name: str, runs_root: Path, results_dir: Path) -> 
                 cells.append(tables.Cell(str(task), column, None, "not_run"))
                 continue
             chosen = select_run(ok, col["metric"])
-            tests = [100 * m["test_acc"][col["metric"]] for m in ok]
+
+            def test_acc(m: dict) -> float:   # a joint model's metrics hold every task's accuracy
+                return m["test_acc_by_task"][str(task)][col["metric"]] if group.joint else m["test_acc"][col["metric"]]
+
+            tests = [100 * test_acc(m) for m in ok]
             spread = f"; seeds mean {statistics.mean(tests):.1f}" + (
                 f" ± {statistics.stdev(tests):.1f} (n={len(tests)})" if len(tests) > 1 else "")
-            cells.append(tables.Cell(str(task), column, 100 * chosen["test_acc"][col["metric"]], "ok",
+            cells.append(tables.Cell(str(task), column, 100 * test_acc(chosen), "ok",
                                      f"seed {chosen['seed']} chosen by validation{spread}"))
             if "dof" in chosen and col["metric"] == "S10":
                 dofs.append((task, chosen["dof"]))

@@ -48,6 +48,12 @@ def attention_table(params: dict, table: str, data_root: Path, runs_root: Path, 
     facts = sample.facts[-50:]
     support = {sample.fact_ids[-50:].index(i) for i in sample.supporting if i in sample.fact_ids[-50:]}
     picks, used = {}, {}
+    out = Path(results_dir) / "tolias-thesis" / f"{table}.md"
+    if task not in groups["memn2n"].tasks:   # e.g. the smoke scale's task subset
+        io.write_text(out, f"# Table {table}: attention per hop, task {task}\n\nNot run: task {task} is not "
+                           f"trained at scale `{params['scale']}` (task_subset).\n")
+        io.write_text(out.with_suffix(".csv"), "row,column,reproduced,paper,supporting_or_right,note\n")
+        return out
     for column, (model, metric, S) in COLUMNS.items():
         run_dir = _selected_run_dir(params, runs_root, groups[model], task, metric)
         pred = RunPredictor(run_dir)
@@ -90,7 +96,6 @@ def attention_table(params: dict, table: str, data_root: Path, runs_root: Path, 
               "- Story ids are 0-based question indices into the en-1k test file (spec §5.2, verified on the facts).",
               "- The paper column is the thesis's table as transcribed in the spec (`reference/tolias-thesis/"
               "attention.csv`)."]
-    out = Path(results_dir) / "tolias-thesis" / f"{table}.md"
     io.write_text(out, "\n".join(lines) + "\n")
     csv_lines = ["row,column,reproduced,paper,supporting_or_right,note"]
     for r in rows_csv:
@@ -155,7 +160,10 @@ def test_error_figure(params: dict, name: str, runs_root: Path, results_dir: Pat
     task, seed = exp["tasks"][0], (exp.get("seeds") or params["memnet"]["seeds"])[0]
     curves = {}
     for column, col in exp["columns"].items():
-        path = groups[config.column_key(col)].run_dir(runs_root, task, seed) / "history.json"
+        group = groups[config.column_key(col)]
+        if task not in group.tasks:       # not trained at this scale (task_subset): an empty figure says so
+            continue
+        path = group.run_dir(runs_root, task, seed) / "history.json"
         if not path.exists():
             raise FileNotFoundError(f"{path}: no training log (train the group first)")
         hist = io.read_json(path)
@@ -167,7 +175,10 @@ def test_error_figure(params: dict, name: str, runs_root: Path, results_dir: Pat
     ax.set_xlabel("epoch")
     ax.set_ylabel("test error (%)")
     ax.set_title(f"Test error per epoch: task type #{task} (en-1k, seed {seed}, scale {params['scale']})")
-    ax.legend()
+    if curves:
+        ax.legend()
+    else:
+        ax.text(0.5, 0.5, f"task {task} not trained at scale {params['scale']}", ha="center", transform=ax.transAxes)
     fig.tight_layout()
     with io.atomic_path(out) as tmp:
         fig.savefig(tmp, format="png", dpi=120)

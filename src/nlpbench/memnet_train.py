@@ -229,17 +229,34 @@ class GroupTrainer:
             acc_probs = probs if acc_probs is None else acc_probs + probs
             yield s, acc_probs / s, (torch.cat(atts, 1) if attention else None)
 
-    def accuracy(self, split: str, samples: list[int], mode: str) -> dict[int, torch.Tensor]:
-        """Accuracy (K,) of argmax of the S-sample average for every S in `samples` (nested draws)."""
+    def hits(self, split: str, samples: list[int], mode: str) -> dict[int, torch.Tensor]:
+        """Correct answers (K, N) of argmax of the S-sample average for every S in `samples` (nested draws);
+        padding rows past a run's own data are False."""
         data = self.split[split]
         answers = data["answers"][self.data_of_run]
         n_real = data["size"][self.data_of_run]
         real = torch.arange(answers.shape[1], device=self.device) < n_real.unsqueeze(1)
-        out = {}
-        for s, probs, _ in self.predictive(split, max(samples), mode):
-            if s in samples:
-                hit = (probs.argmax(-1) == answers) & real
-                out[s] = (hit.sum(1).float() / n_real.float()).cpu()
+        return {s: ((probs.argmax(-1) == answers) & real).cpu()
+                for s, probs, _ in self.predictive(split, max(samples), mode) if s in samples}
+
+    def accuracy(self, split: str, samples: list[int], mode: str) -> dict[int, torch.Tensor]:
+        """Accuracy (K,) of argmax of the S-sample average for every S in `samples` (nested draws)."""
+        n_real = self.split[split]["size"][self.data_of_run].cpu().float()
+        return {s: h.sum(1).float() / n_real for s, h in self.hits(split, samples, mode).items()}
+
+    def accuracy_by_task(self, split: str, hits: dict[int, torch.Tensor]) -> list[dict[str, dict[int, float]]] | None:
+        """Per run: {task: {S: accuracy}} from `hits` over the samples of each bAbI task (joint data sets),
+        else None."""
+        if any(d.task_of is None or len(set(d.task_of[split].tolist())) < 2 for d in self.datasets):
+            return None
+        out = []
+        for k, run in enumerate(self.runs):
+            task_of = torch.as_tensor(self.datasets[run.data_index].task_of[split])
+            per = {}
+            for t in sorted(set(task_of.tolist())):
+                rows = torch.nonzero(task_of == t).squeeze(1)
+                per[str(t)] = {s: float(h[k, rows].float().mean()) for s, h in hits.items()}
+            out.append(per)
         return out
 
     def evaluate(self) -> list[dict]:
@@ -247,11 +264,14 @@ class GroupTrainer:
         if self.model_cfg.bayesian:
             S = sorted(self.bcfg.test_samples)
             mode = self.bcfg.test_sampling
-            res = {split: self.accuracy(split, S, mode) for split in ("val", "test")}
             keys = {s: f"S{s}" for s in S}
         else:
-            res = {split: self.accuracy(split, [1], "mean") for split in ("val", "test")}
-            keys = {1: "point"}
+            S, mode, keys = [1], "mean", {1: "point"}
+        res = {"val": self.accuracy("val", S, mode)}
+        test_hits = self.hits("test", S, mode)
+        n_test = self.split["test"]["size"][self.data_of_run].cpu().float()
+        res["test"] = {s: h.sum(1).float() / n_test for s, h in test_hits.items()}
+        by_task = self.accuracy_by_task("test", test_hits)
         dof = self.model.dof()
         metrics = []
         for k, run in enumerate(self.runs):
@@ -260,6 +280,8 @@ class GroupTrainer:
                  "test_acc": {keys[s]: float(v[k]) for s, v in res["test"].items()},
                  "epochs": self.epoch, "n_train": self.n_train,
                  "final_train_loss": self.history[-1]["loss"][k] if self.history else None}
+            if by_task is not None:
+                m["test_acc_by_task"] = {t: {keys[s]: v for s, v in acc.items()} for t, acc in by_task[k].items()}
             if dof:
                 m["dof"] = {n: float(v[k]) for n, v in dof.items()}
                 m["prior_dof"] = float(self.prior_log_nu.exp()[k])
