@@ -23,12 +23,18 @@ include: "pipeline/qualitative.smk"
 include: "pipeline/game.smk"
 
 
+# the markers of every output that is not an experiment table (the index rule waits for them too)
+OUTPUT_MARKERS = (
+    [QUAL_DONE.format(name=f"figure-{t}") for t in FIGURES]
+    + [QUAL_DONE.format(name=n) for n in ("attention-3", "attention-4", "attention-5", "dof")]
+    + [QUAL_DONE.format(name=f"game-{t}") for t in GAME_TABLES]
+)
+
+
 rule all:
     input:
         "results/index.csv",
         "results/README.md",
         [TABLE_DONE.format(source=e["source"], table=e["table"]) for e in PARAMS["experiments"].values()
          if e.get("output", "table") == "table"],
-        [QUAL_DONE.format(name=f"figure-{t}") for t in FIGURES],
-        [QUAL_DONE.format(name=n) for n in ("attention-3", "attention-4", "attention-5", "dof")],
-        [QUAL_DONE.format(name=f"game-{t}") for t in GAME_TABLES],
+        OUTPUT_MARKERS,

@@ -35,10 +35,15 @@ rule table:
         "nlpbench {SET} table {params.name} > {log} 2>&1 && date -u > {output.done}"
 
 
+def index_inputs(wildcards):
+    """Every table and every other output of rule all (evaluated once all rule files are included)."""
+    return ([nb.table_paths(PARAMS, name)["json"] for name, e in PARAMS["experiments"].items()
+             if e.get("output", "table") == "table"] + OUTPUT_MARKERS)
+
+
 rule index:
     input:
-        [nb.table_paths(PARAMS, name)["json"] for name, e in PARAMS["experiments"].items()
-         if e.get("output", "table") == "table"],
+        index_inputs,
     output:
         "results/index.csv",
         "results/README.md",

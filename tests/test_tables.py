@@ -285,3 +285,20 @@ def test_write_index(tmp_path):
     assert len([r for r in tables if r[0] not in ("Table", "---")]) == 39
     row2 = next(r for r in tables if r[0] == "2" and "Quantitative" in r[1])
     assert row2[2:5] == ["reproduced", "60 / 60", "0.00"]
+
+
+def test_index_lists_registered_outputs(tmp_path):
+    from nlpbench.results_index import register_output
+    write_table(build_table(tolias2(), exact_cells(), {}, []), tmp_path)
+    register_output(tmp_path, "tolias-thesis", "fig16", "Test error per epoch, task 11", "figure", ["fig16.png"],
+                    "generated", "smoke")
+    with pytest.raises(ValueError):
+        register_output(tmp_path, "tolias-thesis", "x", "x", "poster", ["x.md"], "generated", "smoke")
+    write_index(tmp_path)
+    readme = (tmp_path / "README.md").read_text()
+    assert "| fig16 | Test error per epoch, task 11 | figure | generated | smoke | [png](tolias-thesis/fig16.png) |" in readme
+    with open(tmp_path / "index.csv", encoding="utf-8", newline="") as f:
+        assert len(list(csv.DictReader(f))) == 39      # index.csv stays one row per reference table
+    register_output(tmp_path, "nobody", "x", "x", "figure", ["x.png"], "generated", "smoke")
+    with pytest.raises(ValueError, match="nobody"):
+        write_index(tmp_path)

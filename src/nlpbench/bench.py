@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 from torch.nn import functional as F
 
-from . import config, io
+from . import config, io, results_index
 from .memnet_data import gather, load_task_tensors
 from .memnet_experiments import _commit, device_label, model_configs
 from .memnet_train import GroupTrainer, Run, clip_per_run
@@ -236,6 +236,9 @@ def main(params: dict, data_root: Path, out_dir: Path, steps: int, device: str) 
     paths = {"md": Path(out_dir) / "timing.md", "csv": Path(out_dir) / "timing.csv"}
     io.write_text(paths["md"], md)
     io.write_text(paths["csv"], csv_text)
+    results_index.register_output(Path(out_dir).parent, Path(out_dir).name, "timing", "Timing benchmark (§6.4.4, "
+                                  "§6.5.2): ratios measured on this machine beside the thesis's", "benchmark",
+                                  ["timing.md", "timing.csv"], f"measured on {provenance['device']}", "paper")
     print("\n".join(f"{k}: {v}" for k, v in provenance.items()))
     width, section = max(len(q) for _, q, *_ in rows), None
     for sec, q, v, p, unit, _ in rows:

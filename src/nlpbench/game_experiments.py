@@ -205,4 +205,7 @@ def write_transcript(params: dict, runs_root: Path, results_dir: Path) -> Path:
               "(tests/test_guess_number.py); this one is our model's.\n\n")
     out = Path(results_dir) / "tolias-thesis" / "18.md"
     io.write_text(out, header + text)
+    results_index.register_output(results_dir, "tolias-thesis", "18", "Table 18: a t-MEM-NN test game of "
+                                  "guess-the-number (range 0-100)", "transcript", ["18.md"], "generated",
+                                  params["scale"])
     return out

@@ -182,7 +182,7 @@ def build_table(params: dict, name: str, runs_root: Path, results_dir: Path) -> 
     ref_title = {(r["source"], r["table"]): r["title"] for r in paper.reference_index()}
     rows = [str(t) for t in exp["tasks"]]
     spec = tables.TableSpec(source=exp["source"], table=exp["table"],
-                            title=ref_title.get((exp["source"], exp["table"]), name), rows=rows,
+                            title=ref_title.get((exp["source"], exp["table"]), exp.get("title", name)), rows=rows,
                             columns=list(exp["columns"]), decimals=1, pass_threshold=95.0, mean_row=True)
     cells, wall, devices, dofs = [], 0.0, set(), []
     for column, col in exp["columns"].items():
@@ -243,6 +243,10 @@ def build_table(params: dict, name: str, runs_root: Path, results_dir: Path) -> 
     notes += exp.get("notes", [])
     result = tables.build_table(spec, cells, provenance, notes)
     paths = tables.write_table(result, Path(results_dir))
+    if (exp["source"], exp["table"]) not in ref_title:   # an addition the documents never ran: list it as such
+        results_index.register_output(results_dir, exp["source"], exp["table"], exp.get("title", name), "addition",
+                                      [paths["md"].name, paths["csv"].name],
+                                      f"{result.count('ok')} of {len(result.lines)} cells run", params["scale"])
     results_index.write_index(Path(results_dir))
     return {k: str(v) for k, v in paths.items()}
 

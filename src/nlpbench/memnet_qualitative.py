@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 from importlib import resources
 from pathlib import Path
 
-from . import config, io
+from . import config, io, results_index
 from .data import babi
 from .memnet_experiments import _commit, select_run
 from .memnet_predict import RunPredictor
@@ -53,6 +53,7 @@ def attention_table(params: dict, table: str, data_root: Path, runs_root: Path, 
         io.write_text(out, f"# Table {table}: attention per hop, task {task}\n\nNot run: task {task} is not "
                            f"trained at scale `{params['scale']}` (task_subset).\n")
         io.write_text(out.with_suffix(".csv"), "row,column,reproduced,paper,supporting_or_right,note\n")
+        _register_attention(results_dir, table, task, params["scale"], "not run at this scale")
         return out
     for column, (model, metric, S) in COLUMNS.items():
         run_dir = _selected_run_dir(params, runs_root, groups[model], task, metric)
@@ -101,7 +102,15 @@ def attention_table(params: dict, table: str, data_root: Path, runs_root: Path, 
     for r in rows_csv:
         csv_lines.append(",".join(f'"{x}"' if isinstance(x, str) else str(x) for x in r))
     io.write_text(out.with_suffix(".csv"), "\n".join(csv_lines) + "\n")
+    _register_attention(results_dir, table, task, params["scale"], "generated")
     return out
+
+
+def _register_attention(results_dir: Path, table: str, task: int, scale: str, status: str) -> None:
+    story = ATTENTION_STORIES[table][1]
+    results_index.register_output(results_dir, "tolias-thesis", table, f"Table {table}: attention per hop, task "
+                                  f"{task} story #{story} (en-1k test)", "qualitative table",
+                                  [f"{table}.md", f"{table}.csv"], status, scale)
 
 
 def dof_summary(params: dict, runs_root: Path, results_dir: Path) -> Path:
@@ -146,6 +155,10 @@ def dof_summary(params: dict, runs_root: Path, results_dir: Path) -> Path:
         ok = all(d[n] <= limits[n] for n in limits)
         csv_lines.append(f"{gid},{task},{seed},{d['A']:.4f},{d['B']:.4f},{d['C']:.4f},{ok}")
     io.write_text(out.with_suffix(".csv"), "\n".join(csv_lines) + "\n")
+    results_index.register_output(results_dir, "tolias-thesis", "dof", "§6.5.5: fitted degrees of freedom of every "
+                                  "t-MEM-NN run against the claim nu_A, nu_B <= 5, nu_C <= 20", "summary",
+                                  ["dof.md", "dof.csv"], f"claim holds in {total_ok} of {len(rows)} runs",
+                                  params["scale"])
     return out
 
 
@@ -185,4 +198,7 @@ def test_error_figure(params: dict, name: str, runs_root: Path, results_dir: Pat
     plt.close(fig)
     lines = ["epoch,column,test_error"] + [f"{e},{c},{v:.2f}" for c, pts in curves.items() for e, v in pts]
     io.write_text(out.with_suffix(".csv"), "\n".join(lines) + "\n")
+    results_index.register_output(results_dir, exp["source"], exp["table"], f"Figure {exp['table'].removeprefix('fig')}:"
+                                  f" test error per epoch, task {task}", "figure", [out.name, out.with_suffix('.csv').name],
+                                  "generated" if curves else "not run at this scale", params["scale"])
     return out
