@@ -159,7 +159,6 @@ def test_needs_data(tmp_path):
 def test_not_run_and_failed_render():
     cells = [Cell("1", COLS[0], None, "failed", "CUDA OOM"), Cell("2", COLS[0], float("nan"))]
     res = build_table(tolias2(), cells, {}, [])
-    from nlpbench.tables import render_markdown
     table = md_table(render_markdown(res))
     assert table[2][1] == "failed"
     assert table[3][1] == "failed"  # NaN is a failure, not a number

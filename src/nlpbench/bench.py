@@ -23,7 +23,8 @@ from torch.nn import functional as F
 
 from . import config, io, results_index
 from .memnet_data import gather, load_task_tensors
-from .memnet_experiments import _commit, device_label, model_configs
+from .memnet_experiments import model_configs
+from .provenance import code_commit, device_label
 from .memnet_train import GroupTrainer, Run, clip_per_run
 
 WARMUP = 5              # untimed training steps before each timed stretch
@@ -200,7 +201,7 @@ def main(params: dict, data_root: Path, out_dir: Path, steps: int, device: str) 
     t = params["memnet"]["train"]
     provenance = {
         "device": device_label(device), "torch": torch.__version__, "threads": torch.get_num_threads(),
-        "code commit": _commit(), "generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "code commit": code_commit(), "generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "benchmark wall time": f"{time.perf_counter() - t0:.0f} s",
         "load average at start (1 min)": f"{load:.2f} on {os.cpu_count()} cores (other processes share the machine)",
         "timed steps": f"{steps} per training measurement, after {WARMUP} warm-up steps",

@@ -37,7 +37,8 @@ def cmd_fetch(args) -> None:
 
 
 def cmd_train_group(args) -> None:
-    from .memnet_experiments import resolve_device, train_group
+    from .memnet_experiments import train_group
+    from .provenance import resolve_device
     import torch
     params = _params(args)
     groups = config.all_groups(params)
@@ -78,7 +79,7 @@ def cmd_dof(args) -> None:
 
 def cmd_game_train(args) -> None:
     from .game_experiments import game_groups, train_game_group
-    from .memnet_experiments import resolve_device
+    from .provenance import resolve_device
     import torch
     params = _params(args)
     groups = game_groups(params)
@@ -109,7 +110,7 @@ def cmd_index(args) -> None:
 
 def cmd_bench(args) -> None:
     from . import bench
-    from .memnet_experiments import resolve_device
+    from .provenance import resolve_device
     import torch
     # the benchmark is defined at paper settings (all 20 tasks; Table 2's runs for the projection): --set
     # overrides apply, a scale does not

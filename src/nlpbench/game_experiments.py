@@ -20,7 +20,8 @@ from . import config, io, paper, results_index, tables
 from .data import babi
 from .data import guess_number as gn
 from .memnet_data import tensors_from_samples
-from .memnet_experiments import _commit, device_label, model_configs, save_run
+from .memnet_experiments import model_configs, save_run
+from .provenance import code_commit, device_label
 from .memnet_predict import RunPredictor
 from .memnet_train import GroupTrainer, Run
 
@@ -166,7 +167,7 @@ def build_game_table(params: dict, table: str, runs_root: Path, results_dir: Pat
         path = Path(runs_root) / g.group_id / "group.json"
         if path.exists():
             wall += io.read_json(path)["wall_time_s"]
-    provenance = {"scale": params["scale"], "code commit": _commit(), "generated":
+    provenance = {"scale": params["scale"], "code commit": code_commit(), "generated":
                   datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "torch": torch.__version__,
                   "training wall time": f"{wall / 60:.1f} min ({len(groups)} groups, both ranges)",
                   "runs": ", ".join(f"runs/{g}" for g in groups)}
@@ -200,7 +201,7 @@ def write_transcript(params: dict, runs_root: Path, results_dir: Path) -> Path:
     name = "t-MEM-NN" if t["model"] == "tmemnn" else "MemN2N"
     text = gn.format_transcript(rounds, name, lo, hi, t["train_size"])
     header = (f"# Table 18: sample output of the guess-the-number game (reproduced)\n\nTest game #{t['game']} of "
-              f"runs/{group.group_id}, S = {t['samples']}, scale `{params['scale']}`, code commit {_commit()}. The "
+              f"runs/{group.group_id}, S = {t['samples']}, scale `{params['scale']}`, code commit {code_commit()}. The "
               "thesis's game (target 57, 8 rounds, accuracy 0.75) is replayed exactly by the package's tests "
               "(tests/test_guess_number.py); this one is our model's.\n\n")
     out = Path(results_dir) / "tolias-thesis" / "18.md"

@@ -8,9 +8,7 @@ presence means the group is complete). A task whose data file is missing gets me
 
 from __future__ import annotations
 
-import platform
 import statistics
-import subprocess
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -19,24 +17,11 @@ from typing import Callable
 import torch
 
 from . import config, io, paper, results_index, tables
+from .provenance import code_commit, device_label
 from .data import babi
 from .memnet_data import load_task_tensors
 from .memnet_train import BayesConfig, GroupTrainer, Run, TrainConfig
 from .models.memnet import MemNetConfig
-
-
-def resolve_device(name: str) -> str:
-    if name == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if name == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("params.yaml: device: cuda requested but torch sees no CUDA device")
-    return name
-
-
-def device_label(device: str) -> str:
-    if device == "cuda":
-        return f"cuda ({torch.cuda.get_device_name(0)})"
-    return f"cpu ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
 
 
 def _n_val(settings: dict, variant: str) -> int:
@@ -128,16 +113,6 @@ def select_run(metrics: list[dict], metric: str) -> dict:
     return max(sorted(metrics, key=lambda m: m["seed"]), key=lambda m: m["val_acc"][metric])
 
 
-def _commit() -> str:
-    try:
-        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "src", "params.yaml"],
-                               capture_output=True, text=True).stdout.strip()
-        return rev.stdout.strip() + ("+uncommitted changes" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
 def _reading_notes(params: dict, settings: dict) -> list[str]:
     m, t, b = settings["model"], settings["train"], settings["bayes"]
     return [
@@ -222,7 +197,7 @@ def build_table(params: dict, name: str, runs_root: Path, results_dir: Path) -> 
             wall += io.read_json(summary_path)["wall_time_s"]
     provenance = {
         "scale": params["scale"],
-        "code commit": _commit(),
+        "code commit": code_commit(),
         "device": ", ".join(sorted(devices)) or "none (nothing trained)",
         "training wall time": f"{wall / 60:.1f} min for {sum(len(g.tasks) * len(g.seeds) for g in groups.values())} "
                               f"runs in {len(groups)} vectorised groups",

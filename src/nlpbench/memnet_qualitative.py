@@ -11,7 +11,8 @@ from pathlib import Path
 
 from . import config, io, results_index
 from .data import babi
-from .memnet_experiments import _commit, select_run
+from .memnet_experiments import select_run
+from .provenance import code_commit
 from .memnet_predict import RunPredictor
 
 # Table -> (task, 0-based question index into the en-1k test file) (spec §5.2)
@@ -65,7 +66,7 @@ def attention_table(params: dict, table: str, data_root: Path, runs_root: Path, 
         picks[column] = (hops, answer)
         used[column] = str(run_dir)
     lines = [f"# Table {table}: attention per hop, task {task} ({babi.TASK_NAMES[task]}), en-1k test story #{story}",
-             "", f"Generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC} at code commit {_commit()}, scale "
+             "", f"Generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC} at code commit {code_commit()}, scale "
              f"`{params['scale']}`, from the runs the validation set selects for each column (A-10):", ""]
     lines += [f"- {c}: `{p}`" for c, p in used.items()]
     lines += ["", "Story (memory slots; * = supporting fact):", ""]
@@ -128,7 +129,7 @@ def dof_summary(params: dict, runs_root: Path, results_dir: Path) -> Path:
                         rows.append((group.group_id, task, seed, m["dof"]))
     limits = {"A": 5.0, "B": 5.0, "C": 20.0}
     lines = ["# §6.5.5: fitted degrees of freedom of the t-MEM-NN posteriors", "",
-             f"Generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC} at code commit {_commit()}, scale "
+             f"Generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC} at code commit {code_commit()}, scale "
              f"`{params['scale']}`, over every trained t-MEM-NN run found under runs/ ({len(rows)} runs).", "",
              "The thesis claims the learned nu_A, nu_B <= 5 and nu_C <= 20 (heavy tails preferred).", "",
              "| group | runs | nu_A median (range) | nu_B median (range) | nu_C median (range) | runs within the claim |",

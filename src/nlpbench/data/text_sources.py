@@ -8,6 +8,7 @@ the official URL (if allowed) to a downloads/ folder, and every file is verified
 from __future__ import annotations
 
 import csv
+import os
 import io
 import json
 import re

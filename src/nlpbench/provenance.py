@@ -1,0 +1,39 @@
+"""Where a result came from: code commit, device, time. One place for every family's table headers."""
+
+from __future__ import annotations
+
+import platform
+import subprocess
+from datetime import datetime, timezone
+
+import torch
+
+
+def resolve_device(name: str) -> str:
+    """params.yaml `device`: auto (cuda when torch sees one) | cpu | cuda."""
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("params.yaml: device: cuda requested but torch sees no CUDA device")
+    return name
+
+
+def device_label(device: str) -> str:
+    if device == "cuda":
+        return f"cuda ({torch.cuda.get_device_name(0)})"
+    return f"cpu ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
+
+
+def code_commit() -> str:
+    """Short HEAD commit, with '+uncommitted changes' when src/ or params.yaml differ from it."""
+    try:
+        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "src", "params.yaml"],
+                               capture_output=True, text=True).stdout.strip()
+        return rev.stdout.strip() + ("+uncommitted changes" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def now_utc() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
