@@ -42,9 +42,11 @@ def test_group_training_gives_the_same_runs_as_training_alone(tasks_1_4, bayesia
         alone = _trainer([data], [Run("x", 0, seed)], bayesian)
         alone.fit()
         result = alone.evaluate()[0]
-        for split in ("val_acc", "test_acc"):
+        # float summation order differs in a group (padded rows, batched reductions), which can flip the
+        # argmax of a near-tie: at most one question of the 100 validation / 1,000 test questions
+        for split, one in (("val_acc", 1 / 100), ("test_acc", 1 / 1000)):
             for key, value in result[split].items():
-                assert together[k][split][key] == pytest.approx(value, abs=2e-3), (k, split, key)
+                assert together[k][split][key] == pytest.approx(value, abs=one + 1e-6), (k, split, key)
         assert together[k]["final_train_loss"] == pytest.approx(result["final_train_loss"], rel=1e-3)
         # the same weights, up to float summation order (rows past the run's vocabulary are padding)
         n, g_state, a_state = data.n_words, group.run_state(k), alone.run_state(0)

@@ -8,6 +8,7 @@ masked, so a run trained in a group computes exactly what it computes alone.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -60,6 +61,26 @@ def position_weights(lengths: torch.Tensor, L: int, d: int) -> tuple[torch.Tenso
     a = torch.where(present, 1 - j / J, 0.0)
     b = torch.where(present, 2 * j / J - 1, 0.0)
     return a, b
+
+
+warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
+
+
+class _SparseEmbed(torch.autograd.Function):
+    """e = P_a E + (k/d) P_b E for fixed sparse P_a, P_b, with their precomputed transposes for the backward
+    pass (torch's own sparse backward would re-sort the indices at every step)."""
+
+    @staticmethod
+    def forward(ctx, E, dk, P_a, P_b, P_a_T, P_b_T):
+        ctx.save_for_backward(dk)
+        ctx.P_T = (P_a_T, P_b_T)
+        return torch.sparse.mm(P_a, E) + dk * torch.sparse.mm(P_b, E)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (dk,) = ctx.saved_tensors
+        P_a_T, P_b_T = ctx.P_T
+        return torch.sparse.mm(P_a_T, grad) + torch.sparse.mm(P_b_T, grad * dk), None, None, None, None, None
 
 
 class MemNet(nn.Module):
@@ -128,26 +149,36 @@ class MemNet(nn.Module):
         return {n: q.nu.detach() for n, q in self.matrices.items()}
 
     # -- forward ---------------------------------------------------------------------------------------
-    def sentence_bags(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        """Dense bags of words (K, 2U, n_words) for sentence tokens (K, U, W), built once per data set:
-        rows [:U] hold the weights a_j and rows [U:] the weights b_j of the position encoding
-        l_kj = a_j + (k/d) b_j (without PE: counts, and zeros), so sum_j l_j E x_j = bag_a E + (k/d) bag_b E."""
+    def sentence_bags(self, tokens: torch.Tensor, lengths: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Each run's table of distinct sentences, tokens (K, U, W), as a sparse matrix built once per data set:
+        row (k, u) holds the position-encoding weights of sentence u's words at columns k V + word, so that
+        sum_j l_j E x_j = (P_a + (k/d) P_b) E_flat with l_kj = a_j + (k/d) b_j (without PE: counts, P_b = 0)."""
         K, U, W = tokens.shape
         if self.cfg.position_encoding:
             a, b = position_weights(lengths, W, self.cfg.embedding_dim)
         else:
             a, b = (tokens != 0).to(torch.float32), torch.zeros(tokens.shape, device=tokens.device)
-        bags = torch.zeros(K, 2 * U, self.cfg.n_words, device=tokens.device)
-        bags.scatter_add_(2, torch.cat([tokens, tokens], 1), torch.cat([a, b], 1))
-        return bags
+        present = tokens != 0
+        col = (tokens + torch.arange(K, device=tokens.device).view(K, 1, 1) * self.cfg.n_rows)[present]
+        row = torch.arange(K * U, device=tokens.device).view(K, U, 1).expand(K, U, W)[present]
+        size = (K * U, K * self.cfg.n_rows)
 
-    def _embed(self, E: torch.Tensor, bags: torch.Tensor) -> torch.Tensor:
-        """sum_j l_j * E x_j for every distinct sentence: (K, U, d) from bags (K, 2U, n_words), E (K, V, d)."""
-        d = E.shape[2]
-        e = torch.bmm(bags, E[:, : self.cfg.n_words])                  # padding/nil rows carry weight 0
-        U = e.shape[1] // 2
-        dk = torch.arange(1, d + 1, device=E.device, dtype=E.dtype) / d   # k/d, k = 1..d
-        return e[:, :U] + dk * e[:, U:]
+        def csr(values, r, c, shape):
+            return torch.sparse_coo_tensor(torch.stack([r, c]), values, shape,
+                                           check_invariants=False).coalesce().to_sparse_csr()
+
+        out = {"shape": torch.tensor([K, U])}
+        for name, w in (("a", a), ("b", b)):
+            out[f"P_{name}"] = csr(w[present], row, col, size)            # (KU, KV)
+            out[f"P_{name}_T"] = csr(w[present], col, row, size[::-1])    # its transpose, for the backward pass
+        return out
+
+    def _embed(self, E: torch.Tensor, bags: dict[str, torch.Tensor]) -> torch.Tensor:
+        """sum_j l_j * E x_j for every distinct sentence of every run: (K, U, d) from E (K, V, d)."""
+        K, V, d = E.shape
+        dk = torch.arange(1, d + 1, device=E.device, dtype=E.dtype) / d       # k/d, k = 1..d
+        e = _SparseEmbed.apply(E.reshape(K * V, d), dk, bags["P_a"], bags["P_b"], bags["P_a_T"], bags["P_b_T"])
+        return e.view(K, int(bags["shape"][1]), d)
 
     def _rows(self, table: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
         """Row ids (K, ...) of each run's own table (K, U, d) -> (K, ..., d)."""
@@ -191,11 +222,11 @@ class MemNet(nn.Module):
                         self._memory(E[k + 1], sentences, story_ids, time_ids)) for k in range(cfg.hops)]
         attention = []
         for m, c in per_hop:
-            scores = torch.einsum("kbmd,kbd->kbm", m, u)                # u^T m_i
+            scores = (m * u.unsqueeze(2)).sum(-1)                       # u^T m_i (elementwise: 2x a batched bmm here)
             if cfg.mask_empty_memory:
                 scores = scores.masked_fill(~filled, -1e30)
             p = torch.softmax(scores, dim=-1)                           # eq. 33: varpi_i
-            o = torch.einsum("kbm,kbmd->kbd", p, c)                     # eq. 35: o = sum_i varpi_i c_i
+            o = (p.unsqueeze(-1) * c).sum(2)                            # eq. 35: o = sum_i varpi_i c_i
             u = u + o                                                   # u^{k+1} = u^k + o^k
             attention.append(p)
         if cfg.tying == "layerwise":

@@ -12,6 +12,8 @@ import math
 import torch
 from torch import nn
 
+from .per_run import flat_row_index, scatter_rows
+
 
 def reparameterize(mu: torch.Tensor, log_sigma: torch.Tensor, generator: torch.Generator | None = None
                    ) -> torch.Tensor:
@@ -46,6 +48,7 @@ class GaussianMatrix(nn.Module):
         self.log_prior_sigma = math.log(prior_sigma)
         self.register_buffer("row_mask", row_mask.to(torch.float32).unsqueeze(-1))
         self.rows = rows
+        self.register_buffer("flat_rows", flat_row_index(rows, mu_init.shape[1]), persistent=False)
 
     @property
     def nu(self) -> None:
@@ -56,11 +59,9 @@ class GaussianMatrix(nn.Module):
 
     def sample(self, generators: list[torch.Generator], escort: bool = False) -> torch.Tensor:
         """One reparameterised draw per run (eq. 40); `escort` is ignored (a Gaussian is its own escort)."""
-        eps = torch.zeros_like(self.mu)
-        for k, g in enumerate(generators):
-            rows = self.rows[k].to(self.mu.device)
-            noise = torch.randn((len(rows), self.mu.shape[2]), generator=g, device=self.mu.device)
-            eps = eps.index_put((torch.full_like(rows, k), rows), noise)
+        noise = torch.cat([torch.randn((len(r), self.mu.shape[2]), generator=g, device=self.mu.device)
+                           for r, g in zip(self.rows, generators)])
+        eps = scatter_rows(noise, self.flat_rows, self.mu.shape)
         return (self.mu + self.log_sigma.exp() * eps) * self.row_mask
 
     def divergence(self, prior_nu=None) -> torch.Tensor:

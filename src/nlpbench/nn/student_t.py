@@ -12,17 +12,31 @@ import math
 import torch
 from torch import nn
 
+from .per_run import flat_row_index, scatter_rows
 
-def standard_t_noise(df: torch.Tensor, shape: tuple[int, ...], generator: torch.Generator) -> torch.Tensor:
-    """eps ~ t(0, 1, df) elementwise (unit *scale*, spec reading A-12), reparameterised in df.
+
+def standard_t_noise_runs(df: torch.Tensor, rows: list[int], d: int,
+                          generators: list[torch.Generator]) -> torch.Tensor:
+    """eps ~ t(0, 1, df_k) elementwise (unit *scale*, spec reading A-12) for K runs: run k draws (rows[k], d)
+    values from its own generator; returns them stacked, (sum(rows), d). Reparameterised in df.
 
     A t variate is z / sqrt(g), z ~ N(0, 1), g ~ Gamma(df/2, rate=df/2) (the scale mixture of eqs. 43-45);
-    the Gamma draw is differentiable in df (implicit reparameterisation), so nu can be learned.
+    the Gamma draw is differentiable in df (implicit reparameterisation), so nu can be learned. Only the
+    draws are per run; the arithmetic runs once over all of them.
     """
-    half = (df / 2).expand(shape)
-    g = torch._standard_gamma(half.contiguous(), generator=generator) / half
-    z = torch.randn(shape, generator=generator, device=df.device, dtype=df.dtype)
-    return z * torch.rsqrt(g.clamp_min(1e-30))
+    half = df.reshape(-1) / 2
+    gamma = torch.cat([torch._standard_gamma(half[k].expand(n, d).contiguous(), generator=g)
+                       for k, (n, g) in enumerate(zip(rows, generators))])
+    z = torch.cat([torch.randn((n, d), generator=g, device=df.device, dtype=df.dtype)
+                   for n, g in zip(rows, generators)])
+    h = torch.repeat_interleave(half, torch.tensor(rows, device=df.device)).unsqueeze(1)
+    return z * torch.rsqrt((gamma / h).clamp_min(1e-30))
+
+
+def standard_t_noise(df: torch.Tensor, shape: tuple[int, ...], generator: torch.Generator) -> torch.Tensor:
+    """eps ~ t(0, 1, df) of `shape` from one generator (one run of `standard_t_noise_runs`)."""
+    n, d = shape[0], math.prod(shape[1:])
+    return standard_t_noise_runs(df, [n], d, [generator]).view(shape)
 
 
 def log_psi(nu: torch.Tensor, log_sigma: torch.Tensor | float = 0.0) -> torch.Tensor:
@@ -65,6 +79,7 @@ class StudentTMatrix(nn.Module):
         self.log_nu = nn.Parameter(torch.full((K,), math.log(dof_init - dof_min)))
         self.register_buffer("row_mask", row_mask.to(torch.float32).unsqueeze(-1))
         self.rows = rows  # the rows each run really has: noise is drawn for these only, as when trained alone
+        self.register_buffer("flat_rows", flat_row_index(rows, mu_init.shape[1]), persistent=False)
 
     @property
     def nu(self) -> torch.Tensor:
@@ -78,12 +93,9 @@ class StudentTMatrix(nn.Module):
         (training). escort=False: Theta = mu + sigma * eps, eps ~ t(nu), the posterior q itself (reading A-5)."""
         nu = self.nu
         sigma = self.log_sigma.exp()
-        eps = torch.zeros_like(self.mu)
-        for k, g in enumerate(generators):
-            df = nu[k] + 2 if escort else nu[k]
-            rows = self.rows[k].to(self.mu.device)
-            eps = eps.index_put((torch.full_like(rows, k), rows),
-                                standard_t_noise(df.reshape(1, 1), (len(rows), self.mu.shape[2]), g))
+        noise = standard_t_noise_runs(nu + 2 if escort else nu, [len(r) for r in self.rows], self.mu.shape[2],
+                                      generators)
+        eps = scatter_rows(noise, self.flat_rows, self.mu.shape)
         scale = torch.sqrt(nu / (nu + 2)).view(-1, 1, 1) if escort else 1.0
         return (self.mu + scale * sigma * eps) * self.row_mask
 

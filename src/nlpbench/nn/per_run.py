@@ -1,0 +1,19 @@
+"""Weight matrices of K runs stacked on a leading axis: each run owns only some rows (its vocabulary)."""
+
+from __future__ import annotations
+
+import torch
+
+
+def flat_row_index(rows: list[torch.Tensor], V: int) -> torch.Tensor:
+    """Row ids of every run's own rows in the flattened (K * V) matrix, run after run."""
+    return torch.cat([r + k * V for k, r in enumerate(rows)])
+
+
+def scatter_rows(noise: torch.Tensor, flat_rows: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+    """Per-run noise, stacked run after run (sum_k rows_k, d), placed at each run's own rows of a zero
+    (K, V, d) tensor in one differentiable index_put (a run's noise comes from its own generator, so
+    grouping never changes it)."""
+    K, V, d = shape
+    flat = torch.zeros(K * V, d, device=flat_rows.device, dtype=noise.dtype)
+    return flat.index_put((flat_rows,), noise).view(K, V, d)
