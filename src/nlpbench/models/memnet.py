@@ -63,9 +63,6 @@ def position_weights(lengths: torch.Tensor, L: int, d: int) -> tuple[torch.Tenso
     return a, b
 
 
-warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
-
-
 class _SparseEmbed(torch.autograd.Function):
     """e = P_a E + (k/d) P_b E for fixed sparse P_a, P_b, with their precomputed transposes for the backward
     pass (torch's own sparse backward would re-sort the indices at every step)."""
@@ -164,8 +161,10 @@ class MemNet(nn.Module):
         size = (K * U, K * self.cfg.n_rows)
 
         def csr(values, r, c, shape):
-            return torch.sparse_coo_tensor(torch.stack([r, c]), values, shape,
-                                           check_invariants=False).coalesce().to_sparse_csr()
+            with warnings.catch_warnings():      # "sparse CSR support is in beta": mm and its transpose suffice
+                warnings.simplefilter("ignore", UserWarning)
+                return torch.sparse_coo_tensor(torch.stack([r, c]), values, shape,
+                                               check_invariants=False).coalesce().to_sparse_csr()
 
         out = {"shape": torch.tensor([K, U])}
         for name, w in (("a", a), ("b", b)):
