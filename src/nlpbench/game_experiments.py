@@ -131,7 +131,8 @@ def train_game_group(group: GameGroup, params: dict, runs_root: Path, device: st
                 log(f"{run_dir.name} S={S}: {games[f'S{S}']['metrics']}")
             io.write_json(run_dir / "games.json", games)
     summary = {"group": group.group_id, "model": group.model, "train_size": group.train_size,
-               "device": device_label(device), "wall_time_s": wall, "trained_now": len(runs)}
+               "device": device_label(device), "wall_time_s": wall, "trained_now": len(runs),
+               "code_commit": code_commit()}
     io.write_json(summary_path, summary)
     return summary
 

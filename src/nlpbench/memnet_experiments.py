@@ -100,6 +100,7 @@ def train_group(group: config.Group, data_root: Path, runs_root: Path, device: s
     summary = {"group": group.group_id, "model": group.model, "variant": group.variant,
                "tasks": list(group.tasks), "seeds": list(group.seeds), "device": device_label(device),
                "wall_time_s": wall + previous.get("wall_time_s", 0.0), "trained_now": len(runs),
+               "code_commit": code_commit() if runs else previous.get("code_commit", "unknown"),
                "runs": {f"{t}-{sd}": records[(t, sd)]["status"] for (t, sd) in sorted(records)}}
     io.write_json(summary_path, summary)
     return summary
@@ -159,13 +160,14 @@ def build_table(params: dict, name: str, runs_root: Path, results_dir: Path) -> 
     spec = tables.TableSpec(source=exp["source"], table=exp["table"],
                             title=ref_title.get((exp["source"], exp["table"]), exp.get("title", name)), rows=rows,
                             columns=list(exp["columns"]), decimals=1, pass_threshold=95.0, mean_row=True)
-    cells, wall, devices, dofs = [], 0.0, set(), []
+    cells, wall, devices, commits, dofs = [], 0.0, set(), set(), []
     for column, col in exp["columns"].items():
         group = groups[config.column_key(col)]
         summary_path = Path(runs_root) / group.group_id / "group.json"
         if summary_path.exists():
             summary = io.read_json(summary_path)
             devices.add(summary["device"])
+            commits.add(summary.get("code_commit", "unknown"))
         for task in exp["tasks"]:
             if task not in group.tasks:
                 cells.append(tables.Cell(str(task), column, None, "not_run", f"task not in scale {params['scale']}"))
@@ -197,7 +199,7 @@ def build_table(params: dict, name: str, runs_root: Path, results_dir: Path) -> 
             wall += io.read_json(summary_path)["wall_time_s"]
     provenance = {
         "scale": params["scale"],
-        "code commit": code_commit(),
+        "code commit": code_commit() + (f" (runs trained at {', '.join(sorted(commits))})" if commits else ""),
         "device": ", ".join(sorted(devices)) or "none (nothing trained)",
         "training wall time": f"{wall / 60:.1f} min for {sum(len(g.tasks) * len(g.seeds) for g in groups.values())} "
                               f"runs in {len(groups)} vectorised groups",
