@@ -96,3 +96,42 @@ def test_resume_from_checkpoint_continues_identically(tasks_1_4, tmp_path):
     resumed.fit(ckpt)
     assert resumed.evaluate()[0]["test_acc"] == straight.evaluate()[0]["test_acc"]
     assert torch.equal(resumed.run_state(0)["params.A"], straight.run_state(0)["params.A"])
+
+
+def _naive_memn2n(weights, W, data, q, hops, n_words):
+    """MemN2N for one question of one run, written slot by slot from the equations (all M memory slots,
+    empty ones included; PE l_kj = (1 - j/J) - (k/d)(1 - 2j/J); time row of slot i = n_words + age)."""
+    A, B, C = (weights[n][0] for n in "ABC")
+    d = A.shape[1]
+    k = torch.arange(1, d + 1, dtype=torch.float32)
+
+    def embed(E, tokens):
+        words = [t for t in tokens.tolist() if t != 0]
+        J = len(words)
+        return sum(((1 - j / J) - (k / d) * (1 - 2 * j / J)) * E[w] for j, w in enumerate(words, 1)) \
+            if words else torch.zeros(d)
+
+    split = data.splits["test"]
+    story, n = split["stories"][q], int(split["n_facts"][q])
+    M = story.shape[0]
+    mem = [embed(A, torch.as_tensor(story[i])) + A[n_words + n - 1 - i] if i < n else torch.zeros(d) for i in range(M)]
+    out = [embed(C, torch.as_tensor(story[i])) + C[n_words + n - 1 - i] if i < n else torch.zeros(d) for i in range(M)]
+    u = embed(B, torch.as_tensor(split["queries"][q]))
+    for _ in range(hops):
+        p = torch.softmax(torch.stack([u @ m_i for m_i in mem]), 0)       # eq. 33 over all M slots
+        u = u + sum(p_i * c_i for p_i, c_i in zip(p, out))                # eq. 35, u^{k+1} = u^k + o^k
+    return W[0] @ u                                                       # eq. 36
+
+
+def test_forward_matches_the_equations_slot_by_slot(tasks_1_4):
+    """The vectorised forward (sparse sentence table, only the used slots plus one logit for the empty ones)
+    equals the equations computed naively over all 50 slots, on real task-1 questions."""
+    from nlpbench.memnet_data import gather
+    t = _trainer(tasks_1_4[:1], [Run("a", 0, 0)], bayesian=False)
+    weights = t.model.draw(None, "mean")
+    idx = torch.arange(12).unsqueeze(0)
+    logits = t.model(gather(t.split["test"], t.data_of_run, idx), weights, t.sentences)
+    n = tasks_1_4[0].n_words
+    for q in range(12):
+        expected = _naive_memn2n(weights, t.model.W, tasks_1_4[0], q, 3, t.model_cfg.n_words)
+        assert torch.allclose(logits[0, q, 1:n], expected[1:n], atol=1e-5), q

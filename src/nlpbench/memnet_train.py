@@ -78,6 +78,26 @@ def clip_per_run(params, max_norm: float) -> None:
         g.mul_(factor.view((-1,) + (1,) * (g.dim() - 1)))
 
 
+def bucket_runs(longest: list[int], memory_size: int, max_buckets: int = 3, overhead: float = 0.04) -> list[list[int]]:
+    """Split runs into at most `max_buckets` groups by the longest story of their data, minimising the memory
+    slots computed per step (sum over buckets of runs x longest story), plus `overhead` x K x memory_size per
+    extra bucket for its extra pass. Returns run indices per bucket, shortest stories first."""
+    order = sorted(range(len(longest)), key=lambda k: longest[k])
+    L = [min(longest[k], memory_size) for k in order]
+    K, penalty = len(L), overhead * len(L) * memory_size
+    best = {(0, 0): (0.0, [])}                   # (runs placed, buckets used) -> (cost, cut points)
+    for used in range(max_buckets):
+        for (i, b), (cost, cuts) in list(best.items()):
+            if b != used or i == K:
+                continue
+            for j in range(i + 1, K + 1):        # next bucket: sorted runs i..j-1, sized by the longest, L[j-1]
+                c = cost + (j - i) * L[j - 1] + (penalty if b else 0.0)
+                if (j, b + 1) not in best or c < best[(j, b + 1)][0]:
+                    best[(j, b + 1)] = (c, cuts + [j])
+    _, cuts = min(v for (i, _), v in best.items() if i == K)
+    return [order[a:b] for a, b in zip([0] + cuts[:-1], cuts)]
+
+
 class GroupTrainer:
     """Trains K runs of one model configuration together."""
 
@@ -101,6 +121,15 @@ class GroupTrainer:
         tables = stack_sentences(datasets, self.device)                 # each run's own sentence table
         self.sentences = {"bags": self.model.sentence_bags(tables["tokens"][self.data_of_run],
                                                            tables["len"][self.data_of_run])}
+        # Runs whose stories are short go through the memory in their own pass, which computes only the slots
+        # their stories fill (MemNet.forward); each bucket has its own slice of the sentence tables.
+        longest = [max(int(datasets[r.data_index].splits[s]["n_facts"].max()) for s in ("train", "val", "test"))
+                   for r in runs]
+        self.buckets = [torch.tensor(b, device=self.device) for b in bucket_runs(longest, model_cfg.memory_size)]
+        self.bucket_sentences = [self.sentences] if len(self.buckets) == 1 else [
+            {"bags": self.model.sentence_bags(tables["tokens"][self.data_of_run[b]], tables["len"][self.data_of_run[b]])}
+            for b in self.buckets]
+        self.bucket_order = torch.argsort(torch.cat(self.buckets))     # rows of the concatenated buckets -> runs
         params = list(self.model.parameters())
         K = len(runs)
         self.prior_log_nu = None
@@ -137,12 +166,24 @@ class GroupTrainer:
             for g, s in zip(gs, state["gens"][p]):
                 g.set_state(s)
 
+    # -- forward pass ------------------------------------------------------------------------------------
+    def forward(self, batch: dict[str, torch.Tensor], weights: dict[str, torch.Tensor], attention: bool = False):
+        """MemNet.forward for every run, bucket by bucket (see `bucket_runs`), back in run order."""
+        if len(self.buckets) == 1:
+            return self.model(batch, weights, self.sentences, return_attention=attention)
+        outs = [self.model({k: v[b] for k, v in batch.items()}, {n: w[b] for n, w in weights.items()}, sentences,
+                           return_attention=attention, runs=b)
+                for b, sentences in zip(self.buckets, self.bucket_sentences)]
+        if not attention:
+            return torch.cat(outs)[self.bucket_order]
+        return tuple(torch.cat(parts)[self.bucket_order] for parts in zip(*outs))
+
     # -- training ----------------------------------------------------------------------------------------
     def loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """Per-run objective (K,): mean cross-entropy + sum_Theta D_t(q||p) / N (eqs. 54-55, reading A-4)."""
         bayes = self.model_cfg.bayesian
         weights = self.model.draw(self.gens["noise"], "escort" if bayes else "mean")  # one MC sample
-        logits = self.model(batch, weights, self.sentences)
+        logits = self.forward(batch, weights)
         K, B, V = logits.shape
         ce = F.cross_entropy(logits.reshape(K * B, V), batch["answers"].reshape(-1), reduction="none")
         ce = ce.view(K, B).sum(1)
@@ -221,7 +262,7 @@ class GroupTrainer:
             parts, atts = [], []
             for start in range(0, N, chunk):
                 batch = gather(data, self.data_of_run, idx_all[:, start:start + chunk])
-                out = self.model(batch, weights, self.sentences, return_attention=attention)
+                out = self.forward(batch, weights, attention)
                 logits, att = out if attention else (out, None)
                 parts.append(torch.softmax(logits, -1))
                 atts.append(att)

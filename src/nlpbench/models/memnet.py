@@ -8,6 +8,7 @@ masked, so a run trained in a group computes exactly what it computes alone.
 
 from __future__ import annotations
 
+import math
 import warnings
 from dataclasses import dataclass
 
@@ -194,17 +195,26 @@ class MemNet(nn.Module):
         return m
 
     def forward(self, batch: dict[str, torch.Tensor], weights: dict[str, torch.Tensor],
-                sentences: dict[str, torch.Tensor], return_attention: bool = False):
+                sentences: dict[str, torch.Tensor], return_attention: bool = False,
+                runs: torch.Tensor | None = None):
         """Logits (K, B, n_words) over the answer vocabulary; padded and nil rows get -inf.
 
         `sentences`: each run's table of distinct sentences, {"bags": sentence_bags(...)}; the batch holds
-        story_ids (K, B, M) and query_ids (K, B) into it, and n_facts (K, B)."""
+        story_ids (K, B, M) and query_ids (K, B) into it, and n_facts (K, B). `runs` (K,) selects the runs of
+        the model the batch, weights and sentences belong to (default: all of them, in order).
+
+        Only the first max(n_facts) slots are computed: the slots past every story's facts are empty (zero
+        m_i and c_i, score 0), so they enter the softmax as one extra logit log(#empty) and leave o unchanged
+        (exactly the full-memory result; with `mask_empty_memory` they are simply dropped)."""
         cfg = self.cfg
         story_ids, n_facts = batch["story_ids"], batch["n_facts"]      # (K, B, M), (K, B)
         M = story_ids.shape[2]
-        slot = torch.arange(M, device=story_ids.device)
-        filled = slot < n_facts.unsqueeze(-1)                           # (K, B, M)
+        M_used = max(int(n_facts.max()), 1)
+        story_ids = story_ids[..., :M_used]
+        slot = torch.arange(M_used, device=story_ids.device)
+        filled = slot < n_facts.unsqueeze(-1)                           # (K, B, M_used)
         time_ids = torch.where(filled, cfg.n_words + (n_facts.unsqueeze(-1) - 1 - slot), 0)
+        n_empty = M - M_used                                            # slots empty in every story
 
         def query(E):
             return self._rows(self._embed(E, sentences["bags"]), batch["query_ids"])
@@ -223,14 +233,23 @@ class MemNet(nn.Module):
         for m, c in per_hop:
             scores = (m * u.unsqueeze(2)).sum(-1)                       # u^T m_i (elementwise: 2x a batched bmm here)
             if cfg.mask_empty_memory:
-                scores = scores.masked_fill(~filled, -1e30)
-            p = torch.softmax(scores, dim=-1)                           # eq. 33: varpi_i
+                p = torch.softmax(scores.masked_fill(~filled, -1e30), dim=-1)   # eq. 33: varpi_i
+                p_empty = torch.zeros_like(p[..., :1])
+            elif n_empty:
+                extra = torch.full_like(scores[..., :1], math.log(n_empty))
+                p_all = torch.softmax(torch.cat([scores, extra], -1), dim=-1)  # eq. 33 over all M slots
+                p, p_empty = p_all[..., :M_used], p_all[..., M_used:] / n_empty
+            else:
+                p, p_empty = torch.softmax(scores, dim=-1), None                # eq. 33
             o = (p.unsqueeze(-1) * c).sum(2)                            # eq. 35: o = sum_i varpi_i c_i
             u = u + o                                                   # u^{k+1} = u^k + o^k
-            attention.append(p)
+            if return_attention:
+                attention.append(torch.cat([p, p_empty.expand(*p.shape[:2], n_empty)], -1) if n_empty else p)
+        word_rows = self.word_rows if runs is None else self.word_rows[runs]
         if cfg.tying == "layerwise":
-            logits = torch.einsum("kbd,kvd->kbv", u, self.W)            # eq. 36: W (o^K + u^K)
+            W = self.W if runs is None else self.W[runs]
+            logits = torch.einsum("kbd,kvd->kbv", u, W)                 # eq. 36: W (o^K + u^K)
         else:
             logits = torch.einsum("kbd,kvd->kbv", u, E[-1][:, : cfg.n_words])  # W^T = C^K
-        logits = logits.masked_fill(~self.word_rows[:, None, : cfg.n_words], float("-inf"))
+        logits = logits.masked_fill(~word_rows[:, None, : cfg.n_words], float("-inf"))
         return (logits, torch.stack(attention, dim=2)) if return_attention else logits
