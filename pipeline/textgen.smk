@@ -15,7 +15,7 @@ TG_MARKERS = ([TG_DONE.format(name=t["table"]) for t in TG_TABLES.values()]
 
 
 def _tg_metrics(names):
-    return [str(tgc.make_run(PARAMS, n).run_dir() / "metrics.json") for n in names]
+    return [str(tgc.make_run(PARAMS, n).run_dir() / "metrics.json") for n in tgc.active(PARAMS, names)]
 
 
 rule textgen_data:

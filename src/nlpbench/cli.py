@@ -137,7 +137,8 @@ def cmd_textgen_train(args) -> None:
     run = _textgen_run(params, args.run)
     if args.threads:
         torch.set_num_threads(args.threads)
-    m = train_run(run, params, Path(args.data), Path(args.runs), resolve_device(params["device"]))
+    m = train_run(run, params, Path(args.data), Path(args.runs), resolve_device(params["device"]),
+                  log=lambda line: print(line, flush=True))
     print(f"{run.run_id}: MAP BLEU-4 {m['map']['bleu4']:.2f}")
 
 

@@ -26,17 +26,6 @@ import torch
 TANH_CENTER, TANH_SCALE = 4500.0, 1000.0  # Eq. 4.17
 LINEAR_DENOMINATOR = 200_000.0  # Eq. 4.18
 
-# Table 4.1 (plus the DAE of §4.7 and the bypass model of ch. 5): (KL schedule, word-dropout schedule).
-TABLE_4_1: dict[str, tuple[str, str]] = {
-    "DAE": ("const-0", "none"),
-    "ADAM-NoAnneal-1.0": ("const-1.0", "none"),
-    "ADAM-NoAnneal-0.001": ("const-0.001", "none"),
-    "ADAM-tanh-3000": ("tanh-3000", "thesis"),
-    "SGD-tanh-3000": ("tanh-3000", "thesis"),
-    "ADAM-linear-10000": ("linear-10000", "thesis"),
-    "VAE-bypass": ("tanh-3000", "thesis"),
-}
-
 _NUMBER = r"(\d+(?:\.\d*)?(?:e-?\d+)?)"
 _KL_FORMS = "const-<λ> (or none-<λ>), tanh-<stop>, linear-<stop>, tanh or linear (e.g. tanh-3000)"
 _WD_FORMS = "none, const-<p>, epoch-<step>-<max>, iter-<n>-<step>-<max> or thesis (= epoch-0.05-0.5)"

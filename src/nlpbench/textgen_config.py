@@ -24,9 +24,19 @@ def digest(obj) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:10]
 
 
+# Settings added after runs existed: left out of the digests while they hold these neutral values, so that the
+# ids of earlier runs (and their prepared data) stay valid.
+NEUTRAL_CORPUS_KEYS = {"max_pairs": None}
+
+
+def corpus_key(params: dict, corpus: str) -> dict:
+    section = params["textgen"]["corpora"][corpus]
+    return {k: v for k, v in section.items() if not (k in NEUTRAL_CORPUS_KEYS and v == NEUTRAL_CORPUS_KEYS[k])}
+
+
 def corpus_dir(params: dict, corpus: str, data_root: str | Path = "data") -> Path:
     """data/textgen/<corpus>-<digest of its preparation settings>: a changed setting prepares anew."""
-    return Path(data_root) / "textgen" / f"{corpus}-{digest(params['textgen']['corpora'][corpus])}"
+    return Path(data_root) / "textgen" / f"{corpus}-{digest(corpus_key(params, corpus))}"
 
 
 def embeddings_path(params: dict, corpus: str, runs_root: str | Path = "runs") -> Path:
@@ -69,9 +79,15 @@ def make_run(params: dict, name: str) -> TextRun:
         raise ConfigError(f"textgen.runs: no run {name!r} (known: {', '.join(sorted(tg['runs']))})")
     spec = tg["runs"][name]
     settings = run_settings(params, name)
-    key = {"corpus": spec["corpus"], "prep": tg["corpora"][spec["corpus"]], "embeddings": tg["embeddings"],
+    key = {"corpus": spec["corpus"], "prep": corpus_key(params, spec["corpus"]), "embeddings": tg["embeddings"],
            "settings": settings, "seed": tg["seed"]}
     return TextRun(name, f"{name}-{digest(key)}", spec["corpus"], spec.get("label", name), settings, tg["seed"])
+
+
+def active(params: dict, names: list[str]) -> list[str]:
+    """The names that the scale trains: all, or those in `textgen.run_subset` (the smoke scale's few runs)."""
+    subset = params["textgen"].get("run_subset")
+    return [n for n in names if subset is None or n in subset]
 
 
 def all_runs(params: dict) -> dict[str, TextRun]:
@@ -82,7 +98,7 @@ def all_runs(params: dict) -> dict[str, TextRun]:
     tg = params["textgen"]
     names = [n for t in tg["tables"] for n in table_runs(params, t)] + [n for o in tg["outputs"]
                                                                           for n in output_runs(params, o)]
-    return {name: make_run(params, name) for name in dict.fromkeys(names)}
+    return {name: make_run(params, name) for name in active(params, list(dict.fromkeys(names)))}
 
 
 def runs_by_id(params: dict) -> dict[str, TextRun]:
@@ -113,6 +129,9 @@ def check(params: dict) -> None:
     schema = yaml.safe_load(SCHEMA.read_text())
     settings_schema = {**schema["$defs"]["tg_settings"], "$defs": schema["$defs"]}
     tg = params["textgen"]
+    for name in tg.get("run_subset") or []:
+        if name not in tg["runs"]:
+            raise ConfigError(f"textgen.run_subset: unknown run {name!r}")
     for name in tg["runs"]:
         run = make_run(params, name)
         errors = list(jsonschema.Draft202012Validator(settings_schema).iter_errors(run.settings))

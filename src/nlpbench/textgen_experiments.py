@@ -115,7 +115,7 @@ def _cell(row_label: str, col_label: str, row: dict, col: dict, params: dict, ru
         return tables.Cell(row_label, col_label, None, "not_applicable", "diversity is defined for sampling only")
     m = _metrics(params, run, runs_root)
     if m is None:
-        return tables.Cell(row_label, col_label, None, "not_run", f"run {run} not trained")
+        return tables.Cell(row_label, col_label, None, "not_run", f"run {run} not trained at this scale")
     if mode not in m:
         return tables.Cell(row_label, col_label, None, "not_applicable", f"{run} is deterministic")
     return tables.Cell(row_label, col_label, m[mode][metric])
@@ -180,9 +180,10 @@ def qualitative(params: dict, key: str, data_root: Path, runs_root: Path, result
     out += [f"- **{k}**: {v}" for k, v in prov.items()]
     out += ["", f"- **setting**: {spec['setting']}", ""]
     missing = [r for r in runs if _metrics(params, r, runs_root) is None]
+    runs = [r for r in runs if r not in missing]
     if missing:
-        out += [f"Not run at this scale: {', '.join(missing)}."]
-    else:
+        out += [f"Not run at this scale: {', '.join(missing)}.", ""]
+    if runs:
         models = {r: load_run_model(make_run(params, r), params, data_root, runs_root, device) for r in runs}
         labels = [make_run(params, r).label for r in runs]
         kind = spec["kind"]
@@ -240,7 +241,8 @@ def qualitative(params: dict, key: str, data_root: Path, runs_root: Path, result
     path = Path(results_dir) / SOURCE / f"{name}.md"
     io.write_text(path, "\n".join(out) + "\n")
     results_index.register_output(results_dir, SOURCE, name, spec["title"], "qualitative table", [path.name],
-                                  "generated" if not missing else "not run at this scale", params["scale"])
+                                  f"generated ({len(runs)} of {len(runs) + len(missing)} models)" if missing
+                                  else "generated", params["scale"])
     results_index.write_index(Path(results_dir))
     return path
 

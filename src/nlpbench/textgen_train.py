@@ -108,7 +108,10 @@ def objective(out: dict, tgt: torch.Tensor, pad_id: int, lam: float, gamma_a: fl
 
     reduction "sum" (thesis): J_rec and the context KL summed over target steps; "mean" (the authors' code, A1):
     both divided by the target length."""
-    rec, n_tok = reconstruction(out["logits"], tgt, pad_id)
+    if "rec" in out:    # computed by the model at the target positions only
+        rec, n_tok = out["rec"], out["n_tokens"].clamp(min=1).to(out["rec"].dtype)
+    else:
+        rec, n_tok = reconstruction(out["logits"], tgt, pad_id)
     mask = (tgt != pad_id).float()
     kl_c = (out["kl_c"] * mask).sum(1)
     if reduction == "mean":
@@ -186,7 +189,7 @@ def _val_loss(model, data: Batchable, pad_id: int, lam: float, gamma_a: float, r
         for i in range(0, len(data), batch_size):
             sl = slice(i, i + batch_size)
             out = model(data.src[sl].to(device), data.src_len[sl], data.dec_in[sl].to(device), attention_on,
-                        generator=generator)
+                        generator=generator, targets=data.tgt[sl].to(device))
             total += float(objective(out, data.tgt[sl].to(device), pad_id, lam, gamma_a, reduction)["loss"]) \
                 * len(data.tgt[sl])
     return total / len(data)
@@ -228,6 +231,7 @@ def train_run(run: TextRun, params: dict, data_root: Path, runs_root: Path, devi
         opt.load_state_dict(saved["opt"])
         data_gen.set_state(saved["data_gen"])
         noise_gen.set_state(saved["noise_gen"])
+        torch.set_rng_state(saved["torch_rng"])          # input dropout draws from the global generator
         state = saved["state"]
         log(f"{run.run_id}: resuming after epoch {state['epoch']}")
     log(f"{run.run_id}: {len(train)} training examples, {n_batches} iterations/epoch, {tr['epochs']} epochs, "
@@ -244,7 +248,7 @@ def train_run(run: TextRun, params: dict, data_root: Path, runs_root: Path, devi
             lam, p = kl_w(round(it * speed)), wd(round(it * speed), n_batches)
             dec_in = word_dropout(train.dec_in[idx], p, unk_id, protected, data_gen)
             out = model(train.src[idx].to(device), train.src_len[idx], dec_in.to(device), attention_on,
-                        generator=noise_gen)
+                        generator=noise_gen, targets=train.tgt[idx].to(device))
             o = objective(out, train.tgt[idx].to(device), pad_id, lam, tr["gamma_a"], tr["loss_reduction"])
             opt.zero_grad()
             o["loss"].backward()
@@ -273,7 +277,7 @@ def train_run(run: TextRun, params: dict, data_root: Path, runs_root: Path, devi
         state["epoch"] = epoch
         with io.atomic_path(ckpt) as tmp:
             torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "data_gen": data_gen.get_state(),
-                        "noise_gen": noise_gen.get_state(), "state": state}, tmp)
+                        "noise_gen": noise_gen.get_state(), "torch_rng": torch.get_rng_state(), "state": state}, tmp)
 
     chosen = state["epoch"]
     if tr["select"] == "best_val" and state["best"] is not None:

@@ -155,7 +155,8 @@ class TextSeq2Seq(nn.Module):
     def decode(self, enc: Encoded | None, z: torch.Tensor | None, dec_inputs: torch.Tensor,
                attention_on: bool = True, attn_scale: float = 1.0, generator: torch.Generator | None = None
                ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Teacher-forced decoding of dec_inputs (B, T) = <s> y_1 .. y_{T-1}: logits (B, T, V), context KL (B, T)."""
+        """Teacher-forced decoding of dec_inputs (B, T) = <s> y_1 .. y_{T-1}: the vectors W_out reads (h_j, or a_j
+        with attention; (B, T, D)) and the context KL per step (B, T)."""
         B, T = dec_inputs.shape
         emb = self.drop(self.dec_emb(dec_inputs))
         if z is not None:
@@ -163,24 +164,27 @@ class TextSeq2Seq(nn.Module):
         state = self._init_state(enc, B, dec_inputs.device)
         if self.cfg.attention == "none":
             h, _ = self.decoder(emb, state)
-            return self.W_out(h), torch.zeros(B, T, device=h.device)
+            return h, torch.zeros(B, T, device=h.device)
         if not self.cfg.input_feeding:
             h, _ = self.decoder(emb, state)
-            a, kl = self._attend(h, enc, attention_on, attn_scale, generator)
-            return self.W_out(a), kl
+            return self._attend(h, enc, attention_on, attn_scale, generator)
         a_prev = torch.zeros(B, 1, self.dec_dim, device=emb.device)
-        logits, kls = [], []
+        vectors, kls = [], []
         for j in range(T):
             h, state = self.decoder(torch.cat([emb[:, j:j + 1], a_prev], dim=-1), state)
             a_prev, kl = self._attend(h, enc, attention_on, attn_scale, generator)
-            logits.append(self.W_out(a_prev))
+            vectors.append(a_prev)
             kls.append(kl)
-        return torch.cat(logits, 1), torch.cat(kls, 1)
+        return torch.cat(vectors, 1), torch.cat(kls, 1)
 
     def forward(self, src: torch.Tensor, src_len: torch.Tensor, dec_inputs: torch.Tensor,
                 attention_on: bool = True, z_scale: float = 1.0, attn_scale: float = 1.0,
-                generator: torch.Generator | None = None) -> dict:
-        """Training pass: logits, KL(q(z|x) || N(0, I)) per sentence (B,), context KL per step (B, T)."""
+                generator: torch.Generator | None = None, targets: torch.Tensor | None = None) -> dict:
+        """Training pass: logits (B, T, V), KL(q(z|x) || N(0, I)) per sentence (B,), context KL per step (B, T).
+
+        With `targets`, the softmax is computed at the non-padded target positions only (the same loss, less
+        work): the result then has "rec" = J_rec per sentence (summed cross entropy) and "n_tokens" instead of
+        "logits"."""
         enc = self.encode(src, src_len)
         z, kl_z = None, torch.zeros(src.shape[0], device=src.device)
         if self.cfg.latent:
@@ -188,8 +192,14 @@ class TextSeq2Seq(nn.Module):
             z = self.sample_z(mu, log_sigma, z_scale, generator)
             if not self.cfg.deterministic_latent:
                 kl_z = kl_normal(mu, log_sigma).sum(-1)     # -1/2 sum_d (1 + log sigma^2 - mu^2 - sigma^2), Eq. 4.13
-        logits, kl_c = self.decode(enc, z, dec_inputs, attention_on, attn_scale, generator)
-        return {"logits": logits, "kl_z": kl_z, "kl_c": kl_c}
+        vectors, kl_c = self.decode(enc, z, dec_inputs, attention_on, attn_scale, generator)
+        if targets is None:
+            return {"logits": self.W_out(vectors), "kl_z": kl_z, "kl_c": kl_c}
+        mask = targets != self.cfg.pad_id
+        ce = nn.functional.cross_entropy(self.W_out(vectors[mask]), targets[mask], reduction="none")
+        rows = torch.arange(targets.shape[0], device=targets.device)[:, None].expand_as(targets)[mask]
+        rec = torch.zeros(targets.shape[0], device=ce.device, dtype=ce.dtype).index_add(0, rows, ce)
+        return {"rec": rec, "n_tokens": mask.sum(1), "kl_z": kl_z, "kl_c": kl_c}
 
     # -- greedy generation (§1.11: argmax at every step, no beam) --------------------------------------------------
     @torch.no_grad()
