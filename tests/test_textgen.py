@@ -277,3 +277,24 @@ def test_target_positions_only_softmax_is_the_same_loss() -> None:
     b = objective(fast, tgt, PAD, 0.3, 0.1, "sum")
     for key in ("loss", "rec", "rec_per_token", "kl", "kl_attention"):
         torch.testing.assert_close(a[key], b[key])
+
+
+@pytest.mark.parametrize("override, message", [
+    ({"train.bogus": 1}, "bogus"),
+    ({"train.kl_schedule": "cosine-3000"}, "kl_schedule"),
+    ({"model.attention": "additive"}, "attention"),
+])
+def test_a_bad_run_override_stops_naming_the_key(override: dict, message: str) -> None:
+    with pytest.raises(config.ConfigError, match=message):
+        config.load(REPO / "params.yaml", {"textgen.runs.snli-dae.overrides": override})
+
+
+def test_run_ids_follow_the_settings_and_the_smoke_subset() -> None:
+    from nlpbench.textgen_config import all_runs, make_run
+
+    paper, cpu = config.load(REPO / "params.yaml"), config.load(REPO / "params.yaml", {"scale": "cpu"})
+    assert make_run(paper, "snli-tanh-3000").run_id != make_run(cpu, "snli-tanh-3000").run_id
+    assert make_run(paper, "qg-ded").run_id == make_run(config.load(REPO / "params.yaml"), "qg-ded").run_id
+    smoke = config.load(REPO / "params.yaml", {"scale": "smoke"})
+    assert set(all_runs(smoke)) == set(smoke["textgen"]["run_subset"])
+    assert "snli-tanh-unstopped" in all_runs(paper) and "snli-tanh-unstopped" not in all_runs(cpu)
