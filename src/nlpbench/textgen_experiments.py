@@ -40,15 +40,22 @@ def _data_line(params: dict, metrics: list[dict]) -> str:
             parts.append(f"{corpus}: official data, {m['train_examples']:,} training examples, "
                          f"{m['test_examples']:,} test")
             continue
-        what = {"snli": "the mirror's 5,000-sentence SNLI sample (thesis: an 80k subset of SNLI 1.0 split 78k/1k/1k); "
-                        "training on 3,500 of them",
+        what = {"snli": "the mirror's 5,000-sentence SNLI sample split 3,500 / 500 / 1,000 (thesis: an 80k subset "
+                        "of SNLI 1.0 split 78k/1k/1k)",
                 "qg": "no Du et al. training file in the mirror: training on 90% of the official validation split "
                       "(thesis: ~70k training pairs), testing on the official Du et al. test split",
                 "dialog": "no Cornell training file in the mirror: training on 90% of the authors' validation pairs "
                           "(thesis: 180k training pairs), testing on the authors' test pairs"}[corpus]
         parts.append(f"{corpus}: MIRROR DATA ({what}); {m['train_examples']:,} training examples, "
-                     f"{m['test_examples']:,} test examples, |V| = {m['vocab_size']:,}")
+                     f"{m['test_examples']:,} test examples, |V| = {m['vocab_size']:,} (thesis {PAPER[corpus][0]:,}); "
+                     f"{m['iterations']:,} updates per run (thesis {PAPER[corpus][1]})")
     return "; ".join(parts)
+
+
+# the thesis's vocabulary and number of updates per corpus (§4.6.3, §6.5.2), for the provenance of smaller scales
+PAPER = {"snli": (20000, "24,380: 10 epochs of 78k at batch 32"),
+         "qg": (40000, "about 44,000: 20 epochs of the ~70k Du et al. training pairs at batch 32"),
+         "dialog": (30000, "up to 1.4M: at most 250 epochs of 180k pairs, stopped on the validation loss")}
 
 
 def provenance(params: dict, names: list[str], runs_root: Path) -> tuple[dict, list[dict]]:
