@@ -32,7 +32,7 @@ def test_smoke_dag_runs_from_download_to_tables(tmp_path, mirror_dir):
     env = {**os.environ, "NLPBENCH_MIRROR": str(mirror_dir),
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     cmd = [sys.executable, "-m", "snakemake", "--cores", "2", "--resources", "gpu=1", "--config", "scale=smoke"]
-    done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1800)
     logs = "\n".join(p.read_text() for p in (tmp_path / "logs").rglob("*.log")) if (tmp_path / "logs").exists() else ""
     assert done.returncode == 0, done.stderr[-3000:] + logs[-3000:]
 
