@@ -289,7 +289,7 @@ def figure(params: dict, key: str, runs_root: Path, results_dir: Path) -> Path:
     panels = spec["panels"]
     fig, axes = plt.subplots(len(panels), 1, figsize=(8, 3 * len(panels)), squeeze=False)
     drawn = 0
-    for r in spec["runs"]:
+    for i, r in enumerate(spec["runs"]):   # one colour per run across the panels
         run = make_run(params, r)
         d = run.run_dir(runs_root)
         if not (d / "metrics.json").exists():
@@ -298,21 +298,23 @@ def figure(params: dict, key: str, runs_root: Path, results_dir: Path) -> Path:
         if spec["kind"] == "iterations":
             log = _read_log(d / "train_log.csv")
             for ax, p in zip(axes[:, 0], panels):
-                ax.plot(log["iteration"], _smooth(log[p], spec["smooth"]), label=run.label, lw=1)
+                ax.plot(log["iteration"], _smooth(log[p], spec["smooth"]), label=run.label, lw=1, color=f"C{i}")
         else:
             hist = io.read_json(d / "history.json")
             for ax, p in zip(axes[:, 0], panels):
                 pts = [(h["epoch"], h[p]) for h in hist if p in h]
                 if pts:
-                    ax.plot(*zip(*pts), marker="o", ms=3, label=run.label, lw=1)
+                    ax.plot(*zip(*pts), marker="o", ms=3, label=run.label, lw=1, color=f"C{i}")
+                ax.xaxis.get_major_locator().set_params(integer=True)
     for ax, p in zip(axes[:, 0], panels):
         ax.set_ylabel(PANEL_LABELS.get(p, p))
         ax.set_xlabel("training iteration" if spec["kind"] == "iterations" else "epoch")
         if ax.lines:
             ax.legend(fontsize=7)
     scale = params["scale"]
-    fig.suptitle(f"Bahuleyan thesis, Figure {name.removeprefix('fig')}: {spec['title']}\n(scale {scale}"
-                 + (", mirror data" if scale != "paper" else "") +
+    import textwrap
+    title = textwrap.fill(f"Bahuleyan thesis, Figure {name.removeprefix('fig')}: {spec['title']}", 90)
+    fig.suptitle(title + f"\n(scale {scale}" + (", mirror data" if scale != "paper" else "") +
                  (f"; moving average over {spec['smooth']} iterations" if spec["kind"] == "iterations" else "") + ")",
                  fontsize=9)
     fig.tight_layout()
