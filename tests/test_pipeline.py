@@ -32,7 +32,7 @@ def test_smoke_dag_runs_from_download_to_tables(tmp_path, mirror_dir):
     env = {**os.environ, "NLPBENCH_MIRROR": str(mirror_dir),
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     cmd = [sys.executable, "-m", "snakemake", "--cores", "2", "--resources", "gpu=1", "--config", "scale=smoke"]
-    done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1800)
     logs = "\n".join(p.read_text() for p in (tmp_path / "logs").rglob("*.log")) if (tmp_path / "logs").exists() else ""
     assert done.returncode == 0, done.stderr[-3000:] + logs[-3000:]
 
@@ -73,6 +73,32 @@ def test_smoke_dag_runs_from_download_to_tables(tmp_path, mirror_dir):
     assert "nu_A" in (results / "tolias-thesis" / "dof.md").read_text()
     assert "Accuracy" in (results / "tolias-thesis" / "16.md").read_text()
     assert "TESTING MODEL STARTS" in (results / "tolias-thesis" / "18.md").read_text()
+
+    # seed 001 (variational text generation): every rule of its part of the DAG ran at the smoke scale
+    bahuleyan = results / "bahuleyan-thesis"
+    for table in ("4.2", "5.2", "6.1", "6.2"):
+        assert status[("bahuleyan-thesis", table)]["path"] == f"bahuleyan-thesis/{table}.csv"
+        assert status[("bahuleyan-thesis", table)]["status"] != "not yet implemented"
+        md = (bahuleyan / f"{table}.md").read_text()
+        assert "**scale**: smoke" in md and "MIRROR DATA" in md
+    with open(bahuleyan / "6.1.csv", newline="") as f:
+        cells61 = {(r["row"], r["column"]): r for r in csv.DictReader(f)}
+    du = cells61[("DED (w/o Attn) Du et al. (2017) / MAP", "BLEU-1")]
+    assert du["paper"] == "31.34" and du["reproduced"] == "" and "cited" in du["note"]
+    assert cells61[("VED+VAttn-hbar / MAP", "Entropy")]["status"] == "not_applicable"
+    assert 0 <= float(cells61[("VED+VAttn-hbar / Sampling", "Entropy")]["reproduced"]) <= 10
+    assert cells61[("VED+VAttn-0 / MAP", "BLEU-1")]["status"] == "not_run"          # not in the smoke subset
+    with open(bahuleyan / "5.2.csv", newline="") as f:
+        cells52 = {(r["row"], r["column"]): r for r in csv.DictReader(f)}
+    assert 0 <= float(cells52[("Distinct-1", "VAE with Bypass")]["reproduced"]) <= 1
+    assert "there is a couple eating cake" in (bahuleyan / "4.4.md").read_text()
+    assert "nova scotia" in (bahuleyan / "6.3.md").read_text()
+    for fig in ("fig4.7", "fig5.3", "fig6.4", "fig6.5"):
+        assert (bahuleyan / f"{fig}.png").stat().st_size > 1000
+    readme = (results / "README.md").read_text()
+    assert "bahuleyan-thesis/4.3.md" in readme and "bahuleyan-thesis/fig6.5.png" in readme
+    run_dirs = [p for p in (tmp_path / "runs" / "textgen").glob("snli-tanh-3000-*") if (p / "metrics.json").exists()]
+    assert len(run_dirs) == 1 and {"model.pt", "train_log.csv", "config.json"} <= {p.name for p in run_dirs[0].iterdir()}
 
     # a second invocation has nothing to do
     again = subprocess.run(cmd + ["-n"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)

@@ -8,7 +8,6 @@ import pytest
 import torch
 
 from nlpbench.schedules import (
-    TABLE_4_1,
     KLSchedule,
     ScheduleError,
     apply_word_dropout,
@@ -70,10 +69,26 @@ def test_annealing_is_monotone_and_within_unit_interval(name: str) -> None:
 
 
 def test_table_4_1_variants_parse() -> None:
-    for kl, wd in TABLE_4_1.values():
-        kl_schedule(kl)
-        word_dropout_schedule(wd)
-    assert kl_schedule(TABLE_4_1["ADAM-tanh-3000"][0]) == KLSchedule("tanh", stop=3000)
+    """The schedules of the Table 4.1 runs as params.yaml declares them (textgen.runs over textgen.settings)."""
+    from pathlib import Path
+
+    from nlpbench import config
+    from nlpbench.textgen_config import run_settings
+
+    params = config.load(Path(__file__).resolve().parents[1] / "params.yaml")
+    got = {}
+    for name, run in params["textgen"]["runs"].items():
+        if run["corpus"] == "snli":
+            t = run_settings(params, name)["train"]
+            got[run["label"]] = (kl_schedule(t["kl_schedule"]), word_dropout_schedule(t["word_dropout"]), t["optimizer"])
+    assert got["ADAM-tanh-3000"][0] == KLSchedule("tanh", stop=3000) and got["ADAM-tanh-3000"][2] == "adam"
+    assert got["SGD-tanh-3000"][:2] == got["ADAM-tanh-3000"][:2] and got["SGD-tanh-3000"][2] == "sgd"
+    assert got["ADAM-linear-10000"][0] == KLSchedule("linear", stop=10000)
+    assert got["ADAM-NoAnneal-1.0"][0](5000) == 1.0 and got["ADAM-NoAnneal-0.001"][0](5000) == 0.001
+    assert got["Deterministic AE"][0](5000) == 0.0
+    for label in ("ADAM-NoAnneal-1.0", "ADAM-NoAnneal-0.001", "Deterministic AE"):   # no word dropout (§4.6.4)
+        assert got[label][1](20000, 100) == 0.0
+    assert got["ADAM-tanh-3000"][1].rate_for_epoch(10) == 0.45
 
 
 @pytest.mark.parametrize("name", ["cosine-3000", "tanh3000", "tanh-", "const-", "linear-10k", ""])

@@ -31,6 +31,18 @@ def cmd_fetch(args) -> None:
     from .data import fetch
     params = _params(args)
     mirror = fetch.resolve_mirror(args.mirror or params.get("mirror"))
+    if args.dataset != "babi":   # the text corpora of seed 001 (SNLI, SQuAD QG, Cornell dialogs)
+        from .data.text_corpora import CorpusConfig, prepare_corpus
+        from .textgen_config import corpus_dir
+        section = dict(params["textgen"]["corpora"][args.dataset])
+        for key in ("split_sizes", "mirror_split_sizes"):
+            section[key] = tuple(section[key])
+        out = corpus_dir(params, args.dataset, args.data)
+        status = prepare_corpus(args.dataset, out, mirror, config=CorpusConfig(corpus=args.dataset, **section))
+        print(f"{args.dataset} ready in {out}: version {status['version']}, splits "
+              f"{ {k: v['examples'] for k, v in status['splits'].items()} }, missing files "
+              f"{[m['path'] for m in status['missing_files']] or 'none'}")
+        return
     status = fetch.prepare_babi(Path(args.data) / "babi", mirror)
     print(f"bAbI ready in {Path(args.data) / 'babi'}: {len(status['present'])} files, "
           f"{len(status['missing'])} missing ({', '.join(status['missing']) or 'none'})")
@@ -102,6 +114,50 @@ def cmd_game_table(args) -> None:
     print(f"wrote {build_game_table(params, args.table, Path(args.runs), Path(args.results))['md']}")
 
 
+def _textgen_run(params: dict, name: str):
+    from .textgen_config import all_runs
+    runs = all_runs(params)
+    by_id = {r.run_id: r for r in runs.values()}
+    if name in runs or name in by_id:
+        return runs.get(name) or by_id[name]
+    raise config.ConfigError(f"unknown textgen run {name!r} for scale {params['scale']}; known: "
+                             f"{', '.join(sorted(runs))}")
+
+
+def cmd_textgen_embed(args) -> None:
+    from .textgen_train import prepare_embeddings
+    print(f"wrote {prepare_embeddings(_params(args), args.corpus, Path(args.data), Path(args.runs))}")
+
+
+def cmd_textgen_train(args) -> None:
+    from .provenance import resolve_device
+    from .textgen_train import train_run
+    import torch
+    params = _params(args)
+    run = _textgen_run(params, args.run)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    m = train_run(run, params, Path(args.data), Path(args.runs), resolve_device(params["device"]),
+                  log=lambda line: print(line, flush=True))
+    print(f"{run.run_id}: MAP BLEU-4 {m['map']['bleu4']:.2f}")
+
+
+def cmd_textgen_table(args) -> None:
+    from .textgen_experiments import build_table
+    params = _params(args)
+    if args.table not in params["textgen"]["tables"]:
+        raise config.ConfigError(f"{args.params}: textgen.tables: no table {args.table!r}")
+    print(f"wrote {build_table(params, args.table, Path(args.runs), Path(args.results))['md']}")
+
+
+def cmd_textgen_output(args) -> None:
+    from .textgen_experiments import output
+    params = _params(args)
+    if args.output not in params["textgen"]["outputs"]:
+        raise config.ConfigError(f"{args.params}: textgen.outputs: no output {args.output!r}")
+    print(f"wrote {output(params, args.output, Path(args.data), Path(args.runs), Path(args.results))}")
+
+
 def cmd_index(args) -> None:
     from .results_index import write_index
     write_index(Path(args.results))
@@ -142,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results", default="results", help="results directory (default results/)")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("fetch", help="download (or copy from a mirror) and verify a data set")
-    p.add_argument("dataset", choices=["babi"])
+    p.add_argument("dataset", choices=["babi", "snli", "qg", "dialog"])
     p.add_argument("--mirror", help="offline mirror directory (else params.yaml mirror, else $NLPBENCH_MIRROR)")
     p.set_defaults(func=cmd_fetch)
     p = sub.add_parser("train-group", help="train the runs of one group together")
@@ -166,6 +222,19 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("game-table", help="Tables 16-17 (guess the number) or 18 (a test-game transcript)")
     p.add_argument("table")
     p.set_defaults(func=cmd_game_table)
+    p = sub.add_parser("textgen-embed", help="word2vec embeddings of a prepared text corpus (seed 001)")
+    p.add_argument("corpus", choices=["snli", "qg", "dialog"])
+    p.set_defaults(func=cmd_textgen_embed)
+    p = sub.add_parser("textgen-train", help="train and evaluate one text-generation run (textgen.runs)")
+    p.add_argument("run", help="run name or run id")
+    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch's default)")
+    p.set_defaults(func=cmd_textgen_train)
+    p = sub.add_parser("textgen-table", help="one of Tables 4.2, 5.2, 6.1, 6.2 (key in textgen.tables)")
+    p.add_argument("table")
+    p.set_defaults(func=cmd_textgen_table)
+    p = sub.add_parser("textgen-output", help="a qualitative table or figure of seed 001 (key in textgen.outputs)")
+    p.add_argument("output")
+    p.set_defaults(func=cmd_textgen_output)
     sub.add_parser("index", help="rewrite results/index.csv and results/README.md").set_defaults(func=cmd_index)
     sub.add_parser("groups", help="list the training groups of the chosen scale").set_defaults(func=cmd_groups)
     sub.add_parser("check", help="validate params.yaml").set_defaults(func=cmd_check)

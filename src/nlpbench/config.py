@@ -78,6 +78,8 @@ def load(path: str | Path = "params.yaml", overrides: dict | None = None) -> dic
         for key, value in exp.get("overrides", {}).items():
             set_dotted(copy.deepcopy(params["memnet"]), key, value, f"{path}: experiments.{name}.overrides")
     _validate(params, f"{path} (scale {scale})")
+    from . import textgen_config   # cross-references of the textgen section (imports this module)
+    textgen_config.check(params)
     return params
 
 

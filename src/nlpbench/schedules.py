@@ -10,6 +10,9 @@ Word-dropout rate p (decoder inputs -> <unk>), e = 1-indexed epoch of iteration 
     none            p = 0                          (NoAnneal variants, DAE, evaluation)
     const-<p>       p constant                     (the authors' code: const-0.25)
     epoch-<s>-<m>   p_e = min(s (e - 1), m)        thesis: epoch-0.05-0.5 (alias "thesis")
+    iter-<n>-<s>-<m>  the same with an "epoch" of n iterations, whatever the data size: iter-2438-0.05-0.5 is the
+                    thesis's p as a function of the iteration (78k sentences / 32 = 2,438 iterations per epoch),
+                    for runs on less data that keep the thesis's number of updates
 """
 
 from __future__ import annotations
@@ -23,20 +26,9 @@ import torch
 TANH_CENTER, TANH_SCALE = 4500.0, 1000.0  # Eq. 4.17
 LINEAR_DENOMINATOR = 200_000.0  # Eq. 4.18
 
-# Table 4.1 (plus the DAE of §4.7 and the bypass model of ch. 5): (KL schedule, word-dropout schedule).
-TABLE_4_1: dict[str, tuple[str, str]] = {
-    "DAE": ("const-0", "none"),
-    "ADAM-NoAnneal-1.0": ("const-1.0", "none"),
-    "ADAM-NoAnneal-0.001": ("const-0.001", "none"),
-    "ADAM-tanh-3000": ("tanh-3000", "thesis"),
-    "SGD-tanh-3000": ("tanh-3000", "thesis"),
-    "ADAM-linear-10000": ("linear-10000", "thesis"),
-    "VAE-bypass": ("tanh-3000", "thesis"),
-}
-
 _NUMBER = r"(\d+(?:\.\d*)?(?:e-?\d+)?)"
 _KL_FORMS = "const-<λ> (or none-<λ>), tanh-<stop>, linear-<stop>, tanh or linear (e.g. tanh-3000)"
-_WD_FORMS = "none, const-<p>, epoch-<step>-<max> or thesis (= epoch-0.05-0.5)"
+_WD_FORMS = "none, const-<p>, epoch-<step>-<max>, iter-<n>-<step>-<max> or thesis (= epoch-0.05-0.5)"
 
 
 class ScheduleError(ValueError):
@@ -91,6 +83,7 @@ class WordDropoutSchedule:
     step: float = 0.0  # added at the end of every epoch
     start: float = 0.0
     maximum: float = 0.0
+    every: int | None = None  # iterations per "epoch" of the schedule; None = the data's epoch
 
     def rate_for_epoch(self, epoch: int) -> float:
         """p for the 1-indexed `epoch`: min(start + step (epoch - 1), maximum)."""
@@ -103,7 +96,7 @@ class WordDropoutSchedule:
         _check_iteration(iteration)
         if iters_per_epoch < 1:
             raise ValueError(f"iters_per_epoch must be >= 1, got {iters_per_epoch}")
-        return self.rate_for_epoch(max(iteration - 1, 0) // iters_per_epoch + 1)
+        return self.rate_for_epoch(max(iteration - 1, 0) // (self.every or iters_per_epoch) + 1)
 
 
 def word_dropout_schedule(name: str, key: str = "word_dropout") -> WordDropoutSchedule:
@@ -118,6 +111,10 @@ def word_dropout_schedule(name: str, key: str = "word_dropout") -> WordDropoutSc
         schedule = WordDropoutSchedule(0.0, p, p)
     elif m := re.fullmatch(rf"epoch-{_NUMBER}-{_NUMBER}", spec):
         schedule = WordDropoutSchedule(float(m.group(1)), 0.0, float(m.group(2)))
+    elif m := re.fullmatch(rf"iter-(\d+)-{_NUMBER}-{_NUMBER}", spec):
+        if int(m.group(1)) < 1:
+            raise ScheduleError(f"{key}: {name!r}: the iterations per step must be positive")
+        schedule = WordDropoutSchedule(float(m.group(2)), 0.0, float(m.group(3)), int(m.group(1)))
     else:
         raise ScheduleError(f"{key}: unknown word-dropout schedule {name!r}; expected {_WD_FORMS}")
     if not 0.0 <= schedule.maximum <= 1.0:

@@ -19,8 +19,9 @@ from typing import Any
 from nlpbench.io import write_json, write_text
 from nlpbench.paper import parse_paper, reference_cells, source_label
 
-CELL_STATUSES = ("ok", "needs_data", "not_run", "failed")
-STATUS_TEXT = {"ok": "ok", "needs_data": "needs data", "not_run": "not run", "failed": "failed"}
+CELL_STATUSES = ("ok", "needs_data", "not_run", "failed", "not_applicable")
+STATUS_TEXT = {"ok": "ok", "needs_data": "needs data", "not_run": "not run", "failed": "failed",
+               "not_applicable": "–"}   # not_applicable: a "–" of the printed table, or a cited row not rerun
 TABLE_STATUSES = ("reproduced", "differs", "needs data", "not yet implemented")
 ADDITION = "addition (no paper numbers)"   # status of a table the documents never ran
 
@@ -50,6 +51,20 @@ class TableSpec:
     mean_row: bool = False
     diff_flag: float = 10.0
     tolerance: float = 5.0
+    diff_flag_relative: float | None = None   # flag |Δ| > this fraction of |paper| instead of > diff_flag points
+
+    def flags(self, diff: float | None, paper: float | None) -> bool:
+        if diff is None:
+            return False
+        if self.diff_flag_relative is not None:
+            return paper is not None and abs(diff) > self.diff_flag_relative * abs(paper)
+        return abs(diff) > self.diff_flag
+
+    @property
+    def flag_text(self) -> str:
+        if self.diff_flag_relative is not None:
+            return f"{100 * self.diff_flag_relative:g} % of the paper's value"
+        return f"{self.diff_flag:g} points"
 
 
 def _diff(reproduced: float | None, paper: float | None) -> float | None:
@@ -244,7 +259,8 @@ def _auto_notes(lines: list[Line], unmatched: list[dict]) -> list[str]:
             key = (ln.status, ln.detail)
             details[key] = details.get(key, 0) + 1
     for (status, detail), n in details.items():
-        notes.append(f"{STATUS_TEXT[status]} ({n} cell(s)): {detail}")
+        label = "not applicable" if status == "not_applicable" else STATUS_TEXT[status]
+        notes.append(f"{label} ({n} cell(s)): {detail}")
     if unmatched:
         shown = ", ".join(f"{c['row']} / {c['column']}" for c in unmatched[:5])
         more = f" and {len(unmatched) - 5} more" if len(unmatched) > 5 else ""
@@ -287,14 +303,15 @@ def build_table(spec: TableSpec, cells: list[Cell], provenance: dict, notes: lis
             status=status, ref_note=r["note"] if r else "", detail=detail,
         ))
 
-    flagged = [ln for ln in lines if ln.diff is not None and abs(ln.diff) > spec.diff_flag]
+    flagged = [ln for ln in lines if spec.flags(ln.diff, ln.paper)]
     unmatched = [c for k, c in ref.items() if k not in grid_set]
     result = TableResult(
         spec=spec, lines=lines, derived=_derive(spec, lines), provenance=dict(provenance),
         notes=list(notes), auto_notes=_auto_notes(lines, unmatched), flagged=flagged, status="",
     )
     result.status = table_status(
-        n_cells=len(lines), n_ok=result.count("ok"), n_needs_data=result.count("needs_data"),
+        n_cells=len(lines) - result.count("not_applicable"), n_ok=result.count("ok"),
+        n_needs_data=result.count("needs_data"),
         mean_abs_diff=result.mean_abs_diff, n_flagged=len(flagged), tolerance=spec.tolerance,
     )
     if not ref and result.status == "differs":   # nothing printed to compare with (cells may be partly run)
@@ -374,7 +391,8 @@ def render_markdown(result: TableResult) -> str:
     out = [f"# {source_label(spec.source)} — Table {spec.table}: {spec.title}", ""]
     mad, xad = result.mean_abs_diff, result.max_abs_diff
     summary = [f"{len(result.lines)} cells", f"{result.count('ok')} ok"]
-    summary += [f"{result.count(s)} {STATUS_TEXT[s]}" for s in CELL_STATUSES[1:] if result.count(s)]
+    summary += [f"{result.count(s)} {'not applicable' if s == 'not_applicable' else STATUS_TEXT[s]}"
+                for s in CELL_STATUSES[1:] if result.count(s)]
     if mad is not None:
         summary.append(f"mean |Δ| {mad:.2f}, max |Δ| {xad:.2f}")
     out += [f"Status: **{result.status}** ({', '.join(summary)})", "", "## Provenance", ""]
@@ -412,10 +430,9 @@ def render_markdown(result: TableResult) -> str:
         for d in derived:
             cells += _derived_md(d, spec.decimals)
         out.append(_md_row(cells))
-    out += ["", "Δ = reproduced − paper, in the paper's unit. Bold Δ: more than "
-            f"{spec.diff_flag:g} points off.", ""]
+    out += ["", f"Δ = reproduced − paper, in the paper's unit. Bold Δ: more than {spec.flag_text} off.", ""]
 
-    out += [f"## Cells differing from the paper by more than {spec.diff_flag:g} points", ""]
+    out += [f"## Cells differing from the paper by more than {spec.flag_text}", ""]
     if result.flagged:
         for ln in result.flagged:
             out.append(f"- row {ln.row}, {ln.column}: reproduced {ln.reproduced:.{spec.decimals}f}, "

@@ -69,6 +69,7 @@ class CorpusConfig:
     split_sizes: tuple[int, ...] = ()  # full version (train, valid[, test]); dialog zip: test = the rest
     mirror_split_sizes: tuple[int, ...] = ()  # SNLI mirror sample (train, valid, test)
     mirror_valid_fraction: float = 0.1  # QG/dialog mirror version: share of official valid kept as valid
+    max_pairs: int | None = None  # QG/dialog: keep the first N pairs of each file (the smoke scale); None = all
 
     @property
     def rules(self) -> TextRules:
@@ -172,7 +173,7 @@ def _prepare_paired(fetch: SourceFetcher, config: CorpusConfig, files: Sequence[
     for source in files:
         path = fetch.get(source.path, source.url, source.split)
         if path is not None:
-            raw[source.split] = read_csv_pairs(path, columns)
+            raw[source.split] = read_csv_pairs(path, columns)[: config.max_pairs]
     if "train" not in raw and fallback is not None:
         result = fallback()
         if result is not None:

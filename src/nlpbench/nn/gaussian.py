@@ -15,11 +15,16 @@ from torch import nn
 from .per_run import flat_row_index, scatter_rows
 
 
-def reparameterize(mu: torch.Tensor, log_sigma: torch.Tensor, generator: torch.Generator | None = None
-                   ) -> torch.Tensor:
-    """z = mu + sigma * eps, eps ~ N(0, I): differentiable in mu and sigma."""
+def reparameterize(mu: torch.Tensor, log_sigma: torch.Tensor, generator: torch.Generator | None = None,
+                   scale: float = 1.0) -> torch.Tensor:
+    """z = mu + scale * sigma * eps, eps ~ N(0, I): differentiable in mu and sigma.
+
+    `scale` multiplies sigma: 1 = a posterior sample, 0 = the mean (MAP), 3 = the "neighbourhood" draws of the
+    Bahuleyan thesis (Table 4.5)."""
+    if scale == 0.0:
+        return mu
     eps = torch.randn(mu.shape, generator=generator, device=mu.device, dtype=mu.dtype)
-    return mu + log_sigma.exp() * eps
+    return mu + scale * log_sigma.exp() * eps
 
 
 def kl_normal(mu_q: torch.Tensor, log_sigma_q: torch.Tensor, mu_p: torch.Tensor | float = 0.0,
@@ -68,3 +73,26 @@ class GaussianMatrix(nn.Module):
         """sum_l KL(q_l || N(0, sigma_p^2)) over each run's existing elements: (K,). `prior_nu` is ignored."""
         d = kl_normal(self.mu, self.log_sigma, 0.0, self.log_prior_sigma)
         return (d * self.row_mask).sum(dim=(1, 2))
+
+
+class GaussianHead(nn.Module):
+    """An amortised diagonal Gaussian q(v | x) = N(mu(x), diag sigma(x)^2), parameterised by log sigma.
+
+    mean="linear": mu = W_mu x + b (the VAE/VED latent z, thesis §6.4.1: "linearly transformed");
+    mean="identity": mu = x (variational attention, mu_cj = c_j^det). log sigma is linear in x, or, with
+    `sigma_hidden`, a tanh layer followed by a linear one (the context posterior of §6.4.1)."""
+
+    def __init__(self, in_dim: int, out_dim: int, mean: str = "linear", sigma_hidden: int | None = None):
+        super().__init__()
+        if mean not in ("linear", "identity"):
+            raise ValueError(f"GaussianHead: mean must be linear or identity, got {mean!r}")
+        if mean == "identity" and in_dim != out_dim:
+            raise ValueError(f"GaussianHead: an identity mean needs in_dim == out_dim ({in_dim} != {out_dim})")
+        self.mu = nn.Linear(in_dim, out_dim) if mean == "linear" else nn.Identity()
+        if sigma_hidden:
+            self.log_sigma = nn.Sequential(nn.Linear(in_dim, sigma_hidden), nn.Tanh(), nn.Linear(sigma_hidden, out_dim))
+        else:
+            self.log_sigma = nn.Linear(in_dim, out_dim)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.mu(x), self.log_sigma(x)
