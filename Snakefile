@@ -21,6 +21,7 @@ include: "pipeline/memnet.smk"
 include: "pipeline/tables.smk"
 include: "pipeline/qualitative.smk"
 include: "pipeline/game.smk"
+include: "pipeline/dmn.smk"
 
 
 # the markers of every output that is not an experiment table (the index rule waits for them too)
@@ -28,6 +29,7 @@ OUTPUT_MARKERS = (
     [QUAL_DONE.format(name=f"figure-{t}") for t in FIGURES]
     + [QUAL_DONE.format(name=n) for n in ("attention-3", "attention-4", "attention-5", "dof")]
     + [QUAL_DONE.format(name=f"game-{t}") for t in GAME_TABLES]
+    + DMN_MARKERS
 )
 
 
