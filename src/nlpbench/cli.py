@@ -117,8 +117,9 @@ def cmd_dmn_train(args) -> None:
     if args.group not in groups:
         raise config.ConfigError(f"unknown DMN group {args.group!r} for scale {params['scale']}; "
                                  f"known: {', '.join(sorted(groups))}")
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    threads = params["dmn"].get("threads") or args.threads   # dmn.threads caps the rule's threads
+    if threads:
+        torch.set_num_threads(threads)
     train_group(groups[args.group], Path(args.data) / "babi", Path(args.data) / "dmn", Path(args.runs),
                 resolve_device(params["device"]))
 
