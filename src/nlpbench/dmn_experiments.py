@@ -67,8 +67,22 @@ def resolved_settings(params: dict, kind: str, model: str, overrides: dict | Non
     return out
 
 
+# Settings added after runs existed: left out of the digests while they hold these neutral values, so earlier
+# data sets, groups and checkpoints keep their ids (as config.HASH_NEUTRAL for the memory networks).
+HASH_NEUTRAL = {("patterns", "distractor_order"): "keep"}
+
+
+def _hashed(settings: dict) -> dict:
+    out = copy.deepcopy(settings)
+    for (section, key), neutral in HASH_NEUTRAL.items():
+        if out.get(section, {}).get(key, neutral) == neutral:
+            out.get(section, {}).pop(key, None)
+    return out
+
+
 def dataset_id(kind: str, settings: dict) -> str:
     """data/dmn/<id>: 'patterns-<digest>' or 'augmented-<digest>' of the settings that shape the data set."""
+    settings = _hashed(settings)
     key = {"patterns": settings["patterns"]}
     if kind == "augmented":
         key["augment"] = settings["augment"]
@@ -166,7 +180,7 @@ def all_groups(params: dict) -> dict[str, DMNGroup]:
         order = {f"pattern{k}": k for k in babi_order.PATTERNS} | {f"task{t}": 100 + t for t in range(1, 21)}
         items = tuple(sorted(w["items"], key=lambda i: order.get(i, 0)))
         digest = config.settings_digest({"model": w["model"], "kind": w["kind"], "items": items, "seeds": seeds,
-                                         "settings": settings})
+                                         "settings": _hashed(settings)})
         gid = f"dmn-{MODEL_SLUG[w['model']]}-{w['kind']}-d{settings['model']['dim']}-{digest}"
         groups[key] = DMNGroup(gid, w["model"], w["kind"], items, seeds, settings)
     return groups
@@ -223,7 +237,10 @@ def make_dataset(data_id: str, params: dict, data_root: Path, out_root: Path,
         f"histogram {hist}")
     patterns = babi_order.make_patterns(train, cfg)
     meta = {"kind": kind, "settings": {k: settings[k] for k in ("patterns", "augment") if k in settings},
-            "natural_pattern_histogram": {str(k): v for k, v in hist.items()}}
+            "natural_pattern_histogram": {str(k): v for k, v in hist.items()},
+            "order_cue_natural": babi_order.order_cue(train),
+            "order_cue_by_pattern": {str(k): babi_order.order_cue(v["train"] + v["val"] + v["test"])
+                                     for k, v in patterns.items()}}
     if kind == "patterns":
         splits = babi_order.flatten_patterns(patterns)
     else:
