@@ -129,7 +129,7 @@ def cmd_dmn_table(args) -> None:
     params = _params(args)
     if args.table not in params.get("dmn", {}).get("tables", {}):
         raise config.ConfigError(f"{args.params}: dmn.tables: no table {args.table!r}")
-    paths = build_table(params, args.table, Path(args.runs), Path(args.results))
+    paths = build_table(params, args.table, Path(args.runs), Path(args.results), Path(args.data))
     print(f"wrote {paths['md']}" + (f" and {paths['figure']}" if "figure" in paths else ""))
 
 

@@ -541,9 +541,13 @@ def claim_notes(params: dict, table: str, cells: list[tables.Cell], runs_root: P
     return out
 
 
-def scale_note(params: dict) -> str:
-    """What the chosen scale cuts relative to the thesis's (paper) settings, from the overrides themselves."""
-    over = {k: v for k, v in params["scales"].get(params["scale"], {}).items() if k.startswith("dmn.")}
+def scale_note(params: dict, groups: list[DMNGroup] | None = None) -> str:
+    """What the chosen scale cuts relative to the thesis's (paper) settings, from the overrides themselves
+    (train_overrides of kinds and models this table does not read are left out)."""
+    used = {g.kind for g in groups or []} | {g.model for g in groups or []}
+    over = {k: v for k, v in params["scales"].get(params["scale"], {}).items() if k.startswith("dmn.")
+            and not (groups and k.startswith("dmn.train_overrides.")
+                     and k.removeprefix("dmn.train_overrides.") not in used)}
     if params.get("task_subset") is not None:
         over["task_subset"] = params["task_subset"]
     if not over:
@@ -559,7 +563,7 @@ def reading_notes(params: dict, groups: list[DMNGroup]) -> list[str]:
     m, t, d, p, a = s["model"], s["train"], s["data"], s["patterns"], s["augment"]
     kinds = {g.kind for g in groups}
     models = {g.model for g in groups}
-    out = [scale_note(params),
+    out = [scale_note(params, groups),
            f"Training (§3.2): Adam lr {t['lr']} [T], Glorot uniform weights, embeddings U[-sqrt 3, sqrt 3] [T], "
            f"{m['hops']} hops [T]; d = {m['dim']}, batch {t['batch_size']}, up to {t['max_epochs']} epochs with "
            f"early stopping after {t['patience']} epochs without a lower validation loss, keeping the epoch "
@@ -570,8 +574,8 @@ def reading_notes(params: dict, groups: list[DMNGroup]) -> list[str]:
                      if v and (k in kinds or k in models)),
            f"Position encoding: `{m['pe_index']}` (MemN2N form with the sentence's own length, spec ambiguity 26); "
            f"story cap `memory_size` = {d['memory_size']} most recent facts (null: none); "
-           f"training/validation/test questions capped at {d['max_train']}/{d['max_val']}/{d['max_test']} "
-           "(null: all)."]
+           "training/validation/test questions capped at "
+           + "/".join(str(d[k] or "all") for k in ("max_train", "max_val", "max_test")) + "."]
     if "ff-dmn" in models:
         out.append(f"ff-DMN (§6.5.2): f_t = ReLU(W PE(x_t) + b), q = ReLU(W_q PE(question) + b_q) with "
                    f"{'a shared' if m['share_ffn'] else 'a separate'} question FNN, c^i = sum_t g_t^i f_t (6.16), "
@@ -598,7 +602,28 @@ def reading_notes(params: dict, groups: list[DMNGroup]) -> list[str]:
     return out
 
 
-def build_table(params: dict, table: str, runs_root: Path, results_dir: Path) -> dict:
+def order_cue_notes(groups: list[DMNGroup], data_root: Path | None) -> list[str]:
+    """The order cue of the pattern data these runs trained on (nlpbench.data.babi_order.order_cue)."""
+    ids = sorted({g.datasets()[0] for g in groups if g.kind != "tasks"})
+    out = []
+    for did in ids:
+        path = Path(data_root or "data") / "dmn" / did
+        if not (path / babi_order.MANIFEST).exists():
+            continue
+        pat = babi_order.unflatten_patterns(_derived(str(path)))
+        cues = {k: babi_order.order_cue(v["train"] + v["val"] + v["test"]) for k, v in pat.items()}
+        dist = sum(c["distractors_species_first"] for c in cues.values()), sum(c["distractors"] for c in cues.values())
+        ans = ", ".join(f"{k}: {c['answer_entity_species_first']}/{c['answer_entity']}" for k, c in cues.items())
+        out.append(f"Order cue in these pattern data ({did}): distractor entities whose species fact precedes their "
+                   f"colour fact: {dist[0]} of {dist[1]}; the answer entity's (F2/F3) species fact first, per pattern: "
+                   f"{ans}. Where F3 precedes F2 (patterns 2, 5, 6) the answer entity is the only one in reverse order, "
+                   "a cue an order-aware model can answer from without the induction; "
+                   "`dmn.patterns.distractor_order: shuffle` removes it.")
+    return out
+
+
+def build_table(params: dict, table: str, runs_root: Path, results_dir: Path, data_root: Path | None = None
+                ) -> dict:
     """Write results/shen-thesis/<table>.{md,csv,json} (and the declared figure), then refresh the index."""
     decl = params["dmn"]["tables"][table]
     cells, info = table_cells(params, table, runs_root)
@@ -626,7 +651,8 @@ def build_table(params: dict, table: str, runs_root: Path, results_dir: Path) ->
         "torch": torch.__version__,
         "runs": ", ".join(f"runs/{gid}" for gid in runs_dirs),
     }
-    notes = reading_notes(params, groups) + claim_notes(params, table, cells, runs_root)
+    notes = reading_notes(params, groups) + order_cue_notes(groups, data_root) + claim_notes(params, table, cells,
+                                                                                          runs_root)
     notes += (params["dmn"].get("notes") or {}).get(table, [])
     result = tables.build_table(spec, cells, provenance, notes)
     paths = tables.write_table(result, Path(results_dir))
