@@ -591,7 +591,12 @@ def reading_notes(params: dict, groups: list[DMNGroup]) -> list[str]:
                    f"per pattern (the printed accuracies' granularity implies 300, spec ambiguity 21), the rest split "
                    f"{1 - p['val_fraction']:.0%}/{p['val_fraction']:.0%} train/validation (seed {p['seed']}); "
                    f"unique_test_content {p['unique_test_content']}: test stories are drawn only from stories whose "
-                   "content occurs once in the file, so no re-ordered copy of a test story is trained on.")
+                   "content occurs once in the file, so no re-ordered copy of a test story is trained on; "
+                   f"distractor_order `{p['distractor_order']}` (" + (
+                       "each distractor entity's species and colour facts swap lines with probability 1/2, so that "
+                       "fact order alone does not single out the answer entity; our reading, see the order-cue note"
+                       if p["distractor_order"] == "shuffle" else
+                       "distractors keep their lines, the spec's reading; see the order-cue note") + ").")
     if "augmented" in kinds:
         out.append(f"Augmentation (§1.5, spec ambiguity 23): `{a['source']}`, every story in all 6 fact orders; "
                    f"validation augmented too: {a['augment_val']}.")
