@@ -36,8 +36,6 @@ SOURCE = "shen-thesis"
 MODEL_SLUG = {"dmn+": "dmnplus", "modmn+": "modmnplus", "ff-dmn": "ffdmn"}
 MODEL_LABEL = {"dmn+": "DMN+", "modmn+": "MoDMN+", "ff-dmn": "ff-DMN"}
 ENSEMBLE_MEMBERS = ("ff-dmn", "dmn+")          # eq. 6.20: P^ = (P_ff-DMN + P_DMN+) / 2
-KINDS = ("patterns", "augmented", "tasks")
-N_PATTERNS = len(babi_order.PATTERNS)
 
 
 # -- settings -------------------------------------------------------------------------------------------------
@@ -639,7 +637,6 @@ def build_table(params: dict, table: str, runs_root: Path, results_dir: Path, da
                             columns=list(decl["columns"]) + list(decl.get("cited") or []), decimals=1,
                             pass_threshold=95.0 if task_table else None, mean_row=False)
     groups = table_groups(params, table)
-    runs_dirs = {g.group_id: g for g in groups}
     wall, n_runs = 0.0, 0
     for g in groups:
         summary_path = Path(runs_root) / g.group_id / "group.json"
@@ -654,7 +651,7 @@ def build_table(params: dict, table: str, runs_root: Path, results_dir: Path, da
                               "(sum of the runs' training epochs; shared runs count once per table)",
         "generated": now_utc(),
         "torch": torch.__version__,
-        "runs": ", ".join(f"runs/{gid}" for gid in runs_dirs),
+        "runs": ", ".join(f"runs/{g.group_id}" for g in groups),
     }
     notes = reading_notes(params, groups) + order_cue_notes(groups, data_root) + claim_notes(params, table, cells,
                                                                                           runs_root)
