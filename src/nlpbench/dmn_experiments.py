@@ -456,6 +456,18 @@ def _spread(grid: dict, rows: list[str], column: str) -> float | None:
     return max(vals) - min(vals) if len(vals) == len(rows) else None
 
 
+CLAIM_MARGIN = 5.0   # points: a spread counts as reduced only when it is this much smaller
+
+
+def _verdict(smaller: float, larger: float) -> str:
+    """'holds' when `smaller` is below `larger` by more than CLAIM_MARGIN points."""
+    if larger - smaller > CLAIM_MARGIN:
+        return "holds"
+    if abs(larger - smaller) <= CLAIM_MARGIN:
+        return f"does not hold (the two are within {CLAIM_MARGIN:g} points)"
+    return "does not hold"
+
+
 def _claim_own_pattern(grid: dict, rows: list[str], columns: list[str]) -> tuple[int, int, list[str]]:
     """Networks whose own training pattern is their best test pattern (ties count as best)."""
     hits, n, misses = 0, 0, []
@@ -499,7 +511,7 @@ def claim_notes(params: dict, table: str, cells: list[tables.Cell], runs_root: P
             own = [grid[(c.rsplit("/", 1)[-1].strip(), c)] for c in pattern_cols
                    if (c.rsplit("/", 1)[-1].strip(), c) in grid]
             aug_mean = statistics.mean(grid[(r, aug)] for r in rows)
-            verdict = "holds" if s_aug < statistics.mean(spreads) else "does not hold"
+            verdict = _verdict(s_aug, statistics.mean(spreads))
             out.append(f"Claim (§6.3.4) 'the augmented network performs more or less equally on all test patterns', "
                        f"{label}: {verdict}: spread (max - min over the 6 test patterns) {s_aug:.1f} points for the "
                        f"augmented network against {statistics.mean(spreads):.1f} on average for the single-pattern "
@@ -514,7 +526,7 @@ def claim_notes(params: dict, table: str, cells: list[tables.Cell], runs_root: P
             theirs = [s for s in (_spread(ogrid, rows, c) for c in other_cols) if s is not None]
             if not mine or not theirs:
                 continue
-            verdict = "holds" if statistics.mean(mine) < statistics.mean(theirs) else "does not hold"
+            verdict = _verdict(statistics.mean(mine), statistics.mean(theirs))
             hits, n, _ = _claim_own_pattern(grid, rows, run_cols)
             out.append(f"Claim (§6.4.3) 'MoDMN+ reduces the variation across test patterns', {label}: {verdict}: "
                        f"mean spread (max - min over test patterns) {statistics.mean(mine):.1f} points for MoDMN+ "
