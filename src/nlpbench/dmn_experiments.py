@@ -629,11 +629,16 @@ def order_cue_notes(groups: list[DMNGroup], data_root: Path | None) -> list[str]
         cues = {k: babi_order.order_cue(v["train"] + v["val"] + v["test"]) for k, v in pat.items()}
         dist = sum(c["distractors_species_first"] for c in cues.values()), sum(c["distractors"] for c in cues.values())
         ans = ", ".join(f"{k}: {c['answer_entity_species_first']}/{c['answer_entity']}" for k, c in cues.items())
+        cue = dist[0] == dist[1]
         out.append(f"Order cue in these pattern data ({did}): distractor entities whose species fact precedes their "
                    f"colour fact: {dist[0]} of {dist[1]}; the answer entity's (F2/F3) species fact first, per pattern: "
-                   f"{ans}. Where F3 precedes F2 (patterns 2, 5, 6) the answer entity is the only one in reverse order, "
-                   "a cue an order-aware model can answer from without the induction; "
-                   "`dmn.patterns.distractor_order: shuffle` removes it.")
+                   f"{ans}. " + (
+                       "Where F3 precedes F2 (patterns 2, 5, 6) the answer entity is the only one in reverse order, a "
+                       "cue an order-aware model can answer from without the induction; "
+                       "`dmn.patterns.distractor_order: shuffle` removes it." if cue else
+                       "Distractors stand in both orders too, so in patterns 2, 5 and 6 fact order does not single "
+                       "out the answer entity (with `distractor_order: keep` every distractor is species-first and "
+                       "it would)."))
     return out
 
 
