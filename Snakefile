@@ -22,6 +22,7 @@ include: "pipeline/tables.smk"
 include: "pipeline/qualitative.smk"
 include: "pipeline/game.smk"
 include: "pipeline/textgen.smk"
+include: "pipeline/dmn.smk"
 
 
 # the markers of every output that is not an experiment table (the index rule waits for them too)
@@ -30,6 +31,7 @@ OUTPUT_MARKERS = (
     + [QUAL_DONE.format(name=n) for n in ("attention-3", "attention-4", "attention-5", "dof")]
     + [QUAL_DONE.format(name=f"game-{t}") for t in GAME_TABLES]
     + TG_MARKERS
+    + DMN_MARKERS
 )
 
 

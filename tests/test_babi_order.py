@@ -101,6 +101,30 @@ def test_augmented_set_has_the_size_the_spec_says(patterns, origin):
     assert (len(option_b["train"]), len(option_b["val"])) == (7_200, 133)
 
 
+def test_order_cue_of_patterns_2_5_6_and_the_distractor_shuffle_that_removes_it(task16, patterns, origin):
+    """In the file every entity's species fact precedes its colour fact; patterns with F3 before F2 make the
+    answer entity the one exception (a cue), and distractor_order='shuffle' takes the cue away."""
+    natural = bo.order_cue(task16)
+    assert natural["distractors"] == natural["distractors_species_first"] == 30_000
+    assert natural["answer_entity"] == natural["answer_entity_species_first"] == 10_000
+    for k, parts in patterns.items():
+        cue = bo.order_cue(parts["train"])
+        f2_before_f3 = bo.PATTERNS[k].index(1) < bo.PATTERNS[k].index(2)
+        assert cue["answer_entity_species_first"] == (1200 if f2_before_f3 else 0)
+        assert cue["distractors_species_first"] == cue["distractors"]
+    shuffled = bo.make_patterns(task16, bo.PatternConfig(distractor_order="shuffle"))
+    for k, parts in shuffled.items():
+        cue = bo.order_cue(parts["train"])
+        assert 0.4 < cue["distractors_species_first"] / cue["distractors"] < 0.6
+        for s, kept in zip(parts["test"], patterns[k]["test"]):   # same questions, answers, support order
+            assert s.source == kept.source and s.answer == kept.answer and bo.natural_pattern(s) == k
+            assert sorted(s.facts) == sorted(kept.facts)
+            assert [s.facts[p] for p in bo.supporting_positions(s)] == [kept.facts[p] for p in
+                                                                        bo.supporting_positions(kept)]
+    with pytest.raises(ValueError, match="distractor_order"):
+        bo.make_patterns(task16, bo.PatternConfig(distractor_order="random"))
+
+
 def test_derivation_is_deterministic_given_the_seed(task16, patterns):
     again = bo.make_patterns(task16, bo.PatternConfig())
     assert again == patterns

@@ -28,6 +28,8 @@ def test_smoke_dag_runs_from_download_to_tables(tmp_path, mirror_dir):
     }
     params["scales"]["smoke"]["memnet.train.epochs"] = 1
     params["scales"]["smoke"]["task_subset"] = [1, 3, 11]
+    # DMN family: one table of each kind (pattern grid + figure, augmented column, ensemble with cited columns)
+    params["dmn"]["tables"] = {t: params["dmn"]["tables"][t] for t in ("6.3", "6.7")}
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     env = {**os.environ, "NLPBENCH_MIRROR": str(mirror_dir),
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
@@ -99,6 +101,28 @@ def test_smoke_dag_runs_from_download_to_tables(tmp_path, mirror_dir):
     assert "bahuleyan-thesis/4.3.md" in readme and "bahuleyan-thesis/fig6.5.png" in readme
     run_dirs = [p for p in (tmp_path / "runs" / "textgen").glob("snli-tanh-3000-*") if (p / "metrics.json").exists()]
     assert len(run_dirs) == 1 and {"model.pt", "train_log.csv", "config.json"} <= {p.name for p in run_dirs[0].iterdir()}
+    # DMN+ / ff-DMN (Shen ch. 6): derived task-16 data, pattern and task runs, cited columns, ensemble, figure
+    patterns = next((tmp_path / "data" / "dmn").glob("patterns-*/manifest.json"))
+    assert yaml.safe_load(patterns.read_text())["splits"]["pattern6_test"]["n"] == 333
+    assert status[("shen-thesis", "6.3")]["status"] == "differs"
+    assert status[("shen-thesis", "6.7")]["status"] == "needs data"        # en-10k qa3 train is not in the mirror
+    with open(results / "shen-thesis" / "6.3.csv", newline="") as f:
+        cells63 = {(r["row"], r["column"]): r for r in csv.DictReader(f)}
+    assert cells63[("4", "Trained Network / augmented")]["status"] == "ok"
+    assert cells63[("4", "Trained Network / augmented")]["paper"] == "56.3"
+    assert 0 <= float(cells63[("2", "Trained Network / 5")]["reproduced"]) <= 100
+    with open(results / "shen-thesis" / "6.7.csv", newline="") as f:
+        cells67 = {(r["row"], r["column"]): r for r in csv.DictReader(f)}
+    assert cells67[("11", "Ensemble")]["status"] == "ok" and cells67[("3", "Ensemble")]["status"] == "needs_data"
+    assert cells67[("11", "EnDMN")]["status"] == "cited" and cells67[("5", "Ensemble")]["status"] == "not_run"
+    md67 = (results / "shen-thesis" / "6.7.md").read_text()
+    assert "Scale `smoke` cuts relative to `paper`" in md67 and "Claim (§6.6" in md67
+    assert (results / "shen-thesis" / "fig6.4.png").stat().st_size > 5000
+    assert "fig6.4" in (results / "README.md").read_text()
+    dmn_runs = list((tmp_path / "runs").glob("dmn-*/*-seed0/metrics.json"))
+    assert len(dmn_runs) == 7 + 3 + 3                      # 6 patterns + augmented, 3 tasks x (DMN+, ff-DMN)
+    assert len(list((tmp_path / "runs").glob("dmn-*/*-seed0/model.pt"))) == 7 + 2 + 2
+    assert not list((tmp_path / "runs").glob("dmn-*/*/checkpoint.pt"))   # training checkpoints give way to model.pt
 
     # a second invocation has nothing to do
     again = subprocess.run(cmd + ["-n"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)

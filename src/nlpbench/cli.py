@@ -158,6 +158,37 @@ def cmd_textgen_output(args) -> None:
     print(f"wrote {output(params, args.output, Path(args.data), Path(args.runs), Path(args.results))}")
 
 
+def cmd_dmn_data(args) -> None:
+    from .dmn_experiments import make_dataset
+    params = _params(args)
+    make_dataset(args.dataset, params, Path(args.data) / "babi", Path(args.data) / "dmn")
+
+
+def cmd_dmn_train(args) -> None:
+    from .dmn_experiments import groups_by_id, train_group
+    from .provenance import resolve_device
+    import torch
+    params = _params(args)
+    groups = groups_by_id(params)
+    if args.group not in groups:
+        raise config.ConfigError(f"unknown DMN group {args.group!r} for scale {params['scale']}; "
+                                 f"known: {', '.join(sorted(groups))}")
+    threads = params["dmn"].get("threads") or args.threads   # dmn.threads caps the rule's threads
+    if threads:
+        torch.set_num_threads(threads)
+    train_group(groups[args.group], Path(args.data) / "babi", Path(args.data) / "dmn", Path(args.runs),
+                resolve_device(params["device"]))
+
+
+def cmd_dmn_table(args) -> None:
+    from .dmn_experiments import build_table
+    params = _params(args)
+    if args.table not in params.get("dmn", {}).get("tables", {}):
+        raise config.ConfigError(f"{args.params}: dmn.tables: no table {args.table!r}")
+    paths = build_table(params, args.table, Path(args.runs), Path(args.results), Path(args.data))
+    print(f"wrote {paths['md']}" + (f" and {paths['figure']}" if "figure" in paths else ""))
+
+
 def cmd_index(args) -> None:
     from .results_index import write_index
     write_index(Path(args.results))
@@ -178,9 +209,15 @@ def cmd_bench(args) -> None:
 
 
 def cmd_groups(args) -> None:
+    from .dmn_experiments import all_datasets, groups_by_id
     params = _params(args)
     for gid in sorted(config.all_groups(params)):
         print(gid)
+    if "dmn" in params:
+        for gid in sorted(groups_by_id(params)):
+            print(gid)
+        for did in sorted(all_datasets(params)):
+            print(f"data/dmn/{did}")
 
 
 def cmd_check(args) -> None:
@@ -235,6 +272,16 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("textgen-output", help="a qualitative table or figure of seed 001 (key in textgen.outputs)")
     p.add_argument("output")
     p.set_defaults(func=cmd_textgen_output)
+    p = sub.add_parser("dmn-data", help="derive a task-16 data set (fact-order patterns or augmented) into data/dmn/")
+    p.add_argument("dataset", help="its id, e.g. patterns-<digest> (see `nlpbench dmn-groups`)")
+    p.set_defaults(func=cmd_dmn_data)
+    p = sub.add_parser("dmn-train", help="train the runs of one DMN+/MoDMN+/ff-DMN group (Shen ch. 6)")
+    p.add_argument("group")
+    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch's default)")
+    p.set_defaults(func=cmd_dmn_train)
+    p = sub.add_parser("dmn-table", help="build one of Tables 6.2-6.7 (and its figure) into results/shen-thesis/")
+    p.add_argument("table")
+    p.set_defaults(func=cmd_dmn_table)
     sub.add_parser("index", help="rewrite results/index.csv and results/README.md").set_defaults(func=cmd_index)
     sub.add_parser("groups", help="list the training groups of the chosen scale").set_defaults(func=cmd_groups)
     sub.add_parser("check", help="validate params.yaml").set_defaults(func=cmd_check)

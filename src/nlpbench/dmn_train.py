@@ -96,14 +96,16 @@ def build_data(splits: Mapping[str, Sequence[Sample]], vocab: Vocab | None = Non
     return DMNData(vocab, answers, out)
 
 
-def batch_of(split: dict[str, torch.Tensor], idx: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Rows idx of a split, trimmed to the batch's longest story and sentence (padding is masked anyway)."""
+def batch_of(split: dict[str, torch.Tensor], idx: torch.Tensor, device: torch.device | str = "cpu"
+             ) -> dict[str, torch.Tensor]:
+    """Rows idx of a split, trimmed to the batch's longest story and sentence (padding is masked anyway),
+    on `device`."""
     b = {k: v[idx] for k, v in split.items()}
     M = int(b["n_facts"].max())
     L = max(int((b["stories"][:, :M] != 0).sum(-1).max()), 1)
     Lq = max(int((b["queries"] != 0).sum(-1).max()), 1)
     b["stories"], b["queries"] = b["stories"][:, :M, :L], b["queries"][:, :Lq]
-    return b
+    return {k: v.to(device) for k, v in b.items()}
 
 
 # -- training ----------------------------------------------------------------------------------------------
@@ -111,12 +113,13 @@ class DMNTrainer:
     """One run: a model of `model_cfg.variant` on `data`, trained with `train_cfg` from `seed`."""
 
     def __init__(self, model_cfg: DMNConfig, train_cfg: DMNTrainConfig, data: DMNData, seed: int,
-                 log: Callable[[str], None] = print):
+                 log: Callable[[str], None] = print, device: str = "cpu"):
         train_cfg.check()
         self.model_cfg = dataclasses.replace(model_cfg, n_words=len(data.vocab), n_answers=len(data.answers))
         self.tcfg, self.data, self.seed, self.log = train_cfg, data, seed, log
         self.gens = {p: generator(seed, p) for p in PURPOSES}
-        self.model = DMN(self.model_cfg, self.gens["init"])
+        self.device = torch.device(device)
+        self.model = DMN(self.model_cfg, self.gens["init"]).to(self.device)   # initialised on the CPU generator
         self.opt = torch.optim.Adam(self.model.parameters(), lr=train_cfg.lr)
         self.epoch, self.bad_epochs, self.done = 0, 0, False
         self.best: dict | None = None          # {"epoch", "val_loss", "val_acc", "model": state dict}
@@ -157,7 +160,8 @@ class DMNTrainer:
     # -- one epoch ---------------------------------------------------------------------------------------
     def l2_term(self) -> torch.Tensor:
         """sum of squares of every non-bias weight (matrices and embeddings) [D]."""
-        return sum((p.pow(2).sum() for p in self.model.parameters() if p.dim() > 1), torch.zeros(()))
+        return sum((p.pow(2).sum() for p in self.model.parameters() if p.dim() > 1),
+                   torch.zeros((), device=self.device))
 
     def train_epoch(self) -> dict:
         self.epoch += 1
@@ -168,7 +172,7 @@ class DMNTrainer:
         total, n_batches = 0.0, 0
         t0 = time.perf_counter()
         for start in range(0, N, B):                     # the last batch may be smaller
-            b = batch_of(train, perm[start:start + B])
+            b = batch_of(train, perm[start:start + B], self.device)
             logits = self.model(b["stories"], b["n_facts"], b["queries"], generator=self.gens["dropout"])
             ce = F.cross_entropy(logits, b["answers"])    # eq. 6.6: batch mean
             loss = ce + self.tcfg.l2 * self.l2_term() if self.tcfg.l2 else ce
@@ -203,7 +207,7 @@ class DMNTrainer:
         `max_new_epochs`, stop after that many epochs in this call. Returns True when training is finished."""
         path = Path(checkpoint) if checkpoint is not None else None
         if path is not None and path.exists():
-            self.load_state(torch.load(path, weights_only=False), where=str(path))
+            self.load_state(torch.load(path, weights_only=False, map_location=self.device), where=str(path))
             self.log(f"resumed from {path} at epoch {self.epoch}")
         new = 0
         while not self.done and (max_new_epochs is None or new < max_new_epochs):
@@ -228,14 +232,14 @@ class DMNTrainer:
         N, chunk = self.data.size(split), self.tcfg.eval_batch_size
         parts = []
         for s in range(0, N, chunk):
-            b = batch_of(data, torch.arange(s, min(s + chunk, N)))
+            b = batch_of(data, torch.arange(s, min(s + chunk, N)), self.device)
             parts.append(model(b["stories"], b["n_facts"], b["queries"]))
         model.train(was_training)
         return torch.cat(parts)
 
     def loss_and_accuracy(self, split: str, model: DMN | None = None) -> tuple[float, float]:
         logits = self.logits(split, model)
-        answers = self.data.splits[split]["answers"]
+        answers = self.data.splits[split]["answers"].to(logits.device)
         return float(F.cross_entropy(logits, answers)), float((logits.argmax(-1) == answers).float().mean())
 
     def selected_model(self) -> DMN:

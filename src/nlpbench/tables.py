@@ -19,9 +19,13 @@ from typing import Any
 from nlpbench.io import write_json, write_text
 from nlpbench.paper import parse_paper, reference_cells, source_label
 
-CELL_STATUSES = ("ok", "needs_data", "not_run", "failed", "not_applicable")
+# "cited": a cell the document copied from other work; it keeps the printed number as a reference and is never
+# run here. "not_applicable": a "-" of the printed table (e.g. diversity of a deterministic decoder). Neither
+# counts towards the table's status.
+CELL_STATUSES = ("ok", "needs_data", "not_run", "failed", "cited", "not_applicable")
 STATUS_TEXT = {"ok": "ok", "needs_data": "needs data", "not_run": "not run", "failed": "failed",
-               "not_applicable": "–"}   # not_applicable: a "–" of the printed table, or a cited row not rerun
+               "cited": "cited (not run)", "not_applicable": "–"}
+NOT_COUNTED = ("cited", "not_applicable")
 TABLE_STATUSES = ("reproduced", "differs", "needs data", "not yet implemented")
 ADDITION = "addition (no paper numbers)"   # status of a table the documents never ran
 
@@ -33,7 +37,7 @@ class Cell:
     row: str
     column: str
     reproduced: float | None
-    status: str = "ok"  # "ok" | "needs_data" | "not_run" | "failed"
+    status: str = "ok"  # "ok" | "needs_data" | "not_run" | "failed" | "cited"
     detail: str = ""
 
 
@@ -171,6 +175,8 @@ def table_status(
     * ``reproduced`` - every cell is ok, the mean |reproduced - paper| over the cells the paper printed is
       <= ``tolerance``, and no cell is flagged (|diff| > the table's ``diff_flag``);
     * ``differs`` - anything else: values off the paper, some cells not run or failed, or nothing to compare.
+
+    Cited cells (reference columns the document copied from other work) are left out of ``n_cells``.
     """
     if n_needs_data > 0:
         return "needs data"
@@ -310,7 +316,7 @@ def build_table(spec: TableSpec, cells: list[Cell], provenance: dict, notes: lis
         notes=list(notes), auto_notes=_auto_notes(lines, unmatched), flagged=flagged, status="",
     )
     result.status = table_status(
-        n_cells=len(lines) - result.count("not_applicable"), n_ok=result.count("ok"),
+        n_cells=len(lines) - sum(result.count(c) for c in NOT_COUNTED), n_ok=result.count("ok"),
         n_needs_data=result.count("needs_data"),
         mean_abs_diff=result.mean_abs_diff, n_flagged=len(flagged), tolerance=spec.tolerance,
     )
@@ -473,6 +479,7 @@ def summary(result: TableResult) -> dict:
         "n_needs_data": result.count("needs_data"),
         "n_not_run": result.count("not_run"),
         "n_failed": result.count("failed"),
+        "n_cited": result.count("cited"),
         "mean_abs_diff": r4(result.mean_abs_diff),
         "max_abs_diff": r4(result.max_abs_diff),
         "flagged": [

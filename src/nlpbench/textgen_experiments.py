@@ -115,7 +115,7 @@ def output(params: dict, key: str, data_root: Path, runs_root: Path, results_dir
 def _cell(row_label: str, col_label: str, row: dict, col: dict, params: dict, runs_root: Path) -> tables.Cell:
     spec = {**row, **col}
     if spec.get("cited"):
-        return tables.Cell(row_label, col_label, None, "not_applicable",
+        return tables.Cell(row_label, col_label, None, "cited",
                            f"cited from {spec['cited']} by the thesis, not trained here")
     run, mode, metric = spec["run"], spec["mode"], spec["metric"]
     if mode == "map" and metric in DIVERSITY:

@@ -58,6 +58,11 @@ class PatternConfig:
         pattern's training set would be a leak, so duplicates always go to train/validation. Not in the
         spec (our reading); False draws test questions from the whole block.
     seed: seeds the splits (numpy Generator([seed, pattern]) per pattern) and the "shuffled" block order.
+    distractor_order: "keep" (default, spec §4.10: distractors keep their lines) or "shuffle": the two facts
+        of every distractor entity (species and colour) swap lines with probability 1/2. In en-10k task 16
+        every entity's species fact precedes its colour fact, so in patterns 2, 5 and 6 (F3 before F2) the
+        answer entity is the only one in reverse order, a cue an order-aware model can read the answer from;
+        "shuffle" removes that cue (our addition; see `order_cue`).
     """
 
     block_size: int = 1666
@@ -67,6 +72,7 @@ class PatternConfig:
     val_fraction: float = 0.1
     unique_test_content: bool = True
     seed: int = 0
+    distractor_order: str = "keep"
 
     def n_test(self) -> int:
         return int(self.test_fraction * self.block_size) if self.test_size is None else self.test_size
@@ -137,6 +143,46 @@ def reorder(sample: Sample, pattern: int) -> Sample:
                   f"{origin_source(sample.source)}{_SUFFIX}{pattern})")
 
 
+def _is_species(fact: tuple[str, ...]) -> bool:
+    return len(fact) == 4 and fact[1:3] == ("is", "a")
+
+
+def order_cue(samples: Iterable[Sample]) -> dict[str, int]:
+    """How often an entity's species fact ('X is a swan') precedes its other fact ('X is white'), for the
+    distractor entities (not the F2/F3 entity) and for the F2/F3 entity itself, over task-16 samples."""
+    out = {"distractors": 0, "distractors_species_first": 0, "answer_entity": 0, "answer_entity_species_first": 0}
+    for s in samples:
+        pos = supporting_positions(s)
+        target = s.facts[pos[1]][0]                       # F2 = another entity of that species
+        by_entity: dict[str, list[int]] = {}
+        for i, fact in enumerate(s.facts):
+            by_entity.setdefault(fact[0], []).append(i)
+        for entity, idx in by_entity.items():
+            species = [i for i in idx if _is_species(s.facts[i])]
+            other = [i for i in idx if not _is_species(s.facts[i])]
+            if len(species) != 1 or len(other) != 1:
+                continue
+            key = "answer_entity" if entity == target else "distractors"
+            out[key] += 1
+            out[f"{key}_species_first"] += species[0] < other[0]
+    return out
+
+
+def shuffle_distractors(sample: Sample, rng: np.random.Generator) -> Sample:
+    """Swap the two lines of each distractor entity (one species and one other fact, neither supporting)
+    with probability 1/2; supporting facts, the answer and the annotation are unchanged."""
+    support = set(supporting_positions(sample))
+    by_entity: dict[str, list[int]] = {}
+    for i, fact in enumerate(sample.facts):
+        by_entity.setdefault(fact[0], []).append(i)
+    facts = list(sample.facts)
+    for entity in sorted(by_entity):
+        idx = by_entity[entity]
+        if len(idx) == 2 and not support & set(idx) and rng.random() < 0.5:
+            facts[idx[0]], facts[idx[1]] = facts[idx[1]], facts[idx[0]]
+    return dataclasses.replace(sample, facts=tuple(facts))
+
+
 def origin_source(source: str) -> str:
     """The original question's `path:line` of a derived sample's source ("<path>:<line> (pattern k)")."""
     head, sep, tail = source.rpartition(_SUFFIX)
@@ -192,6 +238,11 @@ def make_patterns(samples: Sequence[Sample], cfg: PatternConfig = PatternConfig(
         val = set(rng.choice(rest, size=n_val, replace=False).tolist()) if n_val else set()
         parts = {"train": [i for i in rest if i not in val], "val": sorted(val), "test": sorted(test)}
         out[k] = {split: [reorder(block[i], k) for i in idx] for split, idx in parts.items()}
+        if cfg.distractor_order == "shuffle":
+            shuffle_rng = np.random.default_rng([cfg.seed, k, 1])
+            out[k] = {split: [shuffle_distractors(x, shuffle_rng) for x in xs] for split, xs in out[k].items()}
+        elif cfg.distractor_order != "keep":
+            raise ValueError(f"distractor_order: unknown value {cfg.distractor_order!r} (expected keep or shuffle)")
     return out
 
 

@@ -56,7 +56,7 @@ def dropout(x: torch.Tensor, p: float, training: bool, generator: torch.Generato
     """Inverted dropout whose mask comes from `generator` (so a run's randomness is its own)."""
     if not training or p == 0.0:
         return x
-    keep = torch.bernoulli(torch.full_like(x, 1.0 - p), generator=generator)
+    keep = torch.bernoulli(torch.full(x.shape, 1.0 - p), generator=generator).to(x.device)  # CPU generator
     return x * keep / (1.0 - p)
 
 

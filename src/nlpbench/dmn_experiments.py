@@ -1,0 +1,727 @@
+"""From params.yaml (section `dmn`) to trained DMN+ / MoDMN+ / ff-DMN runs, and Tables 6.2-6.7 with their figures.
+
+Shen thesis ch. 6; spec seed-004 §1.3-1.5, §2.6-2.9, §3.2, §4.10-4.15.
+
+* Derived data (`make_dataset`): the six task-16 fact-order patterns and the augmented training set, written by
+  nlpbench.data.babi_order under data/dmn/<id>/ (the id is a digest of the settings that shape it).
+* Groups (`DMNGroup`): the runs of one model on one kind of data (patterns, augmented, tasks) under one resolved
+  configuration, trained one after the other by one pipeline job. Each run is a pure function of the group's
+  settings and its seed; its directory holds a resumable checkpoint while it trains, then model.pt (the
+  selected weights), config.json, history.json (the training log), test_probs.pt and metrics.json (last). The
+  group's group.json is written after all its runs, as for the memory networks (nlpbench.memnet_experiments).
+* Tables (`build_table`): every declared column reads its runs (or, for the ensemble, averages the softmax
+  outputs of the ff-DMN and DMN+ runs, eqs. 6.20-6.21); cited columns keep the printed numbers. The notes state
+  the readings used, what the scale cuts, and whether the thesis's claim for the table holds.
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import dataclasses
+import functools
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from . import config, io, paper, results_index, tables
+from .data import babi, babi_order
+from .provenance import code_commit, device_label, now_utc
+
+SOURCE = "shen-thesis"
+MODEL_SLUG = {"dmn+": "dmnplus", "modmn+": "modmnplus", "ff-dmn": "ffdmn"}
+MODEL_LABEL = {"dmn+": "DMN+", "modmn+": "MoDMN+", "ff-dmn": "ff-DMN"}
+ENSEMBLE_MEMBERS = ("ff-dmn", "dmn+")          # eq. 6.20: P^ = (P_ff-DMN + P_DMN+) / 2
+
+
+# -- settings -------------------------------------------------------------------------------------------------
+
+def base_settings(params: dict) -> dict:
+    """The dmn section's model/train/data/pattern settings (no table declarations)."""
+    d = params["dmn"]
+    return copy.deepcopy({k: d[k] for k in ("model", "train", "train_overrides", "data", "patterns", "augment")})
+
+
+def resolved_settings(params: dict, kind: str, model: str, overrides: dict | None = None, where: str = "dmn"
+                      ) -> dict:
+    """What a group of `model` on `kind` depends on: model, train (with the kind's, then the model's
+    train_overrides), the data keys it reads, and the pattern / augmentation settings its data derive from."""
+    s = base_settings(params)
+    for key, value in (overrides or {}).items():
+        config.set_dotted(s, key, value, f"{where}.overrides")
+    train = s["train"] | s["train_overrides"][kind] | s["train_overrides"][model]
+    out = {"model": s["model"], "train": train,
+           "data": {k: s["data"][k] for k in ("memory_size", "max_train", "max_val", "max_test")}}
+    if kind == "tasks":
+        out["data"] |= {k: s["data"][k] for k in ("variant", "n_val", "split_seed")}
+    else:
+        out["patterns"] = s["patterns"] | {"variant": s["data"]["variant"]}
+    if kind == "augmented":
+        out["augment"] = s["augment"]
+    return out
+
+
+# Settings added after runs existed: left out of the digests while they hold these neutral values, so earlier
+# data sets, groups and checkpoints keep their ids (as config.HASH_NEUTRAL for the memory networks).
+HASH_NEUTRAL = {("patterns", "distractor_order"): "keep"}
+
+
+def _hashed(settings: dict) -> dict:
+    out = copy.deepcopy(settings)
+    for (section, key), neutral in HASH_NEUTRAL.items():
+        if out.get(section, {}).get(key, neutral) == neutral:
+            out.get(section, {}).pop(key, None)
+    return out
+
+
+def dataset_id(kind: str, settings: dict) -> str:
+    """data/dmn/<id>: 'patterns-<digest>' or 'augmented-<digest>' of the settings that shape the data set."""
+    settings = _hashed(settings)
+    key = {"patterns": settings["patterns"]}
+    if kind == "augmented":
+        key["augment"] = settings["augment"]
+    return f"{kind}-{config.settings_digest(key)}"
+
+
+def pattern_config(settings: dict) -> babi_order.PatternConfig:
+    p = {k: v for k, v in settings["patterns"].items() if k != "variant"}
+    return babi_order.PatternConfig(**p)
+
+
+# -- groups of runs -------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class DMNGroup:
+    """Runs of one model on one kind of data under one configuration: items x seeds."""
+
+    group_id: str
+    model: str                     # dmn+ | modmn+ | ff-dmn
+    kind: str                      # patterns | augmented | tasks
+    items: tuple[str, ...]         # pattern1..6 | augmented | task1..20
+    seeds: tuple[int, ...]
+    settings: dict
+
+    def run_name(self, item: str, seed: int) -> str:
+        return f"{item}-seed{seed}"
+
+    def run_dir(self, runs_root: Path, item: str, seed: int) -> Path:
+        return Path(runs_root) / self.group_id / self.run_name(item, seed)
+
+    def datasets(self) -> list[str]:
+        """The derived data sets this group reads (data/dmn/<id>/manifest.json); none for full tasks."""
+        if self.kind == "tasks":
+            return []
+        out = [dataset_id("patterns", self.settings)]
+        if self.kind == "augmented":
+            out.append(dataset_id("augmented", self.settings))
+        return out
+
+
+def _kind(data: str) -> str:
+    if data == "task":
+        return "tasks"
+    if data == "augmented":
+        return "augmented"
+    if data.startswith("pattern") and data[7:].isdigit() and int(data[7:]) in babi_order.PATTERNS:
+        return "patterns"
+    raise config.ConfigError(f"dmn.tables: column data {data!r} is not task, augmented or pattern1..6")
+
+
+def table_rows(params: dict, table: str) -> list[str]:
+    rows = params["dmn"]["tables"][table]["rows"]
+    return [str(k) for k in babi_order.PATTERNS] if rows == "patterns" else [str(t) for t in rows]
+
+
+def _tasks_in_scale(params: dict, rows: list) -> list[int]:
+    subset = params.get("task_subset")
+    return [int(t) for t in rows if subset is None or int(t) in subset]
+
+
+def _column_members(column: dict) -> list[str]:
+    return list(ENSEMBLE_MEMBERS) if column["model"] == "ensemble" else [column["model"]]
+
+
+def _group_key(model: str, kind: str, overrides: dict) -> str:
+    return f"{model}|{kind}|{config.settings_digest({'o': overrides})}"
+
+
+def all_groups(params: dict) -> dict[str, DMNGroup]:
+    """group_key -> DMNGroup over every declared table; runs shared between tables fall in one group."""
+    wanted: dict[str, dict] = {}
+    for table, decl in params["dmn"]["tables"].items():
+        if decl["rows"] != "patterns" and decl["rows"] and not isinstance(decl["rows"], list):
+            raise config.ConfigError(f"dmn.tables.{table}.rows: expected 'patterns' or a list of task numbers")
+        for name, col in decl["columns"].items():
+            kind = _kind(col["data"])
+            if kind == "tasks" and decl["rows"] == "patterns":
+                raise config.ConfigError(f"dmn.tables.{table}.columns.{name}: data 'task' needs task rows")
+            if kind != "tasks" and decl["rows"] != "patterns":
+                raise config.ConfigError(f"dmn.tables.{table}.columns.{name}: pattern data needs rows: patterns")
+            if col["model"] == "ensemble" and kind != "tasks":
+                raise config.ConfigError(f"dmn.tables.{table}.columns.{name}: the ensemble is per task (data: task)")
+            over = col.get("overrides") or {}
+            items = ([f"task{t}" for t in _tasks_in_scale(params, decl["rows"])] if kind == "tasks"
+                     else [col["data"]])
+            for model in _column_members(col):
+                w = wanted.setdefault(_group_key(model, kind, over),
+                                      {"model": model, "kind": kind, "overrides": over, "items": set(),
+                                       "where": f"dmn.tables.{table}.columns.{name}"})
+                w["items"].update(items)
+    seeds = tuple(params["dmn"]["seeds"])
+    groups = {}
+    for key, w in wanted.items():
+        settings = resolved_settings(params, w["kind"], w["model"], w["overrides"], w["where"])
+        order = {f"pattern{k}": k for k in babi_order.PATTERNS} | {f"task{t}": 100 + t for t in range(1, 21)}
+        items = tuple(sorted(w["items"], key=lambda i: order.get(i, 0)))
+        digest = config.settings_digest({"model": w["model"], "kind": w["kind"], "items": items, "seeds": seeds,
+                                         "settings": _hashed(settings)})
+        gid = f"dmn-{MODEL_SLUG[w['model']]}-{w['kind']}-d{settings['model']['dim']}-{digest}"
+        groups[key] = DMNGroup(gid, w["model"], w["kind"], items, seeds, settings)
+    return groups
+
+
+def groups_by_id(params: dict) -> dict[str, DMNGroup]:
+    return {g.group_id: g for g in all_groups(params).values()}
+
+
+def column_groups(params: dict, table: str) -> dict[str, dict[str, DMNGroup]]:
+    """column -> {member model -> its group} for one table."""
+    groups = all_groups(params)
+    out = {}
+    for name, col in params["dmn"]["tables"][table]["columns"].items():
+        kind, over = _kind(col["data"]), col.get("overrides") or {}
+        out[name] = {m: groups[_group_key(m, kind, over)] for m in _column_members(col)}
+    return out
+
+
+def table_groups(params: dict, table: str) -> list[DMNGroup]:
+    """Every group a table reads (its own columns, and the table its claim compares with)."""
+    seen: dict[str, DMNGroup] = {}
+    decl = params["dmn"]["tables"][table]
+    for t in [table] + ([decl["compare_with"]] if decl.get("compare_with") else []):
+        for members in column_groups(params, t).values():
+            for g in members.values():
+                seen[g.group_id] = g
+    return list(seen.values())
+
+
+def all_datasets(params: dict) -> dict[str, tuple[str, dict]]:
+    """data id -> (kind, settings) of every derived data set the groups read."""
+    out = {}
+    for g in all_groups(params).values():
+        for did in g.datasets():
+            out[did] = (did.split("-", 1)[0], g.settings)
+    return out
+
+
+# -- derived data ---------------------------------------------------------------------------------------------
+
+def make_dataset(data_id: str, params: dict, data_root: Path, out_root: Path,
+                 log: Callable[[str], None] = print) -> Path:
+    """Write one derived data set (patterns or augmented) under out_root/<data_id>/; returns its manifest."""
+    sets = all_datasets(params)
+    if data_id not in sets:
+        raise config.ConfigError(f"unknown DMN data set {data_id!r} for scale {params['scale']}; "
+                                 f"known: {', '.join(sorted(sets)) or 'none'}")
+    kind, settings = sets[data_id]
+    cfg = pattern_config(settings)
+    train, _ = babi.load_task(data_root, settings["patterns"]["variant"], 16)
+    hist = babi_order.pattern_histogram(train)
+    log(f"task 16 ({settings['patterns']['variant']}, {len(train)} training questions): natural pattern "
+        f"histogram {hist}")
+    patterns = babi_order.make_patterns(train, cfg)
+    meta = {"kind": kind, "settings": {k: settings[k] for k in ("patterns", "augment") if k in settings},
+            "natural_pattern_histogram": {str(k): v for k, v in hist.items()},
+            "order_cue_natural": babi_order.order_cue(train),
+            "order_cue_by_pattern": {str(k): babi_order.order_cue(v["train"] + v["val"] + v["test"])
+                                     for k, v in patterns.items()}}
+    if kind == "patterns":
+        splits = babi_order.flatten_patterns(patterns)
+    else:
+        a = babi_order.make_augmented(patterns, babi_order.AugmentConfig(**settings["augment"]))
+        splits = {"train": a["train"], "val": a["val"]}
+    manifest = babi_order.write_dataset(Path(out_root) / data_id, splits, meta)
+    log(f"wrote {manifest}: " + ", ".join(f"{k} {len(v)}" for k, v in splits.items()))
+    return manifest
+
+
+# -- training -------------------------------------------------------------------------------------------------
+
+def _cap(samples: list, n: int | None) -> list:
+    return list(samples) if n is None else list(samples)[:n]
+
+
+@functools.lru_cache(maxsize=4)
+def _derived(path: str) -> dict[str, list]:
+    return babi_order.read_dataset(path)
+
+
+def run_splits(group: DMNGroup, item: str, data_root: Path, dmn_data_root: Path) -> dict[str, list]:
+    """train / val / test splits of one run (test: 'test', or one 'pattern<k>' per pattern test set)."""
+    d = group.settings["data"]
+    if group.kind == "tasks":
+        train, test = babi.load_task(data_root, d["variant"], int(item.removeprefix("task")))
+        tr, va = babi.train_val_split(train, d["n_val"], d["split_seed"])
+        splits = {"train": tr, "val": va, "test": test}
+    else:
+        pat = babi_order.unflatten_patterns(_derived(str(dmn_data_root / group.datasets()[0])))
+        if group.kind == "patterns":
+            k = int(item.removeprefix("pattern"))
+            splits = {"train": pat[k]["train"], "val": pat[k]["val"]}
+        else:
+            aug = _derived(str(dmn_data_root / group.datasets()[1]))
+            splits = {"train": aug["train"], "val": aug["val"]}
+        splits |= {f"pattern{k}": pat[k]["test"] for k in babi_order.PATTERNS}
+    splits["train"] = _cap(splits["train"], d["max_train"])
+    splits["val"] = _cap(splits["val"], d["max_val"])
+    for k in splits:
+        if k not in ("train", "val"):
+            splits[k] = _cap(splits[k], d["max_test"])
+    return splits
+
+
+def train_run(group: DMNGroup, item: str, seed: int, data_root: Path, dmn_data_root: Path, runs_root: Path,
+              device: str = "cpu", log: Callable[[str], None] = print) -> dict:
+    """Train (or resume) one run and write its files; metrics.json last. Returns the metrics."""
+    from .dmn_train import DMNTrainConfig, DMNTrainer, build_data
+    from .models.dmn import DMNConfig
+
+    run_dir = group.run_dir(runs_root, item, seed)
+    run_id = f"{group.group_id}/{group.run_name(item, seed)}"
+    try:
+        splits = run_splits(group, item, data_root, dmn_data_root)
+    except babi.MissingDataError as e:
+        metrics = {"run_id": run_id, "status": "needs_data", "item": item, "seed": seed, "detail": str(e)}
+        io.write_json(run_dir / "metrics.json", metrics)
+        log(f"{run_id}: needs data ({e})")
+        return metrics
+    s = group.settings
+    data = build_data(splits, memory_size=s["data"]["memory_size"])
+    tests = [k for k in splits if k not in ("train", "val")]
+    trainer = DMNTrainer(DMNConfig(n_words=0, n_answers=0, variant=group.model, **s["model"]),
+                         DMNTrainConfig(**s["train"]), data, seed, log=lambda msg: log(f"{run_id}: {msg}"),
+                         device=device)
+    log(f"{run_id}: {group.model} on {item}: " + ", ".join(f"{k} {data.size(k)}" for k in data.splits)
+        + f"; {len(data.vocab)} words, {len(data.answers)} answers, "
+        f"{int(max(int(v['n_facts'].max()) for v in data.splits.values()))} facts at most")
+    t0 = time.perf_counter()
+    trainer.fit(run_dir / "checkpoint.pt")
+    wall = time.perf_counter() - t0
+    model = trainer.selected_model()
+    test_acc = {k: trainer.loss_and_accuracy(k, model)[1] for k in tests}
+    probs = {k: torch.softmax(trainer.logits(k, model), -1).cpu() for k in tests}
+    with io.atomic_path(run_dir / "model.pt") as tmp:
+        torch.save({"model_config": dataclasses.asdict(trainer.model_cfg), "state": model.state_dict(),
+                    "vocab": data.vocab.to_dict(), "answers": list(data.answers)}, tmp)
+    with io.atomic_path(run_dir / "test_probs.pt") as tmp:
+        torch.save({"answers": list(data.answers), "probs": probs,
+                    "gold": {k: data.splits[k]["answers"].cpu() for k in tests}}, tmp)
+    io.write_json(run_dir / "config.json", {"group": group.group_id, "model": group.model, "kind": group.kind,
+                                            "item": item, "seed": seed, "settings": s})
+    io.write_json(run_dir / "history.json", trainer.history)
+    best = trainer.best
+    metrics = {"run_id": run_id, "status": "ok", "model": group.model, "item": item, "seed": seed,
+               "epochs": trainer.epoch, "best_epoch": best["epoch"], "val_loss": best["val_loss"],
+               "val_acc": best["val_acc"], "test_acc": test_acc, "sizes": {k: data.size(k) for k in data.splits},
+               "n_answers": len(data.answers), "device": device_label(device),
+               "train_wall_time_s": sum(h["seconds"] for h in trainer.history),
+               "wall_time_s_this_call": wall}
+    io.write_json(run_dir / "metrics.json", metrics)
+    (run_dir / "checkpoint.pt").unlink(missing_ok=True)   # model.pt keeps the selected weights
+    log(f"{run_id}: best epoch {best['epoch']} of {trainer.epoch}, val acc {best['val_acc']:.3f}, test "
+        + ", ".join(f"{k} {v:.3f}" for k, v in test_acc.items()))
+    return metrics
+
+
+def train_group(group: DMNGroup, data_root: Path, dmn_data_root: Path, runs_root: Path, device: str = "cpu",
+                log: Callable[[str], None] = print) -> dict:
+    """Train every incomplete run of the group, one after the other; group.json last."""
+    records, trained = {}, 0
+    for item in group.items:
+        for seed in group.seeds:
+            done = group.run_dir(runs_root, item, seed) / "metrics.json"
+            if done.exists() and io.read_json(done).get("status") == "ok":
+                records[(item, seed)] = io.read_json(done)
+                continue
+            records[(item, seed)] = train_run(group, item, seed, data_root, dmn_data_root, runs_root, device, log)
+            trained += 1
+    ok = [m for m in records.values() if m["status"] == "ok"]
+    summary = {"group": group.group_id, "model": group.model, "kind": group.kind, "items": list(group.items),
+               "seeds": list(group.seeds), "device": device_label(device), "trained_now": trained,
+               "wall_time_s": sum(m["train_wall_time_s"] for m in ok),
+               "runs": {f"{i}-seed{s}": m["status"] for (i, s), m in records.items()}, "settings": group.settings}
+    io.write_json(Path(runs_root) / group.group_id / "group.json", summary)
+    return summary
+
+
+# -- tables ---------------------------------------------------------------------------------------------------
+
+def _read_metrics(group: DMNGroup, runs_root: Path, item: str) -> list[dict]:
+    paths = [group.run_dir(runs_root, item, seed) / "metrics.json" for seed in group.seeds]
+    return [io.read_json(p) for p in paths if p.exists()]
+
+
+def select_run(metrics: list[dict]) -> dict:
+    """The seed the validation set picks: highest validation accuracy, ties to the lowest seed (never test)."""
+    return max(sorted(metrics, key=lambda m: m["seed"]), key=lambda m: m["val_acc"])
+
+
+def _test_key(row: str, kind: str) -> str:
+    return "test" if kind == "tasks" else f"pattern{row}"
+
+
+def _ensemble_accuracy(runs: dict[str, Path], row: str) -> float:
+    """Eqs. 6.20-6.21 on the task's test set from the members' saved softmax outputs."""
+    saved = {m: torch.load(p / "test_probs.pt", weights_only=False) for m, p in runs.items()}
+    answers = {tuple(s["answers"]) for s in saved.values()}
+    if len(answers) != 1:
+        raise ValueError(f"task {row}: ensemble members have different answer classes")
+    from .models.dmn import ensemble_predict
+    pred = ensemble_predict(*(saved[m]["probs"]["test"] for m in ENSEMBLE_MEMBERS))
+    gold = saved[ENSEMBLE_MEMBERS[0]]["gold"]["test"]
+    return float((pred == gold).float().mean())
+
+
+def table_cells(params: dict, table: str, runs_root: Path) -> tuple[list[tables.Cell], dict]:
+    """The cells of one declared table (run columns and cited columns); info: groups, devices, wall time."""
+    decl = params["dmn"]["tables"][table]
+    rows = table_rows(params, table)
+    printed_mean = decl["rows"] != "patterns"
+    cols = column_groups(params, table)
+    cells: list[tables.Cell] = []
+    info = {"groups": {}, "devices": set()}
+    for column, members in cols.items():
+        col = decl["columns"][column]
+        kind = _kind(col["data"])
+        values = []
+        for row in rows:
+            item = f"task{row}" if kind == "tasks" else col["data"]
+            if kind == "tasks" and int(row) not in _tasks_in_scale(params, [row]):
+                cells.append(tables.Cell(row, column, None, "not_run", f"task not in scale {params['scale']}"))
+                continue
+            chosen, missing = {}, None
+            for model, group in members.items():
+                info["groups"][group.group_id] = group
+                found = _read_metrics(group, runs_root, item)
+                if any(m["status"] == "needs_data" for m in found):
+                    missing = ("needs_data", next(m["detail"] for m in found if m["status"] == "needs_data"))
+                    break
+                ok = [m for m in found if m["status"] == "ok"]
+                if not ok:
+                    missing = ("not_run", "")
+                    break
+                chosen[model] = select_run(ok)
+                info["devices"].add(chosen[model]["device"])
+            if missing:
+                cells.append(tables.Cell(row, column, None, *missing))
+                continue
+            if col["model"] == "ensemble":
+                runs = {m: members[m].run_dir(runs_root, item, chosen[m]["seed"]) for m in members}
+                value = 100 * _ensemble_accuracy(runs, row)
+                detail = "eqs. 6.20-6.21 over " + ", ".join(f"{MODEL_LABEL[m]} seed {c['seed']}"
+                                                             for m, c in chosen.items())
+            else:
+                m = chosen[col["model"]]
+                value = 100 * m["test_acc"][_test_key(row, kind)]
+                detail = (f"seed {m['seed']}, epoch {m['best_epoch']} of {m['epochs']} (lowest validation loss), "
+                          f"{m['sizes']['train']} training questions")
+            values.append(value)
+            cells.append(tables.Cell(row, column, value, "ok", detail))
+        if printed_mean:
+            n = len(rows)
+            cells.append(tables.Cell("mean", column, statistics.mean(values) if values else None,
+                                     "ok" if values else "not_run",
+                                     f"over {len(values)} of {n} rows" if values and len(values) < n else ""))
+    for column in decl.get("cited") or []:
+        for row in rows + (["mean"] if printed_mean else []):
+            cells.append(tables.Cell(row, column, None, "cited"))
+    return cells, info
+
+
+def _grid(cells: list[tables.Cell]) -> dict[tuple[str, str], float]:
+    return {(c.row, c.column): c.reproduced for c in cells if c.status == "ok" and c.reproduced is not None}
+
+
+def _paper_grid(table: str) -> dict[tuple[str, str], float]:
+    return {(c["row"], c["column"]): paper.parse_paper(c["paper"]) for c in paper.reference_cells(SOURCE, table)
+            if c["paper"]}
+
+
+def _spread(grid: dict, rows: list[str], column: str) -> float | None:
+    vals = [grid[(r, column)] for r in rows if (r, column) in grid]
+    return max(vals) - min(vals) if len(vals) == len(rows) else None
+
+
+CLAIM_MARGIN = 5.0   # points: a spread counts as reduced only when it is this much smaller
+
+
+def _verdict(smaller: float, larger: float) -> str:
+    """'holds' when `smaller` is below `larger` by more than CLAIM_MARGIN points."""
+    if larger - smaller > CLAIM_MARGIN:
+        return "holds"
+    if abs(larger - smaller) <= CLAIM_MARGIN:
+        return f"does not hold (the two are within {CLAIM_MARGIN:g} points)"
+    return "does not hold"
+
+
+def _claim_own_pattern(grid: dict, rows: list[str], columns: list[str]) -> tuple[int, int, list[str]]:
+    """Networks whose own training pattern is their best test pattern (ties count as best)."""
+    hits, n, misses = 0, 0, []
+    for column in columns:
+        own = column.rsplit("/", 1)[-1].strip()
+        if own not in rows or any((r, column) not in grid for r in rows):
+            continue
+        n += 1
+        best = max(grid[(r, column)] for r in rows)
+        if grid[(own, column)] >= best:
+            hits += 1
+        else:
+            top = max(rows, key=lambda r: grid[(r, column)])
+            misses.append(f"network {own}: {grid[(own, column)]:.1f} on its own pattern, {best:.1f} on pattern {top}")
+    return hits, n, misses
+
+
+def claim_notes(params: dict, table: str, cells: list[tables.Cell], runs_root: Path) -> list[str]:
+    """Whether the thesis's headline claim for this table holds, for our cells and for the printed ones."""
+    decl = params["dmn"]["tables"][table]
+    claim = decl.get("claim")
+    rows = table_rows(params, table)
+    ours, printed = _grid(cells), _paper_grid(table)
+    run_cols = list(decl["columns"])
+    pattern_cols = [c for c in run_cols if decl["columns"][c]["data"].startswith("pattern")]
+    out = []
+    if claim == "own_pattern_best":
+        for label, grid in (("reproduced", ours), ("paper", printed)):
+            hits, n, misses = _claim_own_pattern(grid, rows, pattern_cols)
+            if n:
+                out.append(f"Claim (§6.3.3) 'each network scores best on the pattern it was trained on', {label}: "
+                           f"holds for {hits} of {n} networks" + (f" (not for {'; '.join(misses)})" if misses else "")
+                           + ".")
+    elif claim == "augmented_evens":
+        aug = next(c for c in run_cols if decl["columns"][c]["data"] == "augmented")
+        for label, grid in (("reproduced", ours), ("paper", printed)):
+            s_aug = _spread(grid, rows, aug)
+            spreads = [s for s in (_spread(grid, rows, c) for c in pattern_cols) if s is not None]
+            if s_aug is None or not spreads:
+                continue
+            own = [grid[(c.rsplit("/", 1)[-1].strip(), c)] for c in pattern_cols
+                   if (c.rsplit("/", 1)[-1].strip(), c) in grid]
+            aug_mean = statistics.mean(grid[(r, aug)] for r in rows)
+            verdict = _verdict(s_aug, statistics.mean(spreads))
+            out.append(f"Claim (§6.3.4) 'the augmented network performs more or less equally on all test patterns', "
+                       f"{label}: {verdict}: spread (max - min over the 6 test patterns) {s_aug:.1f} points for the "
+                       f"augmented network against {statistics.mean(spreads):.1f} on average for the single-pattern "
+                       f"networks; its mean {aug_mean:.1f} against {statistics.mean(own):.1f} for the pattern "
+                       "networks on their own patterns.")
+    elif claim == "smaller_spread_than":
+        other = decl["compare_with"]
+        other_cells, _ = table_cells(params, other, runs_root)
+        other_cols = list(params["dmn"]["tables"][other]["columns"])
+        for label, grid, ogrid in (("reproduced", ours, _grid(other_cells)), ("paper", printed, _paper_grid(other))):
+            mine = [s for s in (_spread(grid, rows, c) for c in run_cols) if s is not None]
+            theirs = [s for s in (_spread(ogrid, rows, c) for c in other_cols) if s is not None]
+            if not mine or not theirs:
+                continue
+            verdict = _verdict(statistics.mean(mine), statistics.mean(theirs))
+            hits, n, _ = _claim_own_pattern(grid, rows, run_cols)
+            out.append(f"Claim (§6.4.3) 'MoDMN+ reduces the variation across test patterns', {label}: {verdict}: "
+                       f"mean spread (max - min over test patterns) {statistics.mean(mine):.1f} points for MoDMN+ "
+                       f"against {statistics.mean(theirs):.1f} for DMN+ (Table {other}); {hits} of {n} MoDMN+ "
+                       "networks still score best on their own pattern.")
+    elif claim in ("first_beats_second", "ensemble_passes_all"):
+        a, b = decl["claim_columns"]
+        for label, grid, cols in (("reproduced", ours, (a, b)), ("paper", printed, tuple(decl["claim_paper_columns"]))):
+            both = [r for r in rows if (r, cols[0]) in grid and (r, cols[1]) in grid]
+            if not both:
+                continue
+            wins = [r for r in both if grid[(r, cols[0])] > grid[(r, cols[1])]]
+            ties = [r for r in both if grid[(r, cols[0])] == grid[(r, cols[1])]]
+            ma = statistics.mean(grid[(r, cols[0])] for r in both)
+            mb = statistics.mean(grid[(r, cols[1])] for r in both)
+            text = (f"{label}: over tasks {' '.join(both)}, {cols[0]} is higher on {len(wins)} "
+                    f"({' '.join(wins) or 'none'}), equal on {len(ties)}, mean {ma:.1f} against {mb:.1f} for {cols[1]}")
+            if claim == "ensemble_passes_all":
+                passed = [r for r in both if grid[(r, cols[0])] >= 95.0]
+                text += f"; {cols[0]} passes (>= 95%) {len(passed)} of {len(both)} tasks"
+            out.append(f"Claim ({decl.get('claim_text', '')}) {text}.")
+    return out
+
+
+def scale_note(params: dict, groups: list[DMNGroup] | None = None) -> str:
+    """What the chosen scale cuts relative to the thesis's (paper) settings, from the overrides themselves
+    (train_overrides of kinds and models this table does not read are left out)."""
+    used = {g.kind for g in groups or []} | {g.model for g in groups or []}
+    over = {k: v for k, v in params["scales"].get(params["scale"], {}).items() if k.startswith("dmn.")
+            and not (groups and k.startswith("dmn.train_overrides.")
+                     and k.removeprefix("dmn.train_overrides.") not in used)}
+    if params.get("task_subset") is not None:
+        over["task_subset"] = params["task_subset"]
+    if not over:
+        return f"Scale `{params['scale']}`: the thesis's settings (readings below), no cuts."
+    return (f"Scale `{params['scale']}` cuts relative to `paper`: "
+            + "; ".join(f"`{k}` = {v}" for k, v in over.items())
+            + ". `--config scale=paper` (the default in params.yaml) restores the thesis's settings.")
+
+
+def reading_notes(params: dict, groups: list[DMNGroup]) -> list[str]:
+    """The value used for every reading of an ambiguity that shapes this table's runs."""
+    s = base_settings(params)
+    m, t, d, p, a = s["model"], s["train"], s["data"], s["patterns"], s["augment"]
+    kinds = {g.kind for g in groups}
+    models = {g.model for g in groups}
+    out = [scale_note(params, groups),
+           f"Training (§3.2): Adam lr {t['lr']} [T], Glorot uniform weights, embeddings U[-sqrt 3, sqrt 3] [T], "
+           f"{m['hops']} hops [T]; d = {m['dim']}, batch {t['batch_size']}, up to {t['max_epochs']} epochs with "
+           f"early stopping after {t['patience']} epochs without a lower validation loss, keeping the epoch "
+           f"selected by `{t['select_by']}`, L2 {t['l2']} on every non-bias weight, dropout {m['input_dropout']} "
+           f"on s_t and {m['answer_dropout']} on [q; m^I] [D: DMN+ paper]; seeds {params['dmn']['seeds']} "
+           "(several: validation accuracy picks the reported one)."
+           + "".join(f" Training overrides for {k} at this scale: {v}." for k, v in s["train_overrides"].items()
+                     if v and (k in kinds or k in models)),
+           f"Position encoding: `{m['pe_index']}` (MemN2N form with the sentence's own length, spec ambiguity 26); "
+           f"story cap `memory_size` = {d['memory_size']} most recent facts (null: none); "
+           "training/validation/test questions capped at "
+           + "/".join(str(d[k] or "all") for k in ("max_train", "max_val", "max_test")) + "."]
+    if "ff-dmn" in models:
+        out.append(f"ff-DMN (§6.5.2): f_t = ReLU(W PE(x_t) + b), q = ReLU(W_q PE(question) + b_q) with "
+                   f"{'a shared' if m['share_ffn'] else 'a separate'} question FNN, c^i = sum_t g_t^i f_t (6.16), "
+                   "m^i = ReLU(W^(i) c^i + b) (no m^{i-1}, no q), m^0 = q (spec ambiguity 27).")
+    if models & {"dmn+", "modmn+"}:
+        out.append(f"DMN+/MoDMN+: m^0 = q, m^i = ReLU(W^(i)[m^(i-1); c^i; q] + b) with "
+                   f"{'one tied' if m['tie_update'] else 'untied per-hop'} W^(i); answer softmax(W^(a)[q; m^I]) "
+                   f"{'with' if m['answer_bias'] else 'without'} bias (eq. 6.5).")
+    if kinds & {"patterns", "augmented"}:
+        out.append(f"Patterns (§1.4, §4.10): blocks of {p['block_size']} en-10k task-16 training questions in "
+                   f"`{p['block_order']}` order, F1/F2/F3 from the supporting-fact annotation written into the "
+                   f"facts' own line slots in the pattern's order; test {p['test_size'] or 'floor(' + str(p['test_fraction']) + ' x block)'} "
+                   f"per pattern (the printed accuracies' granularity implies 300, spec ambiguity 21), the rest split "
+                   f"{1 - p['val_fraction']:.0%}/{p['val_fraction']:.0%} train/validation (seed {p['seed']}); "
+                   f"unique_test_content {p['unique_test_content']}: test stories are drawn only from stories whose "
+                   "content occurs once in the file, so no re-ordered copy of a test story is trained on; "
+                   f"distractor_order `{p['distractor_order']}` (" + (
+                       "each distractor entity's species and colour facts swap lines with probability 1/2, so that "
+                       "fact order alone does not single out the answer entity; our reading, see the order-cue note"
+                       if p["distractor_order"] == "shuffle" else
+                       "distractors keep their lines, the spec's reading; see the order-cue note") + ").")
+    if "augmented" in kinds:
+        out.append(f"Augmentation (§1.5, spec ambiguity 23): `{a['source']}`, every story in all 6 fact orders; "
+                   f"validation augmented too: {a['augment_val']}.")
+    if "tasks" in kinds:
+        out.append(f"Full tasks: bAbI {d['variant']}, {d['n_val']} of the 10,000 training questions held out "
+                   f"for validation (seeded random, seed {d['split_seed']}), 1,000 test questions; accuracy = "
+                   "percentage answered exactly; the mean row averages the rows that ran.")
+    return out
+
+
+def order_cue_notes(groups: list[DMNGroup], data_root: Path | None) -> list[str]:
+    """The order cue of the pattern data these runs trained on (nlpbench.data.babi_order.order_cue)."""
+    ids = sorted({g.datasets()[0] for g in groups if g.kind != "tasks"})
+    out = []
+    for did in ids:
+        path = Path(data_root or "data") / "dmn" / did
+        if not (path / babi_order.MANIFEST).exists():
+            continue
+        pat = babi_order.unflatten_patterns(_derived(str(path)))
+        cues = {k: babi_order.order_cue(v["train"] + v["val"] + v["test"]) for k, v in pat.items()}
+        dist = sum(c["distractors_species_first"] for c in cues.values()), sum(c["distractors"] for c in cues.values())
+        ans = ", ".join(f"{k}: {c['answer_entity_species_first']}/{c['answer_entity']}" for k, c in cues.items())
+        cue = dist[0] == dist[1]
+        out.append(f"Order cue in these pattern data ({did}): distractor entities whose species fact precedes their "
+                   f"colour fact: {dist[0]} of {dist[1]}; the answer entity's (F2/F3) species fact first, per pattern: "
+                   f"{ans}. " + (
+                       "Where F3 precedes F2 (patterns 2, 5, 6) the answer entity is the only one in reverse order, a "
+                       "cue an order-aware model can answer from without the induction; "
+                       "`dmn.patterns.distractor_order: shuffle` removes it." if cue else
+                       "Distractors stand in both orders too, so in patterns 2, 5 and 6 fact order does not single "
+                       "out the answer entity (with `distractor_order: keep` every distractor is species-first and "
+                       "it would)."))
+    return out
+
+
+def build_table(params: dict, table: str, runs_root: Path, results_dir: Path, data_root: Path | None = None
+                ) -> dict:
+    """Write results/shen-thesis/<table>.{md,csv,json} (and the declared figure), then refresh the index."""
+    decl = params["dmn"]["tables"][table]
+    cells, info = table_cells(params, table, runs_root)
+    rows = table_rows(params, table) + (["mean"] if decl["rows"] != "patterns" else [])
+    ref_title = {(r["source"], r["table"]): r["title"] for r in paper.reference_index()}
+    task_table = decl["rows"] != "patterns"
+    spec = tables.TableSpec(source=SOURCE, table=table, title=ref_title.get((SOURCE, table), table), rows=rows,
+                            columns=list(decl["columns"]) + list(decl.get("cited") or []), decimals=1,
+                            pass_threshold=95.0 if task_table else None, mean_row=False)
+    groups = table_groups(params, table)
+    wall, n_runs = 0.0, 0
+    for g in groups:
+        summary_path = Path(runs_root) / g.group_id / "group.json"
+        if summary_path.exists():
+            wall += io.read_json(summary_path)["wall_time_s"]
+        n_runs += len(g.items) * len(g.seeds)
+    provenance = {
+        "scale": params["scale"],
+        "code commit": code_commit(),
+        "device": ", ".join(sorted(info["devices"])) or "none (nothing trained)",
+        "training wall time": f"{wall / 60:.1f} min for the {n_runs} runs of {len(groups)} groups this table reads "
+                              "(sum of the runs' training epochs; shared runs count once per table)",
+        "generated": now_utc(),
+        "torch": torch.__version__,
+        "runs": ", ".join(f"runs/{g.group_id}" for g in groups),
+    }
+    notes = reading_notes(params, groups) + order_cue_notes(groups, data_root) + claim_notes(params, table, cells,
+                                                                                          runs_root)
+    notes += (params["dmn"].get("notes") or {}).get(table, [])
+    result = tables.build_table(spec, cells, provenance, notes)
+    paths = tables.write_table(result, Path(results_dir))
+    out = {k: str(v) for k, v in paths.items()}
+    if decl.get("figure"):
+        out["figure"] = str(draw_figure(params, table, decl["figure"], Path(results_dir)))
+    results_index.write_index(Path(results_dir))
+    return out
+
+
+# -- figures --------------------------------------------------------------------------------------------------
+
+def draw_figure(params: dict, table: str, figure: str, results_dir: Path) -> Path:
+    """Grouped bars of a pattern table, read back from its CSV: x = test pattern, one bar per trained network;
+    left panel reproduced, right panel the thesis's numbers (Figures 6.3, 6.4, 6.8)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    csv_path = Path(results_dir) / SOURCE / f"{table}.csv"
+    with open(csv_path, newline="", encoding="utf-8") as f:
+        lines = [r for r in csv.DictReader(f) if r["row"] not in ("mean", "passes")]
+    rows = list(dict.fromkeys(r["row"] for r in lines))
+    columns = list(dict.fromkeys(r["column"] for r in lines))
+    value = {(r["row"], r["column"], side): float(r[side]) for r in lines for side in ("reproduced", "paper")
+             if r[side] != ""}
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4), sharey=True)
+    width = 0.8 / max(len(columns), 1)
+    n_ok = 0
+    for ax, side in zip(axes, ("reproduced", "paper")):
+        for j, column in enumerate(columns):
+            xs = [i + (j - (len(columns) - 1) / 2) * width for i in range(len(rows))]
+            ys = [value.get((r, column, side), 0.0) for r in rows]
+            n_ok += side == "reproduced" and sum((r, column, side) in value for r in rows)
+            ax.bar(xs, ys, width, label=column.rsplit("/", 1)[-1].strip())
+        ax.set_xticks(range(len(rows)), [f"pattern {r}" for r in rows])
+        ax.set_xlabel("test pattern")
+        ax.set_title(f"{side} ({'scale ' + params['scale'] if side == 'reproduced' else 'thesis'})")
+        ax.set_ylim(0, 100)
+        ax.grid(axis="y", alpha=0.3)
+    axes[0].set_ylabel("test accuracy (%)")
+    axes[1].legend(title="trained on", fontsize=8, title_fontsize=8, ncol=2)
+    title = f"Figure {figure}: graphical presentation of Table {table}"
+    fig.suptitle(title)
+    fig.tight_layout()
+    out = Path(results_dir) / SOURCE / f"fig{figure}.png"
+    with io.atomic_path(out) as tmp:
+        fig.savefig(tmp, format="png", dpi=110)
+    plt.close(fig)
+    results_index.register_output(results_dir, SOURCE, f"fig{figure}", title + f" (from {table}.csv)", "figure",
+                                  [out.name, csv_path.name], "generated" if n_ok else "not run at this scale",
+                                  params["scale"])
+    return out

@@ -1,0 +1,184 @@
+"""Tables 6.2-6.7 from params.yaml: groups of runs, derived data, cells, cited columns, claims and figures
+(Shen thesis ch. 6; nlpbench.dmn_experiments). Tables are built from runs written here, so nothing trains."""
+
+from __future__ import annotations
+
+import copy
+import csv
+from pathlib import Path
+
+import pytest
+import torch
+
+from nlpbench import config, io
+from nlpbench import dmn_experiments as dx
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def params() -> dict:
+    return config.load(REPO / "params.yaml", {"scale": "cpu"})
+
+
+def test_runs_shared_between_tables_fall_in_one_group(params):
+    groups = dx.all_groups(params)
+    by_model_kind = {(g.model, g.kind) for g in groups.values()}
+    assert by_model_kind == {("dmn+", "patterns"), ("dmn+", "augmented"), ("modmn+", "patterns"),
+                             ("dmn+", "tasks"), ("ff-dmn", "tasks")}
+    cols = dx.column_groups(params, "6.3")
+    assert cols["Trained Network / 1"]["dmn+"] == dx.column_groups(params, "6.2")["Trained Network / 1"]["dmn+"]
+    ens = dx.column_groups(params, "6.7")["Ensemble"]
+    assert set(ens) == {"ff-dmn", "dmn+"}                       # eq. 6.20: both members' runs
+    assert ens["dmn+"] == dx.column_groups(params, "6.5")["DMN+ (ours)"]["dmn+"]
+    assert ens["dmn+"].items == tuple(f"task{t}" for t in range(1, 21))
+    # Table 6.4's claim compares with Table 6.2, so its rule waits for the DMN+ pattern runs too
+    assert {g.model for g in dx.table_groups(params, "6.4")} == {"modmn+", "dmn+"}
+
+
+def test_scale_overrides_apply_per_kind_then_per_model(params):
+    groups = {(g.model, g.kind): g for g in dx.all_groups(params).values()}
+    tr = {k: g.settings["train"] for k, g in groups.items()}
+    assert tr[("dmn+", "tasks")]["max_epochs"] == params["scales"]["cpu"]["dmn.train_overrides.tasks"]["max_epochs"]
+    assert tr[("ff-dmn", "tasks")]["max_epochs"] == params["scales"]["cpu"]["dmn.train_overrides.ff-dmn"]["max_epochs"]
+    assert all(t["lr"] == 0.001 for t in tr.values())
+    paper = config.load(REPO / "params.yaml", {"scale": "paper"})
+    assert all(g.settings["train"]["max_epochs"] == 256 for g in dx.all_groups(paper).values())
+    assert all(g.settings["data"]["memory_size"] is None for g in dx.all_groups(paper).values())
+
+
+def test_group_ids_follow_the_settings_not_the_notes(params):
+    ids = set(dx.groups_by_id(params))
+    p = copy.deepcopy(params)
+    p["dmn"]["notes"] = {"6.2": ["a note"]}
+    p["dmn"]["tables"]["6.2"]["claim"] = "augmented_evens"
+    assert set(dx.groups_by_id(p)) == ids
+    p["dmn"]["model"]["hops"] = 2
+    assert not set(dx.groups_by_id(p)) & ids
+    # the augmented data set depends on the augmentation recipe, the pattern data set does not
+    q = copy.deepcopy(params)
+    q["dmn"]["augment"]["source"] = "pattern1"
+    assert set(dx.all_datasets(q)) ^ set(dx.all_datasets(params)) == {
+        d for d in set(dx.all_datasets(q)) ^ set(dx.all_datasets(params)) if d.startswith("augmented-")}
+    assert len(set(dx.all_datasets(q)) ^ set(dx.all_datasets(params))) == 2
+
+
+def test_bad_declarations_are_named(params):
+    p = copy.deepcopy(params)
+    p["dmn"]["tables"]["6.2"]["columns"]["Trained Network / 1"]["data"] = "task"
+    with pytest.raises(config.ConfigError, match="Trained Network / 1: data 'task' needs task rows"):
+        dx.all_groups(p)
+    with pytest.raises(config.ConfigError, match="dmn.tables.6.2.*data.*pattern7"):
+        config.load(REPO / "params.yaml", {"dmn.tables": {**params["dmn"]["tables"], "6.2": {
+            "rows": "patterns", "columns": {"x": {"model": "dmn+", "data": "pattern7"}}}}})
+    with pytest.raises(config.ConfigError, match="unknown key 'dmn.model.size'"):
+        config.load(REPO / "params.yaml", {"dmn.model.size": 3})
+
+
+# -- tables from runs written here ----------------------------------------------------------------------------
+
+def _write_run(group, runs_root: Path, item: str, seed: int, test_acc: dict, val_acc: float = 0.5) -> None:
+    io.write_json(group.run_dir(runs_root, item, seed) / "metrics.json", {
+        "run_id": f"{group.group_id}/{item}-seed{seed}", "status": "ok", "model": group.model, "item": item,
+        "seed": seed, "epochs": 7, "best_epoch": 5, "val_loss": 1.0, "val_acc": val_acc, "test_acc": test_acc,
+        "sizes": {"train": 1200}, "device": "cpu (test)", "train_wall_time_s": 60.0})
+
+
+def _write_group(group, runs_root: Path) -> None:
+    io.write_json(runs_root / group.group_id / "group.json", {"group": group.group_id, "wall_time_s": 60.0})
+
+
+def test_pattern_tables_read_each_networks_test_patterns_and_judge_the_claims(params, tmp_path):
+    runs, results = tmp_path / "runs", tmp_path / "results"
+    dmn = dx.column_groups(params, "6.2")["Trained Network / 1"]["dmn+"]
+    modmn = dx.column_groups(params, "6.4")["Trained pattern / 1"]["modmn+"]
+    aug = dx.column_groups(params, "6.3")["Trained Network / augmented"]["dmn+"]
+    for k in range(1, 7):
+        # DMN+ network k: 80% on its own pattern, 40% elsewhere; network 5 is best on pattern 2 instead
+        own = 2 if k == 5 else k
+        _write_run(dmn, runs, f"pattern{k}", 0, {f"pattern{j}": 0.8 if j == own else 0.4 for j in range(1, 7)})
+        _write_run(modmn, runs, f"pattern{k}", 0, {f"pattern{j}": 0.55 + 0.01 * (j == k) for j in range(1, 7)})
+    _write_run(aug, runs, "augmented", 0, {f"pattern{j}": 0.6 for j in range(1, 7)})
+    for g in (dmn, modmn, aug):
+        _write_group(g, runs)
+
+    paths = dx.build_table(params, "6.2", runs, results, tmp_path)
+    with open(paths["csv"], newline="") as f:
+        cells = {(r["row"], r["column"]): r for r in csv.DictReader(f)}
+    assert cells[("3", "Trained Network / 3")]["reproduced"] == "80"
+    assert cells[("1", "Trained Network / 3")]["reproduced"] == "40"
+    assert cells[("1", "Trained Network / 1")]["paper"] == "73.3"
+    assert float(cells[("1", "Trained Network / 1")]["diff"]) == pytest.approx(80 - 73.3)
+    md = Path(paths["md"]).read_text()
+    assert "reproduced: holds for 5 of 6 networks (not for network 5: 40.0 on its own pattern, 80.0 on pattern 2)" in md
+    assert "paper: holds for 5 of 6 networks (not for network 5: 64.7" in md   # the thesis's own numbers
+    assert "Scale `cpu` cuts relative to `paper`" in md and "memory_size" in md
+    assert Path(paths["figure"]).name == "fig6.3.png" and Path(paths["figure"]).stat().st_size > 5000
+
+    md3 = Path(dx.build_table(params, "6.3", runs, results, tmp_path)["md"]).read_text()
+    assert "'the augmented network performs more or less equally on all test patterns', reproduced: holds: spread " \
+           "(max - min over the 6 test patterns) 0.0 points" in md3
+    md4 = Path(dx.build_table(params, "6.4", runs, results, tmp_path)["md"]).read_text()
+    assert "'MoDMN+ reduces the variation across test patterns', reproduced: holds: mean spread (max - min over " \
+           "test patterns) 1.0 points for MoDMN+ against 40.0 for DMN+ (Table 6.2)" in md4
+    sidecar = io.read_json(results / "shen-thesis" / "fig6.8.output.json")
+    assert sidecar["kind"] == "figure" and sidecar["status"] == "generated" and "6.4.csv" in sidecar["files"]
+    readme = (results / "README.md").read_text()
+    assert "fig6.8.png" in readme and "6.4" in readme
+
+
+def test_task_tables_have_cited_columns_an_ensemble_and_needs_data(params, tmp_path):
+    runs, results = tmp_path / "runs", tmp_path / "results"
+    cols = dx.column_groups(params, "6.7")
+    ff, dmn = cols["Ensemble"]["ff-dmn"], cols["Ensemble"]["dmn+"]
+    gold = torch.tensor([0, 1, 2, 0])
+    # ff-DMN is right on questions 0 and 1, DMN+ on 0 and 2; on question 3 only the average is right
+    p_ff = torch.tensor([[0.9, 0.1, 0.0], [0.1, 0.9, 0.0], [0.6, 0.4, 0.0], [0.45, 0.55, 0.0]])
+    p_dmn = torch.tensor([[0.8, 0.0, 0.2], [0.0, 0.3, 0.7], [0.0, 0.1, 0.9], [0.45, 0.0, 0.55]])
+    for task in range(1, 21):
+        if task == 3:
+            for g in (ff, dmn):
+                io.write_json(g.run_dir(runs, "task3", 0) / "metrics.json",
+                              {"status": "needs_data", "seed": 0, "detail": "qa3 train file missing"})
+            continue
+        for g, p in ((ff, p_ff), (dmn, p_dmn)):
+            acc = float((p.argmax(-1) == gold).float().mean())
+            _write_run(g, runs, f"task{task}", 0, {"test": acc})
+            torch.save({"answers": ["a", "b", "c"], "probs": {"test": p}, "gold": {"test": gold}},
+                       g.run_dir(runs, f"task{task}", 0) / "test_probs.pt")
+    for g in (ff, dmn):
+        _write_group(g, runs)
+    paths = dx.build_table(params, "6.7", runs, results, tmp_path)
+    with open(paths["csv"], newline="") as f:
+        cells = {(r["row"], r["column"]): r for r in csv.DictReader(f)}
+    # eq. 6.21 over (P_ff + P_dmn) / 2 answers all four (each member only two)
+    assert float(cells[("1", "Ensemble")]["reproduced"]) == pytest.approx(100.0)
+    assert float(cells[("1", "DMN+ (ours)")]["reproduced"]) == pytest.approx(50.0)
+    assert cells[("1", "LSTM")]["status"] == "cited" and cells[("1", "LSTM")]["paper"] == "50.0"
+    assert cells[("1", "LSTM")]["reproduced"] == "" and "cited" in cells[("1", "LSTM")]["note"]
+    assert cells[("3", "Ensemble")]["status"] == "needs_data"
+    assert cells[("mean", "Ensemble")]["note"] == "over 19 of 20 rows"
+    summary = io.read_json(paths["json"])
+    assert summary["status"] == "needs data" and summary["n_cited"] == 21 * 5
+    md = Path(paths["md"]).read_text()
+    assert "| cited (not run) | 50.0 (cited) |" in md
+    assert "Ensemble passes (>= 95%) 19 of 19 tasks" in md and "Ensemble passes (>= 95%) 20 of 20 tasks" in md
+
+    # Table 6.5 reads the same runs; a missing run is 'not run', never a number
+    (ff.run_dir(runs, "task4", 0) / "metrics.json").unlink()
+    with open(dx.build_table(params, "6.5", runs, results, tmp_path)["csv"], newline="") as f:
+        cells5 = {(r["row"], r["column"]): r for r in csv.DictReader(f)}
+    assert cells5[("4", "ff-DMN")]["status"] == "not_run" and cells5[("4", "ff-DMN")]["reproduced"] == ""
+    assert cells5[("5", "ff-DMN")]["paper"] == "92.7" and cells5[("5", "DMN+ (ours)")]["paper"] == ""
+
+
+def test_derived_data_rule_writes_the_patterns_from_real_data(params, babi_root, tmp_path):
+    pid = next(d for d in dx.all_datasets(params) if d.startswith("patterns-"))
+    manifest = io.read_json(dx.make_dataset(pid, params, babi_root, tmp_path, log=lambda s: None))
+    assert {k: v["n"] for k, v in manifest["splits"].items() if k.startswith("pattern2")} == {
+        "pattern2_train": 1200, "pattern2_val": 133, "pattern2_test": 333}
+    # the natural order of the file is mostly F2, F3, F1 (spec §0.6): why the patterns are constructed
+    hist = manifest["params"]["natural_pattern_histogram"]
+    assert sum(hist.values()) == 10000 and max(hist, key=hist.get) == "4"
+    with pytest.raises(config.ConfigError, match="unknown DMN data set 'patterns-nope'"):
+        dx.make_dataset("patterns-nope", params, babi_root, tmp_path)
