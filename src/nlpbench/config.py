@@ -132,13 +132,20 @@ def column_key(column: dict) -> str:
 HASH_NEUTRAL = {("model", "prior_sigma"): 1.0, ("train", "track_test_samples"): []}
 
 
+def drop_neutral(settings: dict, neutral: dict = HASH_NEUTRAL) -> dict:
+    """A copy of `settings` without the keys that hold their neutral value ({(section, key): value})."""
+    out = copy.deepcopy(settings)
+    for (section, key), value in neutral.items():
+        sec = out.get(section)
+        if isinstance(sec, dict) and key in sec and sec[key] == value:
+            del sec[key]
+    return out
+
+
 def settings_digest(obj: dict) -> str:
     """sha256 prefix of a JSON-able description of runs; `settings` in it lose their neutral keys."""
-    obj = copy.deepcopy(obj)
-    for (section, key), neutral in HASH_NEUTRAL.items():
-        sec = obj.get("settings", {}).get(section, {})
-        if key in sec and sec[key] == neutral:
-            del sec[key]
+    if "settings" in obj:
+        obj = {**obj, "settings": drop_neutral(obj["settings"])}
     return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:10]
 
 

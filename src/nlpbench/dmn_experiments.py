@@ -71,11 +71,7 @@ HASH_NEUTRAL = {("patterns", "distractor_order"): "keep"}
 
 
 def _hashed(settings: dict) -> dict:
-    out = copy.deepcopy(settings)
-    for (section, key), neutral in HASH_NEUTRAL.items():
-        if out.get(section, {}).get(key, neutral) == neutral:
-            out.get(section, {}).pop(key, None)
-    return out
+    return config.drop_neutral(settings, HASH_NEUTRAL)
 
 
 def dataset_id(kind: str, settings: dict) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import subprocess
 from datetime import datetime, timezone
@@ -25,7 +26,10 @@ def device_label(device: str) -> str:
 
 
 def code_commit() -> str:
-    """Short HEAD commit, with '+uncommitted changes' when src/ or params.yaml differ from it."""
+    """Short HEAD commit, with '+uncommitted changes' when src/ or params.yaml differ from it. A copy of the
+    tree without its .git (a rented GPU machine, say) names its commit in $NLPBENCH_CODE_COMMIT."""
+    if os.environ.get("NLPBENCH_CODE_COMMIT"):
+        return os.environ["NLPBENCH_CODE_COMMIT"]
     try:
         rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True)
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "src", "params.yaml"],
