@@ -48,18 +48,24 @@ def cmd_fetch(args) -> None:
           f"{len(status['missing'])} missing ({', '.join(status['missing']) or 'none'})")
 
 
+def _known(items: dict, name: str, what: str, params: dict):
+    """items[name], or a ConfigError that lists the known names of this scale."""
+    if name not in items:
+        raise config.ConfigError(f"unknown {what} {name!r} for scale {params['scale']}; "
+                                 f"known: {', '.join(sorted(items))}")
+    return items[name]
+
+
 def cmd_train_group(args) -> None:
     from .memnet_experiments import train_group
     from .provenance import resolve_device
     import torch
     params = _params(args)
     groups = config.all_groups(params)
-    if args.group not in groups:
-        raise config.ConfigError(f"unknown group {args.group!r} for scale {params['scale']}; "
-                                 f"known: {', '.join(sorted(groups))}")
+    group = _known(groups, args.group, "group", params)
     if args.threads:
         torch.set_num_threads(args.threads)
-    train_group(groups[args.group], Path(args.data) / "babi", Path(args.runs), resolve_device(params["device"]))
+    train_group(group, Path(args.data) / "babi", Path(args.runs), resolve_device(params["device"]))
 
 
 def cmd_table(args) -> None:
@@ -95,12 +101,10 @@ def cmd_game_train(args) -> None:
     import torch
     params = _params(args)
     groups = game_groups(params)
-    if args.group not in groups:
-        raise config.ConfigError(f"unknown game group {args.group!r} for scale {params['scale']}; "
-                                 f"known: {', '.join(sorted(groups))}")
+    group = _known(groups, args.group, "game group", params)
     if args.threads:
         torch.set_num_threads(args.threads)
-    train_game_group(groups[args.group], params, Path(args.runs), resolve_device(params["device"]))
+    train_game_group(group, params, Path(args.runs), resolve_device(params["device"]))
 
 
 def cmd_game_table(args) -> None:
@@ -170,13 +174,11 @@ def cmd_dmn_train(args) -> None:
     import torch
     params = _params(args)
     groups = groups_by_id(params)
-    if args.group not in groups:
-        raise config.ConfigError(f"unknown DMN group {args.group!r} for scale {params['scale']}; "
-                                 f"known: {', '.join(sorted(groups))}")
+    group = _known(groups, args.group, "DMN group", params)
     threads = params["dmn"].get("threads") or args.threads   # dmn.threads caps the rule's threads
     if threads:
         torch.set_num_threads(threads)
-    train_group(groups[args.group], Path(args.data) / "babi", Path(args.data) / "dmn", Path(args.runs),
+    train_group(group, Path(args.data) / "babi", Path(args.data) / "dmn", Path(args.runs),
                 resolve_device(params["device"]))
 
 
