@@ -71,6 +71,24 @@ def test_group_ids_are_stable_and_follow_the_settings():
     assert c["tmemnn"].group_id.startswith("tmemnn-en-h1-d20-")
 
 
+def test_notes_never_change_run_ids(params_file):
+    from nlpbench.game_experiments import game_groups
+    from nlpbench.dmn_experiments import groups_by_id
+
+    def ids(path):
+        params = config.load(path, {"scale": "cpu"})
+        return sorted(config.all_groups(params)), sorted(game_groups(params)), sorted(groups_by_id(params))
+
+    before = ids(params_file)
+
+    def add_notes(data):
+        data["game"]["notes"] = {"16": ["a new explanation"]}
+        data["experiments"]["tolias-2"]["notes"] = ["another"]
+        data["dmn"]["notes"] = {"6.2": ["and another"]}
+    _edit(params_file, add_notes)
+    assert ids(params_file) == before
+
+
 def test_experiment_overrides_are_checked(params_file):
     _edit(params_file, lambda d: d["experiments"]["tolias-2"].update(overrides={"model.hopz": 1}))
     with pytest.raises(config.ConfigError, match="model.hopz"):

@@ -53,7 +53,8 @@ def game_groups(params: dict) -> dict[str, GameGroup]:
         if not config.is_bayesian(model):
             settings.pop("bayes")
         for size in g["train_sizes"]:
-            key = {"model": model, "size": size, "ranges": ranges, "seeds": g["seeds"], "game": g,
+            key = {"model": model, "size": size, "ranges": ranges, "seeds": g["seeds"],
+                   "game": {k: v for k, v in g.items() if k != "notes"},   # notes never change a run
                    "settings": settings}
             gid = f"game-{model}-n{size}-{config.settings_digest(key)}"
             out[gid] = GameGroup(gid, model, size, ranges, tuple(g["seeds"]), settings)
