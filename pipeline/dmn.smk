@@ -35,9 +35,9 @@ rule train_dmn_group:
         "logs/train/{group}.log",
     benchmark:
         "logs/train/{group}.benchmark.tsv"
-    threads: workflow.cores
+    threads: TRAIN_THREADS
     resources:
-        gpu=1,
+        gpu=TRAIN_GPU,
     shell:
         "nlpbench {SET} dmn-train {wildcards.group} --threads {threads} > {log} 2>&1"
 

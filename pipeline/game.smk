@@ -16,9 +16,9 @@ rule train_game_group:
         "logs/train/{game_group}.log",
     benchmark:
         "logs/train/{game_group}.benchmark.tsv"
-    threads: workflow.cores
+    threads: TRAIN_THREADS
     resources:
-        gpu=1,
+        gpu=TRAIN_GPU,
     shell:
         "nlpbench {SET} game-train {wildcards.game_group} --threads {threads} > {log} 2>&1"
 

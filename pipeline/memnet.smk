@@ -12,8 +12,8 @@ rule train_memnet_group:
         "logs/train/{group}.log",
     benchmark:
         "logs/train/{group}.benchmark.tsv"
-    threads: workflow.cores
+    threads: TRAIN_THREADS
     resources:
-        gpu=1,
+        gpu=TRAIN_GPU,
     shell:
         "nlpbench {SET} train-group {wildcards.group} --threads {threads} > {log} 2>&1"

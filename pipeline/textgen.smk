@@ -56,9 +56,9 @@ rule textgen_train:
         "logs/textgen/train-{tgrun}.log",
     benchmark:
         "logs/textgen/train-{tgrun}.benchmark.tsv"
-    threads: workflow.cores
+    threads: TRAIN_THREADS
     resources:
-        gpu=1,
+        gpu=TRAIN_GPU,
     shell:
         "nlpbench {SET} textgen-train {wildcards.tgrun} --threads {threads} > {log} 2>&1"
 
