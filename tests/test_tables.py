@@ -301,3 +301,28 @@ def test_index_lists_registered_outputs(tmp_path):
     register_output(tmp_path, "nobody", "x", "x", "figure", ["x.png"], "generated", "smoke")
     with pytest.raises(ValueError, match="nobody"):
         write_index(tmp_path)
+
+
+def test_dof_summary_counts_each_run_once_and_judges_the_claim(tmp_path):
+    from nlpbench import config
+    from nlpbench.memnet_qualitative import dof_summary
+
+    params = config.load(Path(__file__).resolve().parents[1] / "params.yaml", {"scale": "smoke"})
+    groups = [g for g in config.all_groups(params).values() if g.model == "tmemnn"]
+    assert any(g.joint for g in groups) and any(not g.joint for g in groups)
+    runs, expected, per_task_groups = tmp_path / "runs", 0, 0
+    for g in groups:
+        dirs = {g.run_dir(runs, t, s) for t in g.tasks for s in g.seeds}
+        per_task_groups += bool(dirs) and not g.joint
+        for i, d in enumerate(sorted(dirs)):
+            d.mkdir(parents=True)
+            nu_c = 30.0 if (g.joint or i) else 2.0            # only one run per per-task group within the claim
+            (d / "metrics.json").write_text(json.dumps({"status": "ok", "dof": {"A": 2.0, "B": 3.0, "C": nu_c}}))
+            expected += 1
+    dof_summary(params, runs, tmp_path / "results")
+    rows = read_csv(tmp_path / "results" / "tolias-thesis" / "dof.csv")
+    assert len(rows) == expected                               # a joint model is one run, not one per task
+    assert sum(r["task"] == "joint" for r in rows) == sum(len(g.seeds) for g in groups if g.joint)
+    n_ok = sum(r["within_claim"] == "True" for r in rows)
+    assert n_ok == per_task_groups
+    assert f"Claim holds in {n_ok} of {expected} runs." in (tmp_path / "results" / "tolias-thesis" / "dof.md").read_text()

@@ -116,17 +116,19 @@ def _register_attention(results_dir: Path, table: str, task: int, scale: str, st
 
 def dof_summary(params: dict, runs_root: Path, results_dir: Path) -> Path:
     """§6.5.5: nu_A, nu_B, nu_C of every trained t-MEM-NN run, against the claim nu_A, nu_B <= 5, nu_C <= 20."""
-    rows = []
+    rows, seen = [], set()
     for group in config.all_groups(params).values():
         if group.model != "tmemnn":
             continue
         for task in group.tasks:
             for seed in group.seeds:
                 path = group.run_dir(runs_root, task, seed) / "metrics.json"
-                if path.exists():
-                    m = io.read_json(path)
-                    if m.get("status") == "ok" and "dof" in m:
-                        rows.append((group.group_id, task, seed, m["dof"]))
+                if path in seen or not path.exists():     # a joint group's tasks share one run
+                    continue
+                seen.add(path)
+                m = io.read_json(path)
+                if m.get("status") == "ok" and "dof" in m:
+                    rows.append((group.group_id, "joint" if group.joint else task, seed, m["dof"]))
     limits = {"A": 5.0, "B": 5.0, "C": 20.0}
     lines = ["# §6.5.5: fitted degrees of freedom of the t-MEM-NN posteriors", "",
              f"Generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC} at code commit {code_commit()}, scale "
