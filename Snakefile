@@ -32,6 +32,7 @@ include: "pipeline/qualitative.smk"
 include: "pipeline/game.smk"
 include: "pipeline/textgen.smk"
 include: "pipeline/dmn.smk"
+include: "pipeline/bench.smk"   # on demand only: snakemake timing_benchmark --cores all
 
 
 # the markers of every output that is not an experiment table (the index rule waits for them too)

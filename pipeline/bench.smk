@@ -3,7 +3,8 @@
 # Run on demand: it is deliberately not an input of `rule all`, because its numbers describe the machine (and
 # whatever else runs on it), not the reproduction. Ask for it by name:
 #   snakemake timing_benchmark --cores all --resources gpu=1
-# It takes every core (and the GPU slot) so that no other job of the workflow runs beside it.
+# It takes every core (and the GPU slot) so that no other job of the workflow runs beside it, and measures with
+# the threads a training job gets (TRAIN_THREADS: 1 on a CPU).
 
 rule timing_benchmark:
     input:
@@ -17,4 +18,4 @@ rule timing_benchmark:
     resources:
         gpu=1,
     shell:
-        "nlpbench {SET} bench --threads {threads} --out results/tolias-thesis > {log} 2>&1"
+        "nlpbench {SET} bench --threads {TRAIN_THREADS} --out results/tolias-thesis > {log} 2>&1"
