@@ -1,0 +1,21 @@
+"""Where a result came from: commit, device."""
+
+import pytest
+import torch
+
+from nlpbench import provenance
+
+
+def test_code_commit_names_head_or_the_commit_a_copied_tree_declares(monkeypatch):
+    monkeypatch.delenv("NLPBENCH_CODE_COMMIT", raising=False)
+    head = provenance.code_commit()
+    assert head != "unknown" and len(head.split("+")[0]) >= 7
+    monkeypatch.setenv("NLPBENCH_CODE_COMMIT", "abc1234")        # a tree copied without its .git
+    assert provenance.code_commit() == "abc1234"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_cuda_requested_without_a_gpu_is_a_clear_error():
+    assert provenance.resolve_device("auto") == "cpu"
+    with pytest.raises(RuntimeError, match="device: cuda"):
+        provenance.resolve_device("cuda")
