@@ -227,6 +227,11 @@ def cmd_check(args) -> None:
     print(f"{args.params}: valid (scale {params['scale']}, {len(config.all_groups(params))} training groups)")
 
 
+def _threads_option(p: argparse.ArgumentParser) -> None:
+    """--threads of every training command (the rules pass their thread count through it)."""
+    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch's default)")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="nlpbench", description=__doc__)
     parser.add_argument("--params", default="params.yaml", help="parameter file (default params.yaml)")
@@ -242,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=cmd_fetch)
     p = sub.add_parser("train-group", help="train the runs of one group together")
     p.add_argument("group")
-    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch's default)")
+    _threads_option(p)
     p.set_defaults(func=cmd_train_group)
     p = sub.add_parser("table", help="build one experiment's table into results/")
     p.add_argument("experiment")
@@ -256,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("dof", help="§6.5.5: fitted dofs of every t-MEM-NN run").set_defaults(func=cmd_dof)
     p = sub.add_parser("game-train", help="train one guess-the-number group and play its test games")
     p.add_argument("group")
-    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch's default)")
+    _threads_option(p)
     p.set_defaults(func=cmd_game_train)
     p = sub.add_parser("game-table", help="Tables 16-17 (guess the number) or 18 (a test-game transcript)")
     p.add_argument("table")
@@ -266,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=cmd_textgen_embed)
     p = sub.add_parser("textgen-train", help="train and evaluate one text-generation run (textgen.runs)")
     p.add_argument("run", help="run name or run id")
-    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch's default)")
+    _threads_option(p)
     p.set_defaults(func=cmd_textgen_train)
     p = sub.add_parser("textgen-table", help="one of Tables 4.2, 5.2, 6.1, 6.2 (key in textgen.tables)")
     p.add_argument("table")
@@ -279,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=cmd_dmn_data)
     p = sub.add_parser("dmn-train", help="train the runs of one DMN+/MoDMN+/ff-DMN group (Shen ch. 6)")
     p.add_argument("group")
-    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch's default)")
+    _threads_option(p)
     p.set_defaults(func=cmd_dmn_train)
     p = sub.add_parser("dmn-table", help="build one of Tables 6.2-6.7 (and its figure) into results/shen-thesis/")
     p.add_argument("table")
@@ -293,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="timed training steps per measurement (default 500: a few minutes on 2 CPU cores)")
     p.add_argument("--out", default="results/tolias-thesis", help="output directory (default results/tolias-thesis)")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="default: params.yaml device")
-    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch's default)")
+    _threads_option(p)
     p.set_defaults(func=cmd_bench)
     args = parser.parse_args(argv)
     try:
