@@ -17,6 +17,18 @@ def test_position_encoding_is_the_papers_formula():
             assert (a[0, j - 1] + (k / d) * b[0, j - 1]).item() == pytest.approx(expected)
 
 
+def test_unique_rows_is_numpys_unique_by_row():
+    import numpy as np
+    from nlpbench.memnet_data import unique_rows
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 300, size=(5000, 7))
+    x[rng.random(5000) < 0.6] = rng.integers(0, 3, size=7)       # many repeated rows, and a zero row
+    x[::11] = 0
+    table, inverse = unique_rows(x)
+    expected, expected_inverse = np.unique(x, axis=0, return_inverse=True)
+    assert np.array_equal(table, expected) and np.array_equal(inverse, expected_inverse.reshape(-1))
+
+
 def test_learning_rate_is_halved_every_25_epochs():
     cfg = TrainConfig(lr=0.01, lr_halve_every=25)
     assert [learning_rate(cfg, e) for e in (1, 25, 26, 51, 100)] == [0.01, 0.01, 0.005, 0.0025, 0.00125]

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from nlpbench.nn.student_t import StudentTMatrix, log_psi, standard_t_noise, t_divergence
+from nlpbench.nn.student_t import StudentTMatrix, log_psi, standard_t_noise, standard_t_noise_runs, t_divergence
 
 
 def D(mu, log_sigma, nu_q, nu_p):
@@ -60,6 +60,24 @@ def test_t_noise_is_reparameterised_in_the_dof():
     eps = standard_t_noise(df, (50, 40), torch.Generator().manual_seed(1))
     eps.abs().mean().backward()
     assert df.grad is not None and df.grad.item() < 0     # more dof -> thinner tails -> smaller |eps|
+
+
+def test_t_noise_of_several_runs_has_torchs_gamma_gradient():
+    """The batched Gamma backward equals autograd through torch's own Gamma sampler, run by run."""
+    df = torch.tensor([3.0, 7.0, 40.0], requires_grad=True)
+    rows, d = [5, 9, 2], 4
+    eps = standard_t_noise_runs(df, rows, d, [torch.Generator().manual_seed(s) for s in (1, 2, 3)])
+    (eps.abs() * torch.linspace(0, 1, eps.numel()).view_as(eps)).sum().backward()
+    ref_df = df.detach().clone().requires_grad_(True)
+    parts = []
+    for k, (n, s) in enumerate(zip(rows, (1, 2, 3))):
+        g = torch.Generator().manual_seed(s)
+        half = ref_df[k] / 2
+        gamma = torch._standard_gamma(half.expand(n, d).contiguous(), generator=g)   # differentiable in df
+        parts.append(torch.randn((n, d), generator=g) * torch.rsqrt(gamma / half))
+    ref = torch.cat(parts)
+    (ref.abs() * torch.linspace(0, 1, ref.numel()).view_as(ref)).sum().backward()
+    assert torch.allclose(eps, ref, rtol=1e-5) and torch.allclose(df.grad, ref_df.grad, rtol=1e-4)
 
 
 def _matrix(nu, sigma, V=200, d=50):

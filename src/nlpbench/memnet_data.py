@@ -62,6 +62,19 @@ def _pad_to(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     return out
 
 
+def unique_rows(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """np.unique(x, axis=0, return_inverse=True) for a 2-D integer array, in the same (lexicographic) order,
+    at a fraction of the cost: rows are deduplicated as opaque byte strings, then the few distinct rows sorted."""
+    x = np.ascontiguousarray(x)
+    flat = x.view(np.dtype((np.void, x.dtype.itemsize * x.shape[1]))).reshape(-1)
+    _, first, inverse = np.unique(flat, return_index=True, return_inverse=True)
+    table = x[first]
+    order = np.lexsort(table.T[::-1])            # lexicographic by column 0, then 1, ...
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    return table[order], rank[inverse.reshape(-1)]
+
+
 def sentence_index(data: TaskTensors) -> tuple[np.ndarray, dict[str, dict[str, np.ndarray]]]:
     """Every distinct sentence (fact or question) of a data set, once: a table (U, W) of token rows whose
     row 0 is the empty sentence, and per split `story_ids` (N, M) and `query_ids` (N) into it.
@@ -75,8 +88,7 @@ def sentence_index(data: TaskTensors) -> tuple[np.ndarray, dict[str, dict[str, n
             facts = a["stories"].reshape(-1, a["stories"].shape[2])
             rows.append(_pad_to(facts, (len(facts), W)))
             rows.append(_pad_to(a["queries"], (a["queries"].shape[0], W)))
-        table, inverse = np.unique(np.concatenate(rows), axis=0, return_inverse=True)
-        inverse = inverse.reshape(-1)
+        table, inverse = unique_rows(np.concatenate(rows))
         assert not table[0].any(), "the empty sentence sorts first"
         ids, at = {}, 1
         for name, a in data.splits.items():

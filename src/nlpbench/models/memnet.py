@@ -64,21 +64,18 @@ def position_weights(lengths: torch.Tensor, L: int, d: int) -> tuple[torch.Tenso
     return a, b
 
 
-class _SparseEmbed(torch.autograd.Function):
-    """e = P_a E + (k/d) P_b E for fixed sparse P_a, P_b, with their precomputed transposes for the backward
-    pass (torch's own sparse backward would re-sort the indices at every step)."""
+class _SparseMM(torch.autograd.Function):
+    """P X for a fixed sparse P, with its precomputed transpose for the backward pass (torch's own sparse
+    backward would re-sort the indices at every step)."""
 
     @staticmethod
-    def forward(ctx, E, dk, P_a, P_b, P_a_T, P_b_T):
-        ctx.save_for_backward(dk)
-        ctx.P_T = (P_a_T, P_b_T)
-        return torch.sparse.mm(P_a, E) + dk * torch.sparse.mm(P_b, E)
+    def forward(ctx, X, P, P_T):
+        ctx.P_T = P_T
+        return torch.sparse.mm(P, X)
 
     @staticmethod
     def backward(ctx, grad):
-        (dk,) = ctx.saved_tensors
-        P_a_T, P_b_T = ctx.P_T
-        return torch.sparse.mm(P_a_T, grad) + torch.sparse.mm(P_b_T, grad * dk), None, None, None, None, None
+        return torch.sparse.mm(ctx.P_T, grad), None, None
 
 
 class MemNet(nn.Module):
@@ -148,37 +145,43 @@ class MemNet(nn.Module):
 
     # -- forward ---------------------------------------------------------------------------------------
     def sentence_bags(self, tokens: torch.Tensor, lengths: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Each run's table of distinct sentences, tokens (K, U, W), as a sparse matrix built once per data set:
-        row (k, u) holds the position-encoding weights of sentence u's words at columns k V + word, so that
-        sum_j l_j E x_j = (P_a + (k/d) P_b) E_flat with l_kj = a_j + (k/d) b_j (without PE: counts, P_b = 0)."""
+        """Each run's table of distinct sentences, tokens (K, U, W), as one sparse matrix built once per data set.
+
+        With l_kj = a_j + (k/d) b_j, sum_j l_j E x_j = P_a E + P_b (E diag(k/d)) = [P_a | P_b] [E ; E diag(k/d)]:
+        row (k, u) of P holds the weights a_j of sentence u's words at columns k V + word and b_j at columns
+        K V + k V + word (without position encoding: word counts, and no P_b half)."""
         K, U, W = tokens.shape
-        if self.cfg.position_encoding:
-            a, b = position_weights(lengths, W, self.cfg.embedding_dim)
-        else:
-            a, b = (tokens != 0).to(torch.float32), torch.zeros(tokens.shape, device=tokens.device)
         present = tokens != 0
         col = (tokens + torch.arange(K, device=tokens.device).view(K, 1, 1) * self.cfg.n_rows)[present]
         row = torch.arange(K * U, device=tokens.device).view(K, U, 1).expand(K, U, W)[present]
-        size = (K * U, K * self.cfg.n_rows)
+        if self.cfg.position_encoding:
+            a, b = position_weights(lengths, W, self.cfg.embedding_dim)
+            values = torch.cat([a[present], b[present]])
+            row, col = torch.cat([row, row]), torch.cat([col, col + K * self.cfg.n_rows])
+            size = (K * U, 2 * K * self.cfg.n_rows)
+        else:
+            values = present.to(torch.float32)[present]
+            size = (K * U, K * self.cfg.n_rows)
 
-        def csr(values, r, c, shape):
+        def csr(r, c, shape):
             with warnings.catch_warnings():      # "sparse CSR support is in beta": mm and its transpose suffice
                 warnings.simplefilter("ignore", UserWarning)
                 return torch.sparse_coo_tensor(torch.stack([r, c]), values, shape,
                                                check_invariants=False).coalesce().to_sparse_csr()
 
-        out = {"shape": torch.tensor([K, U])}
-        for name, w in (("a", a), ("b", b)):
-            out[f"P_{name}"] = csr(w[present], row, col, size)            # (KU, KV)
-            out[f"P_{name}_T"] = csr(w[present], col, row, size[::-1])    # its transpose, for the backward pass
-        return out
+        return {"shape": torch.tensor([K, U]), "P": csr(row, col, size), "P_T": csr(col, row, size[::-1])}
 
-    def _embed(self, E: torch.Tensor, bags: dict[str, torch.Tensor]) -> torch.Tensor:
-        """sum_j l_j * E x_j for every distinct sentence of every run: (K, U, d) from E (K, V, d)."""
-        K, V, d = E.shape
-        dk = torch.arange(1, d + 1, device=E.device, dtype=E.dtype) / d       # k/d, k = 1..d
-        e = _SparseEmbed.apply(E.reshape(K * V, d), dk, bags["P_a"], bags["P_b"], bags["P_a_T"], bags["P_b_T"])
-        return e.view(K, int(bags["shape"][1]), d)
+    def _embed(self, X: torch.Tensor, bags: dict[str, torch.Tensor]) -> torch.Tensor:
+        """sum_j l_j E x_j for every distinct sentence of every run and every matrix E at once: X (K, V, n d)
+        holds n matrices side by side; returns (K, U, n d)."""
+        K, V, nd = X.shape
+        d = self.cfg.embedding_dim
+        flat = X.reshape(K * V, nd)
+        if self.cfg.position_encoding:
+            dk = (torch.arange(1, d + 1, device=X.device, dtype=X.dtype) / d).repeat(nd // d)   # k/d, k = 1..d
+            flat = torch.cat([flat, flat * dk])
+        e = _SparseMM.apply(flat, bags["P"], bags["P_T"])
+        return e.view(K, int(bags["shape"][1]), nd)
 
     def _rows(self, table: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
         """Row ids (K, ...) of each run's own table (K, U, d) -> (K, ..., d)."""
@@ -186,12 +189,13 @@ class MemNet(nn.Module):
         offset = torch.arange(K, device=ids.device).view((K,) + (1,) * (ids.dim() - 1)) * U
         return F.embedding(ids + offset, table.reshape(K * U, d))
 
-    def _memory(self, E: torch.Tensor, sentences, story_ids, time_ids) -> torch.Tensor:
-        # m_i = sum_j l_j A x_ij (each distinct sentence embedded once, then gathered per slot)
-        m = self._rows(self._embed(E, sentences["bags"]), story_ids)   # (K, B, M, d)
+    def _memory(self, X: torch.Tensor, table: torch.Tensor, story_ids, time_ids) -> torch.Tensor:
+        """[m_i | c_i] (K, B, M, 2d) for the input and output matrices side by side in X (K, V, 2d), whose
+        sentence embeddings are `table` (K, U, 2d): m_i = sum_j l_j A x_ij (+ T_A(i)), c_i likewise with C."""
+        m = self._rows(table, story_ids)                              # each distinct sentence embedded once
         if self.cfg.temporal_encoding:
-            # + T_A(i): time rows of A, most recent sentence = time_1 (thesis ch. 3)
-            m = m + self._rows(E, time_ids)
+            # + T_A(i), T_C(i): time rows, most recent sentence = time_1 (thesis ch. 3)
+            m = m + self._rows(X, time_ids)
         return m
 
     def forward(self, batch: dict[str, torch.Tensor], weights: dict[str, torch.Tensor],
@@ -216,19 +220,20 @@ class MemNet(nn.Module):
         time_ids = torch.where(filled, cfg.n_words + (n_facts.unsqueeze(-1) - 1 - slot), 0)
         n_empty = M - M_used                                            # slots empty in every story
 
-        def query(E):
-            return self._rows(self._embed(E, sentences["bags"]), batch["query_ids"])
-
-        if cfg.tying == "layerwise":
-            u = query(weights["B"])                                     # u^1 = B q
-            m = self._memory(weights["A"], sentences, story_ids, time_ids)
-            c = self._memory(weights["C"], sentences, story_ids, time_ids)
-            per_hop = [(m, c)] * cfg.hops
-        else:
+        d = cfg.embedding_dim
+        # Every matrix side by side, embedded in one sparse mm, and cut with split (whose backward is one cat).
+        if cfg.tying == "layerwise":                                   # [A | C] for every hop, u^1 = B q
+            X = torch.cat([weights["A"], weights["C"], weights["B"]], -1)
+            (X_AC, _), (T_AC, T_B) = X.split([2 * d, d], -1), self._embed(X, sentences["bags"]).split([2 * d, d], -1)
+            u = self._rows(T_B, batch["query_ids"])
+            mc = self._memory(X_AC, T_AC, story_ids, time_ids)
+            per_hop = [mc.split(d, -1)] * cfg.hops
+        else:                                                           # hop k: A^k = E_k, C^k = E_{k+1}; B = E_0
             E = [weights[f"E{k}"] for k in range(cfg.hops + 1)]
-            u = query(E[0])                                             # B = A^1
-            per_hop = [(self._memory(E[k], sentences, story_ids, time_ids),
-                        self._memory(E[k + 1], sentences, story_ids, time_ids)) for k in range(cfg.hops)]
+            T = self._embed(torch.cat(E, -1), sentences["bags"]).split(d, -1)
+            u = self._rows(T[0], batch["query_ids"])
+            per_hop = [self._memory(torch.cat(E[k:k + 2], -1), torch.cat(T[k:k + 2], -1), story_ids,
+                                    time_ids).split(d, -1) for k in range(cfg.hops)]
         attention = []
         for m, c in per_hop:
             scores = (m * u.unsqueeze(2)).sum(-1)                       # u^T m_i (elementwise: 2x a batched bmm here)
@@ -250,6 +255,6 @@ class MemNet(nn.Module):
             W = self.W if runs is None else self.W[runs]
             logits = torch.einsum("kbd,kvd->kbv", u, W)                 # eq. 36: W (o^K + u^K)
         else:
-            logits = torch.einsum("kbd,kvd->kbv", u, E[-1][:, : cfg.n_words])  # W^T = C^K
+            logits = torch.einsum("kbd,kvd->kbv", u, weights[f"E{cfg.hops}"][:, : cfg.n_words])  # W^T = C^K
         logits = logits.masked_fill(~word_rows[:, None, : cfg.n_words], float("-inf"))
         return (logits, torch.stack(attention, dim=2)) if return_attention else logits

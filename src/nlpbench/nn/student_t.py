@@ -15,6 +15,29 @@ from torch import nn
 from .per_run import flat_row_index, scatter_rows
 
 
+class _GammaRuns(torch.autograd.Function):
+    """Gamma(alpha_k, 1) draws, rows[k] x d of them from run k's own generator, stacked run after run.
+
+    Backward: the implicit reparameterisation gradient dg/dalpha (as torch's own Gamma sampler has), computed in
+    one call over every run's draws and summed per run, instead of one autograd node per run."""
+
+    @staticmethod
+    def forward(ctx, alpha, rows, d, generators):
+        g = torch.cat([torch._standard_gamma(alpha[k].expand(n, d).contiguous(), generator=gen)
+                       for k, (n, gen) in enumerate(zip(rows, generators))])
+        run_of_row = torch.repeat_interleave(torch.arange(len(rows), device=alpha.device),
+                                             torch.tensor(rows, device=alpha.device))
+        ctx.save_for_backward(alpha, g, run_of_row)
+        return g
+
+    @staticmethod
+    def backward(ctx, grad):
+        alpha, g, run_of_row = ctx.saved_tensors
+        dg = torch._standard_gamma_grad(alpha[run_of_row].unsqueeze(1).expand_as(g).contiguous(), g)
+        per_row = (grad * dg).sum(1)
+        return torch.zeros_like(alpha).index_add_(0, run_of_row, per_row), None, None, None
+
+
 def standard_t_noise_runs(df: torch.Tensor, rows: list[int], d: int,
                           generators: list[torch.Generator]) -> torch.Tensor:
     """eps ~ t(0, 1, df_k) elementwise (unit *scale*, spec reading A-12) for K runs: run k draws (rows[k], d)
@@ -25,8 +48,7 @@ def standard_t_noise_runs(df: torch.Tensor, rows: list[int], d: int,
     draws are per run; the arithmetic runs once over all of them.
     """
     half = df.reshape(-1) / 2
-    gamma = torch.cat([torch._standard_gamma(half[k].expand(n, d).contiguous(), generator=g)
-                       for k, (n, g) in enumerate(zip(rows, generators))])
+    gamma = _GammaRuns.apply(half, list(rows), d, generators)
     z = torch.cat([torch.randn((n, d), generator=g, device=df.device, dtype=df.dtype)
                    for n, g in zip(rows, generators)])
     h = torch.repeat_interleave(half, torch.tensor(rows, device=df.device)).unsqueeze(1)
