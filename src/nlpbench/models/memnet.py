@@ -71,11 +71,17 @@ class _SparseMM(torch.autograd.Function):
     @staticmethod
     def forward(ctx, X, P, P_T):
         ctx.P_T = P_T
-        return torch.sparse.mm(P, X)
+        return _spmm(P, X)
 
     @staticmethod
     def backward(ctx, grad):
-        return torch.sparse.mm(ctx.P_T, grad), None, None
+        return _spmm(ctx.P_T, grad), None, None
+
+
+def _spmm(P: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
+    """P X for sparse CSR P, written straight into its output (torch.sparse.mm adds a zero fill and a copy)."""
+    out = torch.empty(P.shape[0], X.shape[1], device=X.device, dtype=X.dtype)
+    return torch.addmm(out, P, X.contiguous(), beta=0, out=out)     # beta = 0: `out`'s contents are ignored
 
 
 class MemNet(nn.Module):
@@ -187,7 +193,8 @@ class MemNet(nn.Module):
         """Row ids (K, ...) of each run's own table (K, U, d) -> (K, ..., d)."""
         K, U, d = table.shape
         offset = torch.arange(K, device=ids.device).view((K,) + (1,) * (ids.dim() - 1)) * U
-        return F.embedding(ids + offset, table.reshape(K * U, d))
+        flat = (ids + offset).reshape(-1)
+        return table.reshape(K * U, d).index_select(0, flat).view(ids.shape + (d,))   # backward: one index_add
 
     def _memory(self, X: torch.Tensor, table: torch.Tensor, story_ids, time_ids) -> torch.Tensor:
         """[m_i | c_i] (K, B, M, 2d) for the input and output matrices side by side in X (K, V, 2d), whose
