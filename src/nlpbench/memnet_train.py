@@ -117,14 +117,14 @@ class GroupTrainer:
         n_words = max(d.n_words for d in datasets)
         self.model_cfg = dataclasses.replace(model_cfg, n_words=n_words)
         vocab_sizes = [datasets[r.data_index].n_words for r in runs]
-        self.model = MemNet(self.model_cfg, vocab_sizes, self.gens["init"]).to(self.device)
+        longest = [max(int(datasets[r.data_index].splits[s]["n_facts"].max()) for s in ("train", "val", "test"))
+                   for r in runs]
+        self.model = MemNet(self.model_cfg, vocab_sizes, self.gens["init"], time_rows=longest).to(self.device)
         tables = stack_sentences(datasets, self.device)                 # each run's own sentence table
         self.sentences = {"bags": self.model.sentence_bags(tables["tokens"][self.data_of_run],
                                                            tables["len"][self.data_of_run])}
         # Runs whose stories are short go through the memory in their own pass, which computes only the slots
         # their stories fill (MemNet.forward); each bucket has its own slice of the sentence tables.
-        longest = [max(int(datasets[r.data_index].splits[s]["n_facts"].max()) for s in ("train", "val", "test"))
-                   for r in runs]
         self.buckets = [torch.tensor(b, device=self.device) for b in bucket_runs(longest, model_cfg.memory_size)]
         self.bucket_sentences = [self.sentences] if len(self.buckets) == 1 else [
             {"bags": self.model.sentence_bags(tables["tokens"][self.data_of_run[b]], tables["len"][self.data_of_run[b]])}

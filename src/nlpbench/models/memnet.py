@@ -87,7 +87,8 @@ def _spmm(P: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
 class MemNet(nn.Module):
     """MemN2N (bayesian=False) or t-MEM-NN (bayesian=True) for K runs at once."""
 
-    def __init__(self, cfg: MemNetConfig, vocab_sizes: list[int], generators: list[torch.Generator]):
+    def __init__(self, cfg: MemNetConfig, vocab_sizes: list[int], generators: list[torch.Generator],
+                 time_rows: list[int] | None = None):
         super().__init__()
         self.cfg = cfg
         K, V, d = len(vocab_sizes), cfg.n_rows, cfg.embedding_dim
@@ -103,6 +104,13 @@ class MemNet(nn.Module):
         # Each run's real rows: nil + its own words, then the time rows. Initial values and sampling noise are
         # drawn for these rows only, from the run's own generator, so grouping never changes a run.
         self.rows = [torch.cat([torch.arange(n), torch.arange(cfg.n_words, V)]) for n in vocab_sizes]
+        # Sampling noise is drawn only for rows a forward pass can read: B's words (B has no time rows), and for
+        # A and C the words and the time rows of the run's longest story (`time_rows`, default all M): the
+        # other rows never reach the loss, and skipping their draws halves the cost of sampling.
+        T = time_rows or [cfg.memory_size] * len(vocab_sizes)
+        noise_rows = {"B": [torch.arange(n) for n in vocab_sizes]}
+        read = [torch.cat([torch.arange(n), cfg.n_words + torch.arange(min(t, cfg.memory_size))])
+                for n, t in zip(vocab_sizes, T)]
 
         def init(total: int, rows_of) -> torch.Tensor:
             out = torch.zeros(K, total, d)
@@ -118,11 +126,11 @@ class MemNet(nn.Module):
         for name in cfg.matrix_names():
             mask = words if name == "B" else with_time
             if cfg.bayesian and cfg.posterior == "gaussian":
-                self.matrices[name] = GaussianMatrix(init(V, self.rows.__getitem__), mask, self.rows, cfg.sigma_init,
-                                                     cfg.prior_sigma)
+                self.matrices[name] = GaussianMatrix(init(V, self.rows.__getitem__), mask, noise_rows.get(name, read),
+                                                     cfg.sigma_init, cfg.prior_sigma)
             elif cfg.bayesian:
-                self.matrices[name] = StudentTMatrix(init(V, self.rows.__getitem__), mask, self.rows, cfg.sigma_init,
-                                                     cfg.dof_init, cfg.dof_min)
+                self.matrices[name] = StudentTMatrix(init(V, self.rows.__getitem__), mask, noise_rows.get(name, read),
+                                                     cfg.sigma_init, cfg.dof_init, cfg.dof_min)
             else:
                 self.params[name] = nn.Parameter(init(V, self.rows.__getitem__))
                 self.register_buffer(f"mask_{name}", mask.to(torch.float32).unsqueeze(-1))

@@ -100,7 +100,7 @@ class StudentTMatrix(nn.Module):
         self.dof_min = dof_min
         self.log_nu = nn.Parameter(torch.full((K,), math.log(dof_init - dof_min)))
         self.register_buffer("row_mask", row_mask.to(torch.float32).unsqueeze(-1))
-        self.rows = rows  # the rows each run really has: noise is drawn for these only, as when trained alone
+        self.rows = rows  # per run, the rows noise is drawn for (the others stay at mu), as when trained alone
         self.register_buffer("flat_rows", flat_row_index(rows, mu_init.shape[1]), persistent=False)
 
     @property
