@@ -147,3 +147,23 @@ def test_forward_matches_the_equations_slot_by_slot(tasks_1_4):
     for q in range(12):
         expected = _naive_memn2n(weights, t.model.W, tasks_1_4[0], q, 3, t.model_cfg.n_words)
         assert torch.allclose(logits[0, q, 1:n], expected[1:n], atol=1e-5), q
+
+
+def test_rows_without_noise_never_reach_the_loss(tasks_1_4):
+    """t-MEM-NN draws noise only for the rows a forward pass can read (B's words; A's and C's words and the time
+    rows of the run's longest story). Check that premise: the likelihood's gradient is zero on every other row."""
+    from torch.nn import functional as F
+    from nlpbench.memnet_data import gather
+    t = _trainer(tasks_1_4[:1], [Run("a", 0, 0)], bayesian=True)
+    q = {n: m.rows[0] for n, m in t.model.matrices.items()}
+    assert len(q["B"]) == tasks_1_4[0].n_words                             # no time rows for B
+    weights = {n: m.mu.detach().clone().requires_grad_(True) for n, m in t.model.matrices.items()}
+    N = int(t.split["train"]["size"][0])
+    batch = gather(t.split["train"], t.data_of_run, torch.arange(N).unsqueeze(0))
+    logits = t.forward(batch, weights)
+    F.cross_entropy(logits[0], batch["answers"][0]).backward()
+    for name, w in weights.items():
+        unread = torch.ones(w.shape[1], dtype=torch.bool)
+        unread[q[name]] = False
+        assert unread.any() and w.grad[0, unread].abs().max() == 0, name
+        assert w.grad[0, q[name]].abs().sum() > 0, name
