@@ -121,14 +121,21 @@ class GroupTrainer:
                    for r in runs]
         self.model = MemNet(self.model_cfg, vocab_sizes, self.gens["init"], time_rows=longest).to(self.device)
         tables = stack_sentences(datasets, self.device)                 # each run's own sentence table
-        self.sentences = {"bags": self.model.sentence_bags(tables["tokens"][self.data_of_run],
-                                                           tables["len"][self.data_of_run])}
+
+        def bags(runs_at: torch.Tensor) -> dict:
+            d = self.data_of_run[runs_at]
+            return {"bags": self.model.sentence_bags(tables["tokens"][d], tables["len"][d])}
+
         # Runs whose stories are short go through the memory in their own pass, which computes only the slots
-        # their stories fill (MemNet.forward); each bucket has its own slice of the sentence tables.
+        # their stories fill (MemNet.forward); each bucket has its own slice of the sentence tables, and the
+        # table of all runs in run order (`sentences`) is built only when there is one bucket.
         self.buckets = [torch.tensor(b, device=self.device) for b in bucket_runs(longest, model_cfg.memory_size)]
-        self.bucket_sentences = [self.sentences] if len(self.buckets) == 1 else [
-            {"bags": self.model.sentence_bags(tables["tokens"][self.data_of_run[b]], tables["len"][self.data_of_run[b]])}
-            for b in self.buckets]
+        if len(self.buckets) == 1:
+            self.sentences = bags(torch.arange(len(runs), device=self.device))
+            self.bucket_sentences = [self.sentences]
+        else:
+            self.sentences = None                                       # forward goes bucket by bucket
+            self.bucket_sentences = [bags(b) for b in self.buckets]
         self.bucket_order = torch.argsort(torch.cat(self.buckets))     # rows of the concatenated buckets -> runs
         params = list(self.model.parameters())
         K = len(runs)

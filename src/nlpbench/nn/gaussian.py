@@ -41,8 +41,9 @@ class GaussianMatrix(nn.Module):
     """q(Theta) = N(vec Theta | mu, diag(sigma^2)) for K runs at once, prior N(0, sigma_p^2 I).
 
     Same interface as StudentTMatrix (mean / sample / divergence / nu) so the memory network can swap the
-    posterior family by a config value. `row_mask` (K, V) marks each run's real rows; `rows` lists the rows noise is drawn for (those a
-    forward pass can read; the others stay at mu), from the run's own generator (grouping never changes a run).
+    posterior family by a config value. `row_mask` (K, V) marks each run's real rows; `rows` lists the rows
+    noise is drawn for (those a forward pass can read; the others stay at mu), from the run's own generator
+    (grouping never changes a run).
     """
 
     def __init__(self, mu_init: torch.Tensor, row_mask: torch.Tensor, rows: list[torch.Tensor],

@@ -16,17 +16,16 @@ from .per_run import flat_row_index, scatter_rows
 
 
 class _GammaRuns(torch.autograd.Function):
-    """Gamma(alpha_k, 1) draws, rows[k] x d of them from run k's own generator, stacked run after run.
+    """Gamma(alpha_k, 1) draws, rows[k] x d of them from run k's own generator, stacked run after run
+    (`run_of_row` names each row's run).
 
     Backward: the implicit reparameterisation gradient dg/dalpha (as torch's own Gamma sampler has), computed in
     one call over every run's draws and summed per run, instead of one autograd node per run."""
 
     @staticmethod
-    def forward(ctx, alpha, rows, d, generators):
+    def forward(ctx, alpha, rows, d, generators, run_of_row):
         g = torch.cat([torch._standard_gamma(alpha[k].expand(n, d).contiguous(), generator=gen)
                        for k, (n, gen) in enumerate(zip(rows, generators))])
-        run_of_row = torch.repeat_interleave(torch.arange(len(rows), device=alpha.device),
-                                             torch.tensor(rows, device=alpha.device))
         ctx.save_for_backward(alpha, g, run_of_row)
         return g
 
@@ -35,7 +34,7 @@ class _GammaRuns(torch.autograd.Function):
         alpha, g, run_of_row = ctx.saved_tensors
         dg = torch._standard_gamma_grad(alpha[run_of_row].unsqueeze(1).expand_as(g).contiguous(), g)
         per_row = (grad * dg).sum(1)
-        return torch.zeros_like(alpha).index_add_(0, run_of_row, per_row), None, None, None
+        return torch.zeros_like(alpha).index_add_(0, run_of_row, per_row), None, None, None, None
 
 
 def standard_t_noise_runs(df: torch.Tensor, rows: list[int], d: int,
@@ -48,11 +47,12 @@ def standard_t_noise_runs(df: torch.Tensor, rows: list[int], d: int,
     draws are per run; the arithmetic runs once over all of them.
     """
     half = df.reshape(-1) / 2
-    gamma = _GammaRuns.apply(half, list(rows), d, generators)
+    run_of_row = torch.repeat_interleave(torch.arange(len(rows), device=df.device),
+                                         torch.tensor(rows, device=df.device))
+    gamma = _GammaRuns.apply(half, list(rows), d, generators, run_of_row)
     z = torch.cat([torch.randn((n, d), generator=g, device=df.device, dtype=df.dtype)
                    for n, g in zip(rows, generators)])
-    h = torch.repeat_interleave(half, torch.tensor(rows, device=df.device)).unsqueeze(1)
-    return z * torch.rsqrt((gamma / h).clamp_min(1e-30))
+    return z * torch.rsqrt((gamma / half[run_of_row].unsqueeze(1)).clamp_min(1e-30))
 
 
 def standard_t_noise(df: torch.Tensor, shape: tuple[int, ...], generator: torch.Generator) -> torch.Tensor:
