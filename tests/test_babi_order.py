@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from nlpbench.data import babi_order as bo
+from nlpbench.dmn import fact_order as bo
 from nlpbench.data.babi import BabiFormatError, Sample, load_task, parse_file
 
 

@@ -72,8 +72,8 @@ def test_group_ids_are_stable_and_follow_the_settings():
 
 
 def test_notes_never_change_run_ids(params_file):
-    from nlpbench.game_experiments import game_groups
-    from nlpbench.dmn_experiments import groups_by_id
+    from nlpbench.memnet.game import game_groups
+    from nlpbench.dmn.experiments import groups_by_id
 
     def ids(path):
         params = config.load(path, {"scale": "cpu"})

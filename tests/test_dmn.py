@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from nlpbench.data.babi import load_task, train_val_split
-from nlpbench.dmn_train import DMNTrainConfig, DMNTrainer, build_data
-from nlpbench.models.dmn import (DMN, VARIANTS, AttnGRU, DMNConfig, Ensemble, PositionEncoder, ensemble_predict,
+from nlpbench.dmn.train import DMNTrainConfig, DMNTrainer, build_data
+from nlpbench.dmn.model import (DMN, VARIANTS, AttnGRU, DMNConfig, Ensemble, PositionEncoder, ensemble_predict,
                                  ensemble_probs, has_recurrence)
 
 torch.set_num_threads(1)

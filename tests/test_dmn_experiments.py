@@ -1,5 +1,5 @@
 """Tables 6.2-6.7 from params.yaml: groups of runs, derived data, cells, cited columns, claims and figures
-(Shen thesis ch. 6; nlpbench.dmn_experiments). Tables are built from runs written here, so nothing trains."""
+(Shen thesis ch. 6; nlpbench.dmn.experiments). Tables are built from runs written here, so nothing trains."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from nlpbench import config, io
-from nlpbench import dmn_experiments as dx
+from nlpbench.dmn import experiments as dx
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from nlpbench.data import babi
-from nlpbench.data import guess_number as gn
+from nlpbench.memnet import guess_number as gn
 
 TABLE18_GUESSES = [76, 100, 1, 59, 11, 56, 54, 57]
 

@@ -3,9 +3,9 @@
 import pytest
 import torch
 
-from nlpbench.memnet_data import load_task_tensors
-from nlpbench.memnet_train import BayesConfig, GroupTrainer, Run, TrainConfig, learning_rate
-from nlpbench.models.memnet import MemNetConfig, position_weights
+from nlpbench.memnet.data import load_task_tensors
+from nlpbench.memnet.train import BayesConfig, GroupTrainer, Run, TrainConfig, learning_rate
+from nlpbench.memnet.model import MemNetConfig, position_weights
 
 
 def test_position_encoding_is_the_papers_formula():
@@ -19,7 +19,7 @@ def test_position_encoding_is_the_papers_formula():
 
 def test_unique_rows_is_numpys_unique_by_row():
     import numpy as np
-    from nlpbench.memnet_data import unique_rows
+    from nlpbench.memnet.data import unique_rows
     rng = np.random.default_rng(0)
     x = rng.integers(0, 300, size=(5000, 7))
     x[rng.random(5000) < 0.6] = rng.integers(0, 3, size=7)       # many repeated rows, and a zero row
@@ -93,7 +93,7 @@ def test_adjacent_tying_and_one_hop_run(tasks_1_4):
 
 
 def test_tmemnn_rejects_adjacent_tying():
-    from nlpbench.models.memnet import MemNet
+    from nlpbench.memnet.model import MemNet
     with pytest.raises(ValueError, match="tying"):
         MemNet(MemNetConfig(n_words=10, bayesian=True, tying="adjacent"), [10], [torch.Generator()])
 
@@ -138,7 +138,7 @@ def _naive_memn2n(weights, W, data, q, hops, n_words):
 def test_forward_matches_the_equations_slot_by_slot(tasks_1_4):
     """The vectorised forward (sparse sentence table, only the used slots plus one logit for the empty ones)
     equals the equations computed naively over all 50 slots, on real task-1 questions."""
-    from nlpbench.memnet_data import gather
+    from nlpbench.memnet.data import gather
     t = _trainer(tasks_1_4[:1], [Run("a", 0, 0)], bayesian=False)
     weights = t.model.draw(None, "mean")
     idx = torch.arange(12).unsqueeze(0)
@@ -153,7 +153,7 @@ def test_rows_without_noise_never_reach_the_loss(tasks_1_4):
     """t-MEM-NN draws noise only for the rows a forward pass can read (B's words; A's and C's words and the time
     rows of the run's longest story). Check that premise: the likelihood's gradient is zero on every other row."""
     from torch.nn import functional as F
-    from nlpbench.memnet_data import gather
+    from nlpbench.memnet.data import gather
     t = _trainer(tasks_1_4[:1], [Run("a", 0, 0)], bayesian=True)
     q = {n: m.rows[0] for n, m in t.model.matrices.items()}
     assert len(q["B"]) == tasks_1_4[0].n_words                             # no time rows for B

@@ -1,4 +1,4 @@
-"""nlpbench.schedules: KL annealing (thesis Eqs. 4.17-4.18, spec §1.3) and word dropout (spec §1.4)."""
+"""nlpbench.textgen.schedules: KL annealing (thesis Eqs. 4.17-4.18, spec §1.3) and word dropout (spec §1.4)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from nlpbench.schedules import (
+from nlpbench.textgen.schedules import (
     KLSchedule,
     ScheduleError,
     apply_word_dropout,
@@ -73,7 +73,7 @@ def test_table_4_1_variants_parse() -> None:
     from pathlib import Path
 
     from nlpbench import config
-    from nlpbench.textgen_config import run_settings
+    from nlpbench.textgen.config import run_settings
 
     params = config.load(Path(__file__).resolve().parents[1] / "params.yaml")
     got = {}

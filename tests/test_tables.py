@@ -305,7 +305,7 @@ def test_index_lists_registered_outputs(tmp_path):
 
 def test_dof_summary_counts_each_run_once_and_judges_the_claim(tmp_path):
     from nlpbench import config
-    from nlpbench.memnet_qualitative import dof_summary
+    from nlpbench.memnet.qualitative import dof_summary
 
     params = config.load(Path(__file__).resolve().parents[1] / "params.yaml", {"scale": "smoke"})
     groups = [g for g in config.all_groups(params).values() if g.model == "tmemnn"]

@@ -1,4 +1,4 @@
-"""nlpbench.data.text_corpora / text_prep: SNLI, QG and dialog preparation (spec seed-001 §3-§4) on the real
+"""nlpbench.textgen.corpora / text_prep: SNLI, QG and dialog preparation (spec seed-001 §3-§4) on the real
 mirror files, plus the full-data code paths on small archives made here."""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from nlpbench.data import text_corpora as tc
-from nlpbench.data import text_sources as ts
+from nlpbench.textgen import corpora as tc
+from nlpbench.textgen import sources as ts
 from nlpbench.data.fetch import STATUS_FILE, ChecksumError, FetchError
-from nlpbench.data.text_prep import EOS, PAD, SPECIALS, UNK, TextRules, Vocab, normalize, preprocess, tokenize
+from nlpbench.textgen.prep import EOS, PAD, SPECIALS, UNK, TextRules, Vocab, normalize, preprocess, tokenize
 
 QG_VAL, QG_TEST, QG_TRAIN = (f.path for f in (ts.QG_FILES[1], ts.QG_FILES[2], ts.QG_FILES[0]))
 DIALOG_VAL, DIALOG_TEST = ts.DIALOG_FILES[1].path, ts.DIALOG_FILES[2].path

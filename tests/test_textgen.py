@@ -1,4 +1,4 @@
-"""The text seq2seq models of seed 001 (nlpbench.models.textgen) and their trainer (nlpbench.textgen_train):
+"""The text seq2seq models of seed 001 (nlpbench.textgen.model) and their trainer (nlpbench.textgen.train):
 KL terms against closed forms, the structural switches (bypass, attention, 2-stage), greedy decoding, a short
 CPU training that lowers the loss, and one tiny end-to-end run on the mirror's SNLI sample (resumable)."""
 
@@ -15,10 +15,10 @@ import torch
 from torch.distributions import Normal, kl_divergence
 
 from nlpbench import config
-from nlpbench.models.textgen import Seq2SeqConfig, TextSeq2Seq
+from nlpbench.textgen.model import Seq2SeqConfig, TextSeq2Seq
 from nlpbench.nn.gaussian import GaussianHead, kl_normal, reparameterize
-from nlpbench.schedules import kl_schedule, word_dropout_schedule
-from nlpbench.textgen_train import objective
+from nlpbench.textgen.schedules import kl_schedule, word_dropout_schedule
+from nlpbench.textgen.train import objective
 
 REPO = Path(__file__).resolve().parents[1]
 V, PAD, BOS, EOS = 30, 0, 2, 3
@@ -194,9 +194,9 @@ def test_iteration_word_dropout_follows_the_thesis_per_iteration() -> None:
 
 @pytest.fixture(scope="module")
 def tiny(mirror_dir: Path, tmp_path_factory: pytest.TempPathFactory):
-    from nlpbench.data.text_corpora import CorpusConfig, prepare_corpus
-    from nlpbench.textgen_config import corpus_dir
-    from nlpbench.textgen_train import prepare_embeddings
+    from nlpbench.textgen.corpora import CorpusConfig, prepare_corpus
+    from nlpbench.textgen.config import corpus_dir
+    from nlpbench.textgen.train import prepare_embeddings
 
     params = config.load(REPO / "params.yaml", {"scale": "smoke"})
     root = tmp_path_factory.mktemp("textgen")
@@ -209,8 +209,8 @@ def tiny(mirror_dir: Path, tmp_path_factory: pytest.TempPathFactory):
 
 
 def test_tiny_run_writes_its_files_and_resumes(tiny) -> None:
-    from nlpbench.textgen_config import make_run
-    from nlpbench.textgen_train import train_run
+    from nlpbench.textgen.config import make_run
+    from nlpbench.textgen.train import train_run
 
     params, root = tiny
     params = copy.deepcopy(params)
@@ -234,8 +234,8 @@ def test_tiny_run_writes_its_files_and_resumes(tiny) -> None:
 
 
 def test_a_killed_run_resumes_to_the_same_numbers(tiny, monkeypatch: pytest.MonkeyPatch) -> None:
-    from nlpbench import textgen_train
-    from nlpbench.textgen_config import make_run
+    from nlpbench.textgen import train as textgen_train
+    from nlpbench.textgen.config import make_run
 
     params, root = tiny
     params = copy.deepcopy(params)
@@ -290,7 +290,7 @@ def test_a_bad_run_override_stops_naming_the_key(override: dict, message: str) -
 
 
 def test_run_ids_follow_the_settings_and_the_smoke_subset() -> None:
-    from nlpbench.textgen_config import all_runs, make_run
+    from nlpbench.textgen.config import all_runs, make_run
 
     paper, cpu = config.load(REPO / "params.yaml"), config.load(REPO / "params.yaml", {"scale": "cpu"})
     assert make_run(paper, "snli-tanh-3000").run_id != make_run(cpu, "snli-tanh-3000").run_id

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import yaml
 
-from . import config
-from .data.babi import BabiFormatError, MissingDataError
-from .data.fetch import FetchError
+from nlpbench import config
+from nlpbench.data.babi import BabiFormatError, MissingDataError
+from nlpbench.data.fetch import FetchError
 
 
 def _overrides(pairs: list[str]) -> dict:
@@ -28,12 +28,12 @@ def _params(args) -> dict:
 
 
 def cmd_fetch(args) -> None:
-    from .data import fetch
+    from nlpbench.data import fetch
     params = _params(args)
     mirror = fetch.resolve_mirror(args.mirror or params.get("mirror"))
     if args.dataset != "babi":   # the text corpora of seed 001 (SNLI, SQuAD QG, Cornell dialogs)
-        from .data.text_corpora import CorpusConfig, prepare_corpus
-        from .textgen_config import corpus_dir
+        from nlpbench.textgen.corpora import CorpusConfig, prepare_corpus
+        from nlpbench.textgen.config import corpus_dir
         section = dict(params["textgen"]["corpora"][args.dataset])
         for key in ("split_sizes", "mirror_split_sizes"):
             section[key] = tuple(section[key])
@@ -57,8 +57,8 @@ def _known(items: dict, name: str, what: str, params: dict):
 
 
 def cmd_train_group(args) -> None:
-    from .memnet_experiments import train_group
-    from .provenance import resolve_device
+    from nlpbench.memnet.experiments import train_group
+    from nlpbench.provenance import resolve_device
     import torch
     params = _params(args)
     groups = config.all_groups(params)
@@ -69,7 +69,7 @@ def cmd_train_group(args) -> None:
 
 
 def cmd_table(args) -> None:
-    from .memnet_experiments import build_table
+    from nlpbench.memnet.experiments import build_table
     params = _params(args)
     if args.experiment not in params["experiments"]:
         raise config.ConfigError(f"{args.params}: experiments: no experiment {args.experiment!r}")
@@ -78,12 +78,12 @@ def cmd_table(args) -> None:
 
 
 def cmd_attention(args) -> None:
-    from .memnet_qualitative import attention_table
+    from nlpbench.memnet.qualitative import attention_table
     print(f"wrote {attention_table(_params(args), args.table, Path(args.data) / 'babi', Path(args.runs), Path(args.results))}")
 
 
 def cmd_figure(args) -> None:
-    from .memnet_qualitative import test_error_figure
+    from nlpbench.memnet.qualitative import test_error_figure
     params = _params(args)
     if params["experiments"].get(args.experiment, {}).get("output") != "figure":
         raise config.ConfigError(f"{args.params}: experiments: no figure experiment {args.experiment!r}")
@@ -91,13 +91,13 @@ def cmd_figure(args) -> None:
 
 
 def cmd_dof(args) -> None:
-    from .memnet_qualitative import dof_summary
+    from nlpbench.memnet.qualitative import dof_summary
     print(f"wrote {dof_summary(_params(args), Path(args.runs), Path(args.results))}")
 
 
 def cmd_game_train(args) -> None:
-    from .game_experiments import game_groups, train_game_group
-    from .provenance import resolve_device
+    from nlpbench.memnet.game import game_groups, train_game_group
+    from nlpbench.provenance import resolve_device
     import torch
     params = _params(args)
     groups = game_groups(params)
@@ -108,7 +108,7 @@ def cmd_game_train(args) -> None:
 
 
 def cmd_game_table(args) -> None:
-    from .game_experiments import build_game_table, write_transcript
+    from nlpbench.memnet.game import build_game_table, write_transcript
     params = _params(args)
     if args.table == "18":
         print(f"wrote {write_transcript(params, Path(args.runs), Path(args.results))}")
@@ -119,7 +119,7 @@ def cmd_game_table(args) -> None:
 
 
 def _textgen_run(params: dict, name: str):
-    from .textgen_config import all_runs
+    from nlpbench.textgen.config import all_runs
     runs = all_runs(params)
     by_id = {r.run_id: r for r in runs.values()}
     if name in runs or name in by_id:
@@ -129,13 +129,13 @@ def _textgen_run(params: dict, name: str):
 
 
 def cmd_textgen_embed(args) -> None:
-    from .textgen_train import prepare_embeddings
+    from nlpbench.textgen.train import prepare_embeddings
     print(f"wrote {prepare_embeddings(_params(args), args.corpus, Path(args.data), Path(args.runs))}")
 
 
 def cmd_textgen_train(args) -> None:
-    from .provenance import resolve_device
-    from .textgen_train import train_run
+    from nlpbench.provenance import resolve_device
+    from nlpbench.textgen.train import train_run
     import torch
     params = _params(args)
     run = _textgen_run(params, args.run)
@@ -147,7 +147,7 @@ def cmd_textgen_train(args) -> None:
 
 
 def cmd_textgen_table(args) -> None:
-    from .textgen_experiments import build_table
+    from nlpbench.textgen.experiments import build_table
     params = _params(args)
     if args.table not in params["textgen"]["tables"]:
         raise config.ConfigError(f"{args.params}: textgen.tables: no table {args.table!r}")
@@ -155,7 +155,7 @@ def cmd_textgen_table(args) -> None:
 
 
 def cmd_textgen_output(args) -> None:
-    from .textgen_experiments import output
+    from nlpbench.textgen.experiments import output
     params = _params(args)
     if args.output not in params["textgen"]["outputs"]:
         raise config.ConfigError(f"{args.params}: textgen.outputs: no output {args.output!r}")
@@ -163,14 +163,14 @@ def cmd_textgen_output(args) -> None:
 
 
 def cmd_dmn_data(args) -> None:
-    from .dmn_experiments import make_dataset
+    from nlpbench.dmn.experiments import make_dataset
     params = _params(args)
     make_dataset(args.dataset, params, Path(args.data) / "babi", Path(args.data) / "dmn")
 
 
 def cmd_dmn_train(args) -> None:
-    from .dmn_experiments import groups_by_id, train_group
-    from .provenance import resolve_device
+    from nlpbench.dmn.experiments import groups_by_id, train_group
+    from nlpbench.provenance import resolve_device
     import torch
     params = _params(args)
     groups = groups_by_id(params)
@@ -183,7 +183,7 @@ def cmd_dmn_train(args) -> None:
 
 
 def cmd_dmn_table(args) -> None:
-    from .dmn_experiments import build_table
+    from nlpbench.dmn.experiments import build_table
     params = _params(args)
     if args.table not in params.get("dmn", {}).get("tables", {}):
         raise config.ConfigError(f"{args.params}: dmn.tables: no table {args.table!r}")
@@ -192,14 +192,14 @@ def cmd_dmn_table(args) -> None:
 
 
 def cmd_index(args) -> None:
-    from .results_index import write_index
+    from nlpbench.results_index import write_index
     write_index(Path(args.results))
     print(f"wrote {Path(args.results) / 'index.csv'} and README.md")
 
 
 def cmd_bench(args) -> None:
-    from . import bench
-    from .provenance import resolve_device
+    from nlpbench.memnet import bench
+    from nlpbench.provenance import resolve_device
     import torch
     # the benchmark is defined at paper settings (all 20 tasks; Table 2's runs for the projection): --set
     # overrides apply, a scale does not
@@ -211,7 +211,7 @@ def cmd_bench(args) -> None:
 
 
 def cmd_groups(args) -> None:
-    from .dmn_experiments import all_datasets, groups_by_id
+    from nlpbench.dmn.experiments import all_datasets, groups_by_id
     params = _params(args)
     for gid in sorted(config.all_groups(params)):
         print(gid)

@@ -12,7 +12,7 @@ import math
 import torch
 from torch import nn
 
-from .per_run import flat_row_index, scatter_rows
+from nlpbench.nn.per_run import flat_row_index, scatter_rows
 
 
 def reparameterize(mu: torch.Tensor, log_sigma: torch.Tensor, generator: torch.Generator | None = None,

@@ -20,14 +20,14 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from . import io
-from .data.text_corpora import PreparedCorpus, load_prepared
-from .data.text_prep import BOS, EOS, PAD, UNK
-from .metrics.text import bleu_eq416, corpus_bleu_1_to_4, diversity
-from .models.textgen import Seq2SeqConfig, TextSeq2Seq
-from .provenance import device_label
-from .schedules import kl_schedule, word_dropout_schedule
-from .textgen_config import TextRun, corpus_dir, embeddings_path
+from nlpbench import io
+from nlpbench.textgen.corpora import PreparedCorpus, load_prepared
+from nlpbench.textgen.prep import BOS, EOS, PAD, UNK
+from nlpbench.metrics.text import bleu_eq416, corpus_bleu_1_to_4, diversity
+from nlpbench.textgen.model import Seq2SeqConfig, TextSeq2Seq
+from nlpbench.provenance import device_label
+from nlpbench.textgen.schedules import kl_schedule, word_dropout_schedule
+from nlpbench.textgen.config import TextRun, corpus_dir, embeddings_path
 
 LOG_FIELDS = ("iteration", "epoch", "lambda", "word_dropout", "rec", "rec_per_token", "kl", "lambda_kl",
               "kl_attention", "gamma_lambda_kl_attention", "loss")
@@ -309,7 +309,7 @@ def train_run(run: TextRun, params: dict, data_root: Path, runs_root: Path, devi
 
 def word_dropout(dec_in: torch.Tensor, p: float, unk_id: int, protected: tuple[int, ...],
                  generator: torch.Generator) -> torch.Tensor:
-    from .schedules import apply_word_dropout
+    from nlpbench.textgen.schedules import apply_word_dropout
     return apply_word_dropout(dec_in, p, unk_id, protected, generator)
 
 

@@ -23,8 +23,8 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from .. import io
-from .babi import Sample, parse_file
+from nlpbench import io
+from nlpbench.data.babi import Sample, parse_file
 
 # Table 6.1: pattern -> which fact (0 = F1, 1 = F2, 2 = F3) stands first, second and third in the story.
 PATTERNS: dict[int, tuple[int, int, int]] = {

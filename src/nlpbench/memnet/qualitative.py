@@ -9,11 +9,11 @@ from datetime import datetime, timezone
 from importlib import resources
 from pathlib import Path
 
-from . import config, io, results_index
-from .data import babi
-from .memnet_experiments import select_run
-from .provenance import code_commit
-from .memnet_predict import RunPredictor
+from nlpbench import config, io, results_index
+from nlpbench.data import babi
+from nlpbench.memnet.experiments import select_run
+from nlpbench.provenance import code_commit
+from nlpbench.memnet.predict import RunPredictor
 
 # Table -> (task, 0-based question index into the en-1k test file) (spec §5.2)
 ATTENTION_STORIES = {"3": (1, 202), "4": (11, 3), "5": (14, 22)}

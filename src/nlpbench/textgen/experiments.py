@@ -11,10 +11,10 @@ from pathlib import Path
 
 import torch
 
-from . import io, paper, results_index, tables
-from .data.text_prep import TextRules, preprocess
-from .provenance import code_commit, resolve_device
-from .textgen_config import SOURCE, make_run
+from nlpbench import io, paper, results_index, tables
+from nlpbench.textgen.prep import TextRules, preprocess
+from nlpbench.provenance import code_commit, resolve_device
+from nlpbench.textgen.config import SOURCE, make_run
 
 DIVERSITY = ("entropy", "distinct1", "distinct2")
 SCALE_TEXT = {
@@ -173,7 +173,7 @@ def _text(tokens: list[str]) -> str:
 
 def qualitative(params: dict, key: str, data_root: Path, runs_root: Path, results_dir: Path) -> Path:
     """One qualitative table (kind prior | interpolation | conditional) as Markdown, registered in the index."""
-    from .textgen_train import load_run_model
+    from nlpbench.textgen.train import load_run_model
 
     spec = params["textgen"]["outputs"][key]
     name = spec["name"]

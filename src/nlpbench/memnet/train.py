@@ -18,9 +18,9 @@ from typing import Callable
 import torch
 from torch.nn import functional as F
 
-from . import io
-from .memnet_data import TaskTensors, gather, stack_sentences, stack_split
-from .models.memnet import MemNet, MemNetConfig
+from nlpbench import io
+from nlpbench.memnet.data import TaskTensors, gather, stack_sentences, stack_split
+from nlpbench.memnet.model import MemNet, MemNetConfig
 
 PURPOSES = {"init": 0, "data": 1, "noise": 2, "eval": 3}
 

@@ -16,12 +16,12 @@ from typing import Callable
 
 import torch
 
-from . import config, io, paper, results_index, tables
-from .provenance import code_commit, device_label
-from .data import babi
-from .memnet_data import load_task_tensors
-from .memnet_train import BayesConfig, GroupTrainer, Run, TrainConfig
-from .models.memnet import MemNetConfig
+from nlpbench import config, io, paper, results_index, tables
+from nlpbench.provenance import code_commit, device_label
+from nlpbench.data import babi
+from nlpbench.memnet.data import load_task_tensors
+from nlpbench.memnet.train import BayesConfig, GroupTrainer, Run, TrainConfig
+from nlpbench.memnet.model import MemNetConfig
 
 
 def _n_val(settings: dict, variant: str) -> int:

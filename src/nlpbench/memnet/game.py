@@ -16,14 +16,14 @@ from typing import Callable
 
 import torch
 
-from . import config, io, paper, results_index, tables
-from .data import babi
-from .data import guess_number as gn
-from .memnet_data import tensors_from_samples
-from .memnet_experiments import model_configs, save_run
-from .provenance import code_commit, device_label
-from .memnet_predict import RunPredictor
-from .memnet_train import GroupTrainer, Run
+from nlpbench import config, io, paper, results_index, tables
+from nlpbench.data import babi
+from nlpbench.memnet import guess_number as gn
+from nlpbench.memnet.data import tensors_from_samples
+from nlpbench.memnet.experiments import model_configs, save_run
+from nlpbench.provenance import code_commit, device_label
+from nlpbench.memnet.predict import RunPredictor
+from nlpbench.memnet.train import GroupTrainer, Run
 
 COLUMNS = {"Baseline / MemN2N": ("memn2n", 1), "t-MEM-NN / 1 sample": ("tmemnn", 1),
            "t-MEM-NN / 10 samples": ("tmemnn", 10)}

@@ -16,8 +16,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..nn.gaussian import GaussianMatrix
-from ..nn.student_t import StudentTMatrix
+from nlpbench.nn.gaussian import GaussianMatrix
+from nlpbench.nn.position import position_weights
+from nlpbench.nn.student_t import StudentTMatrix
 
 
 @dataclass(frozen=True)
@@ -48,20 +49,6 @@ class MemNetConfig:
         if self.tying == "adjacent":
             return [f"E{k}" for k in range(self.hops + 1)]
         raise ValueError(f"model.tying: unknown value {self.tying!r} (expected 'layerwise' or 'adjacent')")
-
-
-def position_weights(lengths: torch.Tensor, L: int, d: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Position encoding l_kj = (1 - j/J) - (k/d)(1 - 2j/J) (thesis ch. 3), split as l_kj = a_j + (k/d) b_j.
-
-    `lengths` holds J (the sentence's own word count) for each sentence; returns a, b shaped lengths + (L,),
-    zero on padding, so that sum_j l_j * A x_j = EB_a(A) + (k/d) * EB_b(A).
-    """
-    j = torch.arange(1, L + 1, device=lengths.device, dtype=torch.float32)
-    J = lengths.unsqueeze(-1).clamp_min(1).to(torch.float32)
-    present = j <= J
-    a = torch.where(present, 1 - j / J, 0.0)
-    b = torch.where(present, 2 * j / J - 1, 0.0)
-    return a, b
 
 
 class _SparseMM(torch.autograd.Function):

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from .memnet import position_weights
+from nlpbench.nn.position import position_weights
 
 VARIANTS = ("dmn+", "modmn+", "ff-dmn")
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import torch
 
-from .data import babi
-from .memnet_data import TaskTensors, stack_sentences, stack_split
-from .models.memnet import MemNet, MemNetConfig
+from nlpbench.data import babi
+from nlpbench.memnet.data import TaskTensors, stack_sentences, stack_split
+from nlpbench.memnet.model import MemNet, MemNetConfig
 
 
 class RunPredictor:

@@ -22,7 +22,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from ..nn.gaussian import GaussianHead, kl_normal, reparameterize
+from nlpbench.nn.gaussian import GaussianHead, kl_normal, reparameterize
 
 ATTENTIONS = ("none", "deterministic", "variational")
 ATTENTION_PRIORS = ("zero", "hbar")

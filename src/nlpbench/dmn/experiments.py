@@ -3,12 +3,12 @@
 Shen thesis ch. 6; spec seed-004 §1.3-1.5, §2.6-2.9, §3.2, §4.10-4.15.
 
 * Derived data (`make_dataset`): the six task-16 fact-order patterns and the augmented training set, written by
-  nlpbench.data.babi_order under data/dmn/<id>/ (the id is a digest of the settings that shape it).
+  nlpbench.dmn.fact_order under data/dmn/<id>/ (the id is a digest of the settings that shape it).
 * Groups (`DMNGroup`): the runs of one model on one kind of data (patterns, augmented, tasks) under one resolved
   configuration, trained one after the other by one pipeline job. Each run is a pure function of the group's
   settings and its seed; its directory holds a resumable checkpoint while it trains, then model.pt (the
   selected weights), config.json, history.json (the training log), test_probs.pt and metrics.json (last). The
-  group's group.json is written after all its runs, as for the memory networks (nlpbench.memnet_experiments).
+  group's group.json is written after all its runs, as for the memory networks (nlpbench.memnet.experiments).
 * Tables (`build_table`): every declared column reads its runs (or, for the ensemble, averages the softmax
   outputs of the ff-DMN and DMN+ runs, eqs. 6.20-6.21); cited columns keep the printed numbers. The notes state
   the readings used, what the scale cuts, and whether the thesis's claim for the table holds.
@@ -28,9 +28,10 @@ from typing import Callable
 
 import torch
 
-from . import config, io, paper, results_index, tables
-from .data import babi, babi_order
-from .provenance import code_commit, device_label, now_utc
+from nlpbench import config, io, paper, results_index, tables
+from nlpbench.data import babi
+from nlpbench.dmn import fact_order
+from nlpbench.provenance import code_commit, device_label, now_utc
 
 SOURCE = "shen-thesis"
 MODEL_SLUG = {"dmn+": "dmnplus", "modmn+": "modmnplus", "ff-dmn": "ffdmn"}
@@ -83,9 +84,9 @@ def dataset_id(kind: str, settings: dict) -> str:
     return f"{kind}-{config.settings_digest(key)}"
 
 
-def pattern_config(settings: dict) -> babi_order.PatternConfig:
+def pattern_config(settings: dict) -> fact_order.PatternConfig:
     p = {k: v for k, v in settings["patterns"].items() if k != "variant"}
-    return babi_order.PatternConfig(**p)
+    return fact_order.PatternConfig(**p)
 
 
 # -- groups of runs -------------------------------------------------------------------------------------------
@@ -122,14 +123,14 @@ def _kind(data: str) -> str:
         return "tasks"
     if data == "augmented":
         return "augmented"
-    if data.startswith("pattern") and data[7:].isdigit() and int(data[7:]) in babi_order.PATTERNS:
+    if data.startswith("pattern") and data[7:].isdigit() and int(data[7:]) in fact_order.PATTERNS:
         return "patterns"
     raise config.ConfigError(f"dmn.tables: column data {data!r} is not task, augmented or pattern1..6")
 
 
 def table_rows(params: dict, table: str) -> list[str]:
     rows = params["dmn"]["tables"][table]["rows"]
-    return [str(k) for k in babi_order.PATTERNS] if rows == "patterns" else [str(t) for t in rows]
+    return [str(k) for k in fact_order.PATTERNS] if rows == "patterns" else [str(t) for t in rows]
 
 
 def _tasks_in_scale(params: dict, rows: list) -> list[int]:
@@ -171,7 +172,7 @@ def all_groups(params: dict) -> dict[str, DMNGroup]:
     groups = {}
     for key, w in wanted.items():
         settings = resolved_settings(params, w["kind"], w["model"], w["overrides"], w["where"])
-        order = {f"pattern{k}": k for k in babi_order.PATTERNS} | {f"task{t}": 100 + t for t in range(1, 21)}
+        order = {f"pattern{k}": k for k in fact_order.PATTERNS} | {f"task{t}": 100 + t for t in range(1, 21)}
         items = tuple(sorted(w["items"], key=lambda i: order.get(i, 0)))
         digest = config.settings_digest({"model": w["model"], "kind": w["kind"], "items": items, "seeds": seeds,
                                          "settings": _hashed(settings)})
@@ -226,21 +227,21 @@ def make_dataset(data_id: str, params: dict, data_root: Path, out_root: Path,
     kind, settings = sets[data_id]
     cfg = pattern_config(settings)
     train, _ = babi.load_task(data_root, settings["patterns"]["variant"], 16)
-    hist = babi_order.pattern_histogram(train)
+    hist = fact_order.pattern_histogram(train)
     log(f"task 16 ({settings['patterns']['variant']}, {len(train)} training questions): natural pattern "
         f"histogram {hist}")
-    patterns = babi_order.make_patterns(train, cfg)
+    patterns = fact_order.make_patterns(train, cfg)
     meta = {"kind": kind, "settings": {k: settings[k] for k in ("patterns", "augment") if k in settings},
             "natural_pattern_histogram": {str(k): v for k, v in hist.items()},
-            "order_cue_natural": babi_order.order_cue(train),
-            "order_cue_by_pattern": {str(k): babi_order.order_cue(v["train"] + v["val"] + v["test"])
+            "order_cue_natural": fact_order.order_cue(train),
+            "order_cue_by_pattern": {str(k): fact_order.order_cue(v["train"] + v["val"] + v["test"])
                                      for k, v in patterns.items()}}
     if kind == "patterns":
-        splits = babi_order.flatten_patterns(patterns)
+        splits = fact_order.flatten_patterns(patterns)
     else:
-        a = babi_order.make_augmented(patterns, babi_order.AugmentConfig(**settings["augment"]))
+        a = fact_order.make_augmented(patterns, fact_order.AugmentConfig(**settings["augment"]))
         splits = {"train": a["train"], "val": a["val"]}
-    manifest = babi_order.write_dataset(Path(out_root) / data_id, splits, meta)
+    manifest = fact_order.write_dataset(Path(out_root) / data_id, splits, meta)
     log(f"wrote {manifest}: " + ", ".join(f"{k} {len(v)}" for k, v in splits.items()))
     return manifest
 
@@ -253,7 +254,7 @@ def _cap(samples: list, n: int | None) -> list:
 
 @functools.lru_cache(maxsize=4)
 def _derived(path: str) -> dict[str, list]:
-    return babi_order.read_dataset(path)
+    return fact_order.read_dataset(path)
 
 
 def run_splits(group: DMNGroup, item: str, data_root: Path, dmn_data_root: Path) -> dict[str, list]:
@@ -264,14 +265,14 @@ def run_splits(group: DMNGroup, item: str, data_root: Path, dmn_data_root: Path)
         tr, va = babi.train_val_split(train, d["n_val"], d["split_seed"])
         splits = {"train": tr, "val": va, "test": test}
     else:
-        pat = babi_order.unflatten_patterns(_derived(str(dmn_data_root / group.datasets()[0])))
+        pat = fact_order.unflatten_patterns(_derived(str(dmn_data_root / group.datasets()[0])))
         if group.kind == "patterns":
             k = int(item.removeprefix("pattern"))
             splits = {"train": pat[k]["train"], "val": pat[k]["val"]}
         else:
             aug = _derived(str(dmn_data_root / group.datasets()[1]))
             splits = {"train": aug["train"], "val": aug["val"]}
-        splits |= {f"pattern{k}": pat[k]["test"] for k in babi_order.PATTERNS}
+        splits |= {f"pattern{k}": pat[k]["test"] for k in fact_order.PATTERNS}
     splits["train"] = _cap(splits["train"], d["max_train"])
     splits["val"] = _cap(splits["val"], d["max_val"])
     for k in splits:
@@ -283,8 +284,8 @@ def run_splits(group: DMNGroup, item: str, data_root: Path, dmn_data_root: Path)
 def train_run(group: DMNGroup, item: str, seed: int, data_root: Path, dmn_data_root: Path, runs_root: Path,
               device: str = "cpu", log: Callable[[str], None] = print) -> dict:
     """Train (or resume) one run and write its files; metrics.json last. Returns the metrics."""
-    from .dmn_train import DMNTrainConfig, DMNTrainer, build_data
-    from .models.dmn import DMNConfig
+    from nlpbench.dmn.train import DMNTrainConfig, DMNTrainer, build_data
+    from nlpbench.dmn.model import DMNConfig
 
     run_dir = group.run_dir(runs_root, item, seed)
     run_id = f"{group.group_id}/{group.run_name(item, seed)}"
@@ -376,7 +377,7 @@ def _ensemble_accuracy(runs: dict[str, Path], row: str) -> float:
     answers = {tuple(s["answers"]) for s in saved.values()}
     if len(answers) != 1:
         raise ValueError(f"task {row}: ensemble members have different answer classes")
-    from .models.dmn import ensemble_predict
+    from nlpbench.dmn.model import ensemble_predict
     pred = ensemble_predict(*(saved[m]["probs"]["test"] for m in ENSEMBLE_MEMBERS))
     gold = saved[ENSEMBLE_MEMBERS[0]]["gold"]["test"]
     return float((pred == gold).float().mean())
@@ -614,15 +615,15 @@ def reading_notes(params: dict, groups: list[DMNGroup]) -> list[str]:
 
 
 def order_cue_notes(groups: list[DMNGroup], data_root: Path | None) -> list[str]:
-    """The order cue of the pattern data these runs trained on (nlpbench.data.babi_order.order_cue)."""
+    """The order cue of the pattern data these runs trained on (nlpbench.dmn.fact_order.order_cue)."""
     ids = sorted({g.datasets()[0] for g in groups if g.kind != "tasks"})
     out = []
     for did in ids:
         path = Path(data_root or "data") / "dmn" / did
-        if not (path / babi_order.MANIFEST).exists():
+        if not (path / fact_order.MANIFEST).exists():
             continue
-        pat = babi_order.unflatten_patterns(_derived(str(path)))
-        cues = {k: babi_order.order_cue(v["train"] + v["val"] + v["test"]) for k, v in pat.items()}
+        pat = fact_order.unflatten_patterns(_derived(str(path)))
+        cues = {k: fact_order.order_cue(v["train"] + v["val"] + v["test"]) for k, v in pat.items()}
         dist = sum(c["distractors_species_first"] for c in cues.values()), sum(c["distractors"] for c in cues.values())
         ans = ", ".join(f"{k}: {c['answer_entity_species_first']}/{c['answer_entity']}" for k, c in cues.items())
         cue = dist[0] == dist[1]

@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import ConfigError, set_dotted
+from nlpbench.config import ConfigError, set_dotted
 
 SOURCE = "bahuleyan-thesis"
 CORPORA = ("snli", "qg", "dialog")
@@ -124,7 +124,7 @@ def check(params: dict) -> None:
         return
     import jsonschema
     import yaml
-    from .config import SCHEMA
+    from nlpbench.config import SCHEMA
 
     schema = yaml.safe_load(SCHEMA.read_text())
     settings_schema = {**schema["$defs"]["tg_settings"], "$defs": schema["$defs"]}

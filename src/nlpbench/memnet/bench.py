@@ -21,11 +21,11 @@ from pathlib import Path
 import torch
 from torch.nn import functional as F
 
-from . import config, io, results_index
-from .memnet_data import gather, load_task_tensors
-from .memnet_experiments import model_configs
-from .provenance import code_commit, device_label
-from .memnet_train import GroupTrainer, Run, clip_per_run
+from nlpbench import config, io, results_index
+from nlpbench.memnet.data import gather, load_task_tensors
+from nlpbench.memnet.experiments import model_configs
+from nlpbench.provenance import code_commit, device_label
+from nlpbench.memnet.train import GroupTrainer, Run, clip_per_run
 
 WARMUP = 5              # untimed training steps before each timed stretch
 INFERENCE_REPEATS = 10  # timed passes over each task's test set

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Callable, Iterable, Mapping, NamedTuple, Sequence
 
 from nlpbench.data.fetch import STATUS_FILE, FetchError, resolve_mirror
-from nlpbench.data.text_prep import SPECIALS, TextRules, Vocab, normalize, tokenize
-from nlpbench.data.text_sources import (
+from nlpbench.textgen.prep import SPECIALS, TextRules, Vocab, normalize, tokenize
+from nlpbench.textgen.sources import (
     CORNELL_URL,
     CORNELL_ZIP,
     DIALOG_COLUMNS,

@@ -3,7 +3,7 @@
 Adam at 0.001 [T]; batch 128, up to 256 epochs, early stop when the validation loss has not improved for 20
 epochs and keep the epoch with the lowest validation loss, L2 0.001 on every non-bias weight [D: DMN+ paper].
 A run owns one torch.Generator per purpose (init, data order, dropout), seeded from its seed as in
-nlpbench.memnet_train, so it is deterministic given the seed; the checkpoint holds everything needed to carry
+nlpbench.memnet.train, so it is deterministic given the seed; the checkpoint holds everything needed to carry
 on exactly where it stopped and is written atomically.
 """
 
@@ -20,9 +20,9 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from . import io
-from .data.babi import Sample, Vocab, vectorize
-from .models.dmn import DMN, DMNConfig
+from nlpbench import io
+from nlpbench.data.babi import Sample, Vocab, vectorize
+from nlpbench.dmn.model import DMN, DMNConfig
 
 PURPOSES = {"init": 0, "data": 1, "dropout": 2}
 CHECKPOINT_FORMAT = "nlpbench-dmn-checkpoint/1"
@@ -50,7 +50,7 @@ class DMNTrainConfig:
 
 
 def generator(seed: int, purpose: str) -> torch.Generator:
-    """The run's own generator for one purpose (seed * 1000 + purpose id, as nlpbench.memnet_train)."""
+    """The run's own generator for one purpose (seed * 1000 + purpose id, as nlpbench.memnet.train)."""
     return torch.Generator().manual_seed(seed * 1000 + PURPOSES[purpose])
 
 

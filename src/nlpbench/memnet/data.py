@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .data import babi
+from nlpbench.data import babi
 
 SPLITS = ("train", "val", "test")
 

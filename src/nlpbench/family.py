@@ -1,0 +1,93 @@
+"""The family interface: the few questions every model family answers. The core, the CLI and the Snakefile
+speak only to this (through nlpbench.registry), never to a family's own modules.
+
+    params -> data steps, training groups, targets (tables and other outputs)
+    data step  -> prepared data on disk (its `output` is written last)
+    group      -> trained runs, each with its own checkpoint and metrics.json (`done` is written last)
+    target     -> the cells of one table (TableParts, written by nlpbench.tables) or another output's files
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Protocol
+
+from nlpbench.tables import Cell, TableSpec
+
+
+@dataclass(frozen=True)
+class Paths:
+    """Where a command reads and writes: data/, runs/, results/ (the CLI's --data, --runs, --results)."""
+
+    data: Path = Path("data")
+    runs: Path = Path("runs")
+    results: Path = Path("results")
+
+
+@dataclass(frozen=True)
+class DataStep:
+    """Prepared data: `output` (a path relative to the repository) marks it done and is written last."""
+
+    id: str
+    output: str
+    needs: tuple[str, ...] = ()       # data steps it reads
+
+
+@dataclass(frozen=True)
+class TrainGroup:
+    """Runs trained by one job (many small runs in one vectorised pass where that pays)."""
+
+    id: str
+    done: str                          # written last, once every run of the group is complete
+    needs: tuple[str, ...] = ()        # data steps
+
+
+@dataclass(frozen=True)
+class Target:
+    """A table (cells beside the paper's numbers) or another output (qualitative table, figure, ...)."""
+
+    section: str                       # "tables" | "outputs"
+    source: str
+    name: str
+    files: tuple[str, ...]             # what it writes, relative to the repository
+    groups: tuple[str, ...] = ()       # training groups whose runs it reads
+    needs: tuple[str, ...] = ()        # data steps it reads directly
+    on_demand: bool = False            # built only when asked for by name (a benchmark), never by `all`
+
+    @property
+    def key(self) -> str:
+        return f"{self.source}/{self.name}"
+
+
+@dataclass
+class TableParts:
+    """The cells of one table and what is printed around them; nlpbench.tables renders and writes it."""
+
+    spec: TableSpec
+    cells: list[Cell]
+    provenance: dict
+    notes: list[str]
+    after: list[Callable[[Path], Path]] = field(default_factory=list)   # drawn from the written CSV (figures)
+
+
+class Family(Protocol):
+    name: str
+
+    def check(self, params: dict) -> None:
+        """Raise config.ConfigError for what the schema cannot check (unknown runs, bad overrides)."""
+
+    def data_steps(self, params: dict) -> list[DataStep]: ...
+
+    def groups(self, params: dict) -> list[TrainGroup]: ...
+
+    def targets(self, params: dict) -> list[Target]: ...
+
+    def prepare(self, step: str, params: dict, paths: Paths, mirror: str | None) -> str:
+        """Run one data step; returns a one-line summary."""
+
+    def train(self, group: str, params: dict, paths: Paths, device: str) -> None: ...
+
+    def table(self, source: str, name: str, params: dict, paths: Paths) -> TableParts: ...
+
+    def output(self, source: str, name: str, params: dict, paths: Paths) -> list[Path]: ...

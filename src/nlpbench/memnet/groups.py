@@ -1,0 +1,120 @@
+"""From table declarations to groups of memory-network runs (seed 000 ch. 6).
+
+A run is a pure function of its resolved configuration; runs that differ only in task and seed form a group
+that trains in one vectorised pass (nlpbench.memnet.train). No torch here: the Snakefile reads this module.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from nlpbench import config
+from nlpbench.config import Declared
+
+# model name -> its fixed model settings: MemN2N, t-MEM-NN (Student-t posteriors, eqs. 48-62), and the
+# Gaussian-posterior variant of the priors ablation (KL variational inference, eqs. 38-40)
+MODELS = {"memn2n": {"bayesian": False}, "tmemnn": {"bayesian": True, "posterior": "student_t"},
+          "gmemnn": {"bayesian": True, "posterior": "gaussian"}}
+BABI_KINDS = ("table", "test_error_figure")   # declarations whose columns train bAbI groups
+
+
+def is_bayesian(model: str) -> bool:
+    return MODELS[model]["bayesian"]
+
+
+@dataclass(frozen=True)
+class Group:
+    """Runs of one model configuration over several tasks and seeds, trained together."""
+
+    group_id: str
+    model: str                  # memn2n | tmemnn | gmemnn
+    variant: str
+    tasks: tuple[int, ...]
+    seeds: tuple[int, ...]
+    settings: dict              # resolved memnet settings (model, train, bayes, data)
+    joint: bool = False         # one model over all the tasks (Table 10): every task maps to the seed's run
+
+    def run_name(self, task: int, seed: int) -> str:
+        return f"joint-seed{seed}" if self.joint else f"qa{task}-seed{seed}"
+
+    def run_dir(self, runs_root: Path, task: int, seed: int) -> Path:
+        return Path(runs_root) / self.group_id / self.run_name(task, seed)
+
+
+# Settings added after runs existed: left out of a group's hash while they hold these neutral values, so the
+# ids (and checkpoints) of earlier runs stay valid. A new key with a behaviour-changing default belongs here.
+HASH_NEUTRAL = {("model", "prior_sigma"): 1.0, ("train", "track_test_samples"): []}
+
+
+def settings_digest(obj: dict) -> str:
+    """config.digest of a description of runs whose `settings` lose their neutral keys."""
+    if "settings" in obj:
+        obj = {**obj, "settings": config.drop_neutral(obj["settings"], HASH_NEUTRAL)}
+    return config.digest(obj)
+
+
+def memnet_settings(params: dict, overrides: dict, where: str) -> dict:
+    """The memnet section's model/train/bayes/data with dotted `overrides` applied."""
+    settings = copy.deepcopy({k: params["memnet"][k] for k in ("model", "train", "bayes", "data")})
+    for key, value in overrides.items():
+        config.set_dotted(settings, key, value, where)
+    return settings
+
+
+def declared_tasks(params: dict, d: Declared) -> list[int]:
+    """The declaration's rows (bAbI task numbers) that the scale runs (`task_subset`)."""
+    subset = params.get("task_subset")
+    return [t for t in d.decl["rows"] if subset is None or t in subset]
+
+
+def column_key(column: dict) -> str:
+    """Columns with the same model and the same column overrides share one group."""
+    over = column.get("overrides") or {}
+    return column["model"] + (json.dumps(over, sort_keys=True) if over else "")
+
+
+def make_group(model: str, variant: str, tasks: tuple[int, ...], seeds: tuple[int, ...], settings: dict,
+               joint: bool = False) -> Group:
+    s = copy.deepcopy(settings)
+    if not is_bayesian(model):
+        s.pop("bayes")
+    key = {"model": model, "variant": variant, "tasks": tasks, "seeds": seeds, "settings": s}
+    if joint:
+        key["joint"] = True
+    m = s["model"]
+    gid = f"{model}-{variant}{'-joint' if joint else ''}-h{m['hops']}-d{m['embedding_dim']}-{settings_digest(key)}"
+    return Group(gid, model, variant, tasks, seeds, s, joint)
+
+
+def declaration_groups(params: dict, d: Declared) -> dict[str, Group]:
+    """column_key -> the Group that fills those columns of declaration `d`."""
+    decl = d.decl
+    tasks = tuple(declared_tasks(params, d))
+    seeds = tuple(decl.get("seeds") or params["memnet"]["seeds"])
+    out = {}
+    for col in decl["columns"].values():
+        key = column_key(col)
+        if key in out:
+            continue
+        settings = memnet_settings(params, decl.get("overrides") or {}, f"{d.where}.overrides")
+        for k, v in (col.get("overrides") or {}).items():
+            config.set_dotted(settings, k, v, f"{d.where}.columns overrides")
+        out[key] = make_group(col["model"], decl["variant"], tasks, seeds, settings, decl.get("joint", False))
+    return out
+
+
+def babi_declarations(params: dict) -> list[Declared]:
+    """The memnet tables and outputs whose columns are trained on bAbI (not the game, not derived outputs)."""
+    return [d for section in ("tables", "outputs") for d in config.declared(params, section, "memnet")
+            if d.decl.get("kind", "table") in BABI_KINDS]
+
+
+def all_groups(params: dict) -> dict[str, Group]:
+    groups = {}
+    for d in babi_declarations(params):
+        for g in declaration_groups(params, d).values():
+            groups[g.group_id] = g
+    return groups

@@ -1,1 +1,0 @@
-"""Model families. Each module reads like its paper: equation numbers in short comments."""

@@ -1,0 +1,32 @@
+"""Family name -> implementation: the one module outside a family that imports from inside one.
+
+Adding a family is one line here, one subpackage implementing nlpbench.family.Family, its tables in
+params.yaml and its reference CSVs.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from nlpbench.family import Family
+
+FAMILIES = {   # name -> "module:attribute" (imported on first use: the Snakefile must not load torch models)
+    "memnet": "nlpbench.memnet.family:MEMNET",
+    "dmn": "nlpbench.dmn.family:DMN",
+    "textgen": "nlpbench.textgen.family:TEXTGEN",
+}
+
+
+def get(name: str) -> Family:
+    if name not in FAMILIES:
+        from nlpbench.config import ConfigError
+        raise ConfigError(f"unknown family {name!r} (known: {', '.join(FAMILIES)})")
+    module, attr = FAMILIES[name].split(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def families_in(params: dict) -> list[Family]:
+    """The families params.yaml configures (a settings section) or declares tables and outputs for."""
+    named = {d["family"] for section in ("tables", "outputs") for items in (params.get(section) or {}).values()
+             for d in items.values()}
+    return [get(n) for n in FAMILIES if n in params or n in named]
