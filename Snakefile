@@ -1,54 +1,45 @@
-# nlpbench: every table of the chosen scale.
-#   snakemake --cores all --resources gpu=1                      (paper scale, params.yaml)
+# nlpbench: every table and output of the chosen scale.
+#   snakemake --cores all --resources gpu=1                      (params.yaml's scale)
 #   snakemake --cores all --resources gpu=1 --config scale=smoke (any params.yaml key can be overridden)
-# Thin rules over the `nlpbench` command line; the logic lives in src/nlpbench, where the tests reach it.
+# The rules are written once over the plan of every family (src/nlpbench/plan.py: data steps, training groups,
+# tables and outputs) and only call the `nlpbench` command line; the logic lives in src/nlpbench.
 
 import re
 import shlex
 import yaml
 from nlpbench import config as nb
+from nlpbench import plan as nb_plan
+from nlpbench.provenance import resolve_device
 
 PARAMS = nb.load("params.yaml", config)   # validated: a bad key stops here with its name
 SET = " ".join(
     "--set " + shlex.quote(f"{k}={yaml.safe_dump(v, default_flow_style=True).strip().removesuffix('...').strip()}")
     for k, v in config.items()
 )
-GROUPS = nb.all_groups(PARAMS)
+PLAN = nb_plan.make(PARAMS)
+SCALE = PARAMS["scale"]
 
 # Training jobs: on a GPU one at a time with every core (the `gpu` resource); on a CPU one thread each and no
 # `gpu` resource, so `--cores N` trains N groups side by side (on 2 shared cores, two 1-thread jobs measured
 # faster than one 2-thread job: README, Scales).
-from nlpbench.provenance import resolve_device
-
 ON_GPU = resolve_device(PARAMS["device"]) == "cuda"
 TRAIN_THREADS = workflow.cores if ON_GPU else 1
 TRAIN_GPU = 1 if ON_GPU else 0
 
 
-include: "pipeline/data.smk"
-include: "pipeline/memnet.smk"
-include: "pipeline/tables.smk"
-include: "pipeline/qualitative.smk"
-include: "pipeline/game.smk"
-include: "pipeline/textgen.smk"
-include: "pipeline/dmn.smk"
-include: "pipeline/bench.smk"   # on demand only: snakemake timing_benchmark --cores all
+def rule_name(kind, key):
+    """A rule per data step, group and target: data_babi, train_memn2n_en_h3_d20_..., table_tolias_thesis_2."""
+    return f"{kind}_{re.sub(r'[^A-Za-z0-9]', '_', key)}"
 
 
-# the markers of every output that is not an experiment table (the index rule waits for them too)
-OUTPUT_MARKERS = (
-    [QUAL_DONE.format(name=f"figure-{t}") for t in FIGURES]
-    + [QUAL_DONE.format(name=n) for n in ("attention-3", "attention-4", "attention-5", "dof")]
-    + [QUAL_DONE.format(name=f"game-{t}") for t in GAME_TABLES]
-    + TG_MARKERS
-    + DMN_MARKERS
-)
+include: "pipeline/data.smk"      # data steps  -> data/ (and word vectors under runs/)
+include: "pipeline/train.smk"     # groups      -> runs/<group>/
+include: "pipeline/targets.smk"   # tables and outputs -> results/<source>/, then the index
 
 
 rule all:
+    default_target: True
     input:
         "results/index.csv",
         "results/README.md",
-        [TABLE_DONE.format(source=e["source"], table=e["table"]) for e in PARAMS["experiments"].values()
-         if e.get("output", "table") == "table"],
-        OUTPUT_MARKERS,
+        [PLAN.marker(t, SCALE) for t in PLAN.targets.values() if not t.on_demand],

@@ -1,10 +1,17 @@
-# Data: official download verified by checksum, or the same archive from a mirror (params `mirror` or
-# $NLPBENCH_MIRROR). Files missing from a mirror are listed in STATUS.json and become "needs data" cells.
+# Data steps (nlpbench.family.DataStep): downloads verified by checksum or read from a mirror (params `mirror`
+# or $NLPBENCH_MIRROR), and data derived from them. Each step's output is written last.
 
-rule fetch_babi:
-    output:
-        "data/babi/STATUS.json",
-    log:
-        "logs/fetch_babi.log",
-    shell:
-        "nlpbench {SET} fetch babi > {log} 2>&1"
+for _step in PLAN.data.values():
+
+    rule:
+        name: rule_name("data", _step.id)
+        input:
+            [PLAN.data[n].output for n in _step.needs],
+        output:
+            _step.output,
+        log:
+            f"logs/data/{_step.id}.log",
+        params:
+            step=_step.id,
+        shell:
+            "nlpbench {SET} data {params.step} > {log} 2>&1"

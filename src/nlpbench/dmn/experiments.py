@@ -31,6 +31,7 @@ import torch
 from nlpbench import config, io, paper, results_index, tables
 from nlpbench.data import babi
 from nlpbench.dmn import fact_order
+from nlpbench.family import TableParts
 from nlpbench.provenance import code_commit, device_label, now_utc
 
 SOURCE = "shen-thesis"
@@ -40,6 +41,11 @@ ENSEMBLE_MEMBERS = ("ff-dmn", "dmn+")          # eq. 6.20: P^ = (P_ff-DMN + P_DM
 
 
 # -- settings -------------------------------------------------------------------------------------------------
+
+def dmn_tables(params: dict) -> dict[str, dict]:
+    """table -> declaration, for every table of params.yaml that this family fills."""
+    return {d.name: d.decl for d in config.declared(params, "tables", "dmn")}
+
 
 def base_settings(params: dict) -> dict:
     """The dmn section's model/train/data/pattern settings (no table declarations)."""
@@ -81,7 +87,7 @@ def dataset_id(kind: str, settings: dict) -> str:
     key = {"patterns": settings["patterns"]}
     if kind == "augmented":
         key["augment"] = settings["augment"]
-    return f"{kind}-{config.settings_digest(key)}"
+    return f"{kind}-{config.digest(key)}"
 
 
 def pattern_config(settings: dict) -> fact_order.PatternConfig:
@@ -125,11 +131,11 @@ def _kind(data: str) -> str:
         return "augmented"
     if data.startswith("pattern") and data[7:].isdigit() and int(data[7:]) in fact_order.PATTERNS:
         return "patterns"
-    raise config.ConfigError(f"dmn.tables: column data {data!r} is not task, augmented or pattern1..6")
+    raise config.ConfigError(f"tables.{SOURCE}: column data {data!r} is not task, augmented or pattern1..6")
 
 
 def table_rows(params: dict, table: str) -> list[str]:
-    rows = params["dmn"]["tables"][table]["rows"]
+    rows = dmn_tables(params)[table]["rows"]
     return [str(k) for k in fact_order.PATTERNS] if rows == "patterns" else [str(t) for t in rows]
 
 
@@ -143,30 +149,30 @@ def _column_members(column: dict) -> list[str]:
 
 
 def _group_key(model: str, kind: str, overrides: dict) -> str:
-    return f"{model}|{kind}|{config.settings_digest({'o': overrides})}"
+    return f"{model}|{kind}|{config.digest({'o': overrides})}"
 
 
 def all_groups(params: dict) -> dict[str, DMNGroup]:
     """group_key -> DMNGroup over every declared table; runs shared between tables fall in one group."""
     wanted: dict[str, dict] = {}
-    for table, decl in params["dmn"]["tables"].items():
+    for table, decl in dmn_tables(params).items():
         if decl["rows"] != "patterns" and decl["rows"] and not isinstance(decl["rows"], list):
-            raise config.ConfigError(f"dmn.tables.{table}.rows: expected 'patterns' or a list of task numbers")
+            raise config.ConfigError(f"tables.{SOURCE}.{table}.rows: expected 'patterns' or a list of task numbers")
         for name, col in decl["columns"].items():
             kind = _kind(col["data"])
             if kind == "tasks" and decl["rows"] == "patterns":
-                raise config.ConfigError(f"dmn.tables.{table}.columns.{name}: data 'task' needs task rows")
+                raise config.ConfigError(f"tables.{SOURCE}.{table}.columns.{name}: data 'task' needs task rows")
             if kind != "tasks" and decl["rows"] != "patterns":
-                raise config.ConfigError(f"dmn.tables.{table}.columns.{name}: pattern data needs rows: patterns")
+                raise config.ConfigError(f"tables.{SOURCE}.{table}.columns.{name}: pattern data needs rows: patterns")
             if col["model"] == "ensemble" and kind != "tasks":
-                raise config.ConfigError(f"dmn.tables.{table}.columns.{name}: the ensemble is per task (data: task)")
+                raise config.ConfigError(f"tables.{SOURCE}.{table}.columns.{name}: the ensemble is per task (data: task)")
             over = col.get("overrides") or {}
             items = ([f"task{t}" for t in _tasks_in_scale(params, decl["rows"])] if kind == "tasks"
                      else [col["data"]])
             for model in _column_members(col):
                 w = wanted.setdefault(_group_key(model, kind, over),
                                       {"model": model, "kind": kind, "overrides": over, "items": set(),
-                                       "where": f"dmn.tables.{table}.columns.{name}"})
+                                       "where": f"tables.{SOURCE}.{table}.columns.{name}"})
                 w["items"].update(items)
     seeds = tuple(params["dmn"]["seeds"])
     groups = {}
@@ -174,7 +180,7 @@ def all_groups(params: dict) -> dict[str, DMNGroup]:
         settings = resolved_settings(params, w["kind"], w["model"], w["overrides"], w["where"])
         order = {f"pattern{k}": k for k in fact_order.PATTERNS} | {f"task{t}": 100 + t for t in range(1, 21)}
         items = tuple(sorted(w["items"], key=lambda i: order.get(i, 0)))
-        digest = config.settings_digest({"model": w["model"], "kind": w["kind"], "items": items, "seeds": seeds,
+        digest = config.digest({"model": w["model"], "kind": w["kind"], "items": items, "seeds": seeds,
                                          "settings": _hashed(settings)})
         gid = f"dmn-{MODEL_SLUG[w['model']]}-{w['kind']}-d{settings['model']['dim']}-{digest}"
         groups[key] = DMNGroup(gid, w["model"], w["kind"], items, seeds, settings)
@@ -189,7 +195,7 @@ def column_groups(params: dict, table: str) -> dict[str, dict[str, DMNGroup]]:
     """column -> {member model -> its group} for one table."""
     groups = all_groups(params)
     out = {}
-    for name, col in params["dmn"]["tables"][table]["columns"].items():
+    for name, col in dmn_tables(params)[table]["columns"].items():
         kind, over = _kind(col["data"]), col.get("overrides") or {}
         out[name] = {m: groups[_group_key(m, kind, over)] for m in _column_members(col)}
     return out
@@ -198,7 +204,7 @@ def column_groups(params: dict, table: str) -> dict[str, dict[str, DMNGroup]]:
 def table_groups(params: dict, table: str) -> list[DMNGroup]:
     """Every group a table reads (its own columns, and the table its claim compares with)."""
     seen: dict[str, DMNGroup] = {}
-    decl = params["dmn"]["tables"][table]
+    decl = dmn_tables(params)[table]
     for t in [table] + ([decl["compare_with"]] if decl.get("compare_with") else []):
         for members in column_groups(params, t).values():
             for g in members.values():
@@ -385,7 +391,7 @@ def _ensemble_accuracy(runs: dict[str, Path], row: str) -> float:
 
 def table_cells(params: dict, table: str, runs_root: Path) -> tuple[list[tables.Cell], dict]:
     """The cells of one declared table (run columns and cited columns); info: groups, devices, wall time."""
-    decl = params["dmn"]["tables"][table]
+    decl = dmn_tables(params)[table]
     rows = table_rows(params, table)
     printed_mean = decl["rows"] != "patterns"
     cols = column_groups(params, table)
@@ -484,7 +490,7 @@ def _claim_own_pattern(grid: dict, rows: list[str], columns: list[str]) -> tuple
 
 def claim_notes(params: dict, table: str, cells: list[tables.Cell], runs_root: Path) -> list[str]:
     """Whether the thesis's headline claim for this table holds, for our cells and for the printed ones."""
-    decl = params["dmn"]["tables"][table]
+    decl = dmn_tables(params)[table]
     claim = decl.get("claim")
     rows = table_rows(params, table)
     ours, printed = _grid(cells), _paper_grid(table)
@@ -517,7 +523,7 @@ def claim_notes(params: dict, table: str, cells: list[tables.Cell], runs_root: P
     elif claim == "smaller_spread_than":
         other = decl["compare_with"]
         other_cells, _ = table_cells(params, other, runs_root)
-        other_cols = list(params["dmn"]["tables"][other]["columns"])
+        other_cols = list(dmn_tables(params)[other]["columns"])
         for label, grid, ogrid in (("reproduced", ours, _grid(other_cells)), ("paper", printed, _paper_grid(other))):
             mine = [s for s in (_spread(grid, rows, c) for c in run_cols) if s is not None]
             theirs = [s for s in (_spread(ogrid, rows, c) for c in other_cols) if s is not None]
@@ -639,10 +645,9 @@ def order_cue_notes(groups: list[DMNGroup], data_root: Path | None) -> list[str]
     return out
 
 
-def build_table(params: dict, table: str, runs_root: Path, results_dir: Path, data_root: Path | None = None
-                ) -> dict:
-    """Write results/shen-thesis/<table>.{md,csv,json} (and the declared figure), then refresh the index."""
-    decl = params["dmn"]["tables"][table]
+def table_parts(params: dict, table: str, runs_root: Path, data_root: Path | None = None) -> TableParts:
+    """The cells of one of Tables 6.2-6.7, its notes and claims, and the declared figure (drawn from its CSV)."""
+    decl = dmn_tables(params)[table]
     cells, info = table_cells(params, table, runs_root)
     rows = table_rows(params, table) + (["mean"] if decl["rows"] != "patterns" else [])
     ref_title = {(r["source"], r["table"]): r["title"] for r in paper.reference_index()}
@@ -669,14 +674,9 @@ def build_table(params: dict, table: str, runs_root: Path, results_dir: Path, da
     }
     notes = reading_notes(params, groups) + order_cue_notes(groups, data_root) + claim_notes(params, table, cells,
                                                                                           runs_root)
-    notes += (params["dmn"].get("notes") or {}).get(table, [])
-    result = tables.build_table(spec, cells, provenance, notes)
-    paths = tables.write_table(result, Path(results_dir))
-    out = {k: str(v) for k, v in paths.items()}
-    if decl.get("figure"):
-        out["figure"] = str(draw_figure(params, table, decl["figure"], Path(results_dir)))
-    results_index.write_index(Path(results_dir))
-    return out
+    notes += decl.get("notes") or []
+    after = [lambda results_dir: draw_figure(params, table, decl["figure"], results_dir)] if decl.get("figure") else []
+    return TableParts(spec, cells, provenance, notes, after)
 
 
 # -- figures --------------------------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ import torch
 from torch.nn import functional as F
 
 from nlpbench import config, io, results_index
+from nlpbench.memnet.groups import memnet_settings
 from nlpbench.memnet.data import gather, load_task_tensors
 from nlpbench.memnet.experiments import model_configs
 from nlpbench.provenance import code_commit, device_label
@@ -30,8 +31,17 @@ from nlpbench.memnet.train import GroupTrainer, Run, clip_per_run
 WARMUP = 5              # untimed training steps before each timed stretch
 INFERENCE_REPEATS = 10  # timed passes over each task's test set
 SINGLE_QUESTIONS = 25   # test questions per task answered one at a time (batch 1)
-DELTA_20, DELTA_50 = "tolias-2", "tolias-9"   # params.yaml experiments: Table 2 (delta 20), Table 9 (delta 50)
+DELTA_20, DELTA_50 = "2", "9"   # params.yaml tables.tolias-thesis: Table 2 (delta 20), Table 9 (delta 50)
 
+
+
+def _table(params: dict, name: str) -> dict:
+    return config.declaration(params, "tables", "tolias-thesis", name).decl
+
+
+def _settings(params: dict, name: str) -> dict:
+    d = config.declaration(params, "tables", "tolias-thesis", name)
+    return memnet_settings(params, d.decl.get("overrides") or {}, f"{d.where}.overrides")
 
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
@@ -95,11 +105,11 @@ def single_ms(tr: GroupTrainer, S: int) -> float:
 
 def measure(params: dict, data_root: Path, steps: int, device: str) -> dict:
     """Every timing, in ms, each a mean over the tasks of Table 2 (one run per task unless grouped)."""
-    exp = params["experiments"][DELTA_20]
-    s20, s50 = config.memnet_settings(params, DELTA_20), config.memnet_settings(params, DELTA_50)
+    exp = _table(params, DELTA_20)
+    s20, s50 = _settings(params, DELTA_20), _settings(params, DELTA_50)
     n_val = s20["data"]["n_val_10k" if exp["variant"].endswith("10k") else "n_val_1k"]
     datasets = [load_task_tensors(data_root, exp["variant"], [t], s20["model"]["memory_size"], n_val,
-                                  s20["data"]["split_seed"]) for t in exp["tasks"]]
+                                  s20["data"]["split_seed"]) for t in exp["rows"]]
 
     def trainer(model: str, settings: dict, ds: list) -> GroupTrainer:
         model_cfg, train_cfg, bayes_cfg = model_configs(model, settings)
@@ -118,13 +128,13 @@ def measure(params: dict, data_root: Path, steps: int, device: str) -> dict:
     out = {k: statistics.mean(v) for k, v in per_task.items()}
     for model in ("memn2n", "tmemnn"):        # the same tasks as one group, the same number of steps
         out[f"group {model}"] = train_ms(trainer(model, s20, datasets), steps) / len(datasets)
-    out["n_train"], out["tasks"], out["variant"] = mem.n_train, exp["tasks"], exp["variant"]
+    out["n_train"], out["tasks"], out["variant"] = mem.n_train, exp["rows"], exp["variant"]
     return out
 
 
 def _rows(m: dict, params: dict) -> list[tuple]:
     """(section, quantity, measured, paper, unit, note) for the table; paper None where the thesis has none."""
-    s20, s50 = config.memnet_settings(params, DELTA_20), config.memnet_settings(params, DELTA_50)
+    s20, s50 = _settings(params, DELTA_20), _settings(params, DELTA_50)
     d20, d50 = s20["model"]["embedding_dim"], s50["model"]["embedding_dim"]
     tr = "Training, one run alone, per minibatch"
     rows = [(tr, "MemN2N", m["alone memn2n"], 146.5, "ms", ""),
@@ -155,7 +165,7 @@ def _rows(m: dict, params: dict) -> list[tuple]:
                  "paper: one run alone"))
     # Projection: Table 2 at the loaded settings (paper scale): every task x seed for both models.
     seeds, epochs = len(params["memnet"]["seeds"]), s20["train"]["epochs"]
-    per_model = len(params["experiments"][DELTA_20]["tasks"]) * seeds
+    per_model = len(_table(params, DELTA_20)["rows"]) * seeds
     steps = epochs * (m["n_train"] // s20["train"]["batch_size"])
     what = (f"{2 * per_model} runs x {epochs} epochs x {m['n_train'] // s20['train']['batch_size']} minibatches, "
             "training steps only")

@@ -1,9 +1,9 @@
-"""From params.yaml to trained memory-network runs and their tables (seed 000 ch. 6).
+"""From groups to trained memory-network runs, and from runs to table cells (seed 000 ch. 6).
 
-`train_group` trains every run of a config.Group that is not already complete, in one vectorised pass, and
-writes each run's checkpoint, metrics.json, config and training log, then the group's summary (last, so its
+`train_group` trains every run of a memnet.groups.Group that is not already complete, in one vectorised pass,
+and writes each run's checkpoint, metrics.json, config and training log, then the group's summary (last, so its
 presence means the group is complete). A task whose data file is missing gets metrics with status
-"needs_data" instead of stopping the group. `build_table` turns the runs into a results/ table.
+"needs_data" instead of stopping the group. `table_parts` turns the runs into the cells of a table.
 """
 
 from __future__ import annotations
@@ -16,7 +16,10 @@ from typing import Callable
 
 import torch
 
-from nlpbench import config, io, paper, results_index, tables
+from nlpbench import io, paper, tables
+from nlpbench.config import Declared
+from nlpbench.family import TableParts
+from nlpbench.memnet.groups import MODELS, Group, column_key, declaration_groups
 from nlpbench.provenance import code_commit, device_label
 from nlpbench.data import babi
 from nlpbench.memnet.data import load_task_tensors
@@ -39,8 +42,8 @@ def save_run(trainer: GroupTrainer, k: int, run_dir: Path, data, metrics: dict, 
 
 
 def model_configs(model: str, settings: dict) -> tuple[MemNetConfig, TrainConfig, BayesConfig | None]:
-    """The dataclass configs of one model name (config.MODELS) under `settings` (the memnet section)."""
-    model_cfg = MemNetConfig(n_words=0, **config.MODELS[model], **settings["model"])
+    """The dataclass configs of one model name (groups.MODELS) under `settings` (the memnet section)."""
+    model_cfg = MemNetConfig(n_words=0, **MODELS[model], **settings["model"])
     bayes_cfg = None
     if model_cfg.bayesian:
         b = dict(settings["bayes"])
@@ -49,7 +52,7 @@ def model_configs(model: str, settings: dict) -> tuple[MemNetConfig, TrainConfig
     return model_cfg, TrainConfig(**settings["train"]), bayes_cfg
 
 
-def train_group(group: config.Group, data_root: Path, runs_root: Path, device: str = "cpu",
+def train_group(group: Group, data_root: Path, runs_root: Path, device: str = "cpu",
                 log: Callable[[str], None] = print) -> dict:
     """Train the group's incomplete runs together; returns (and writes) the group summary."""
     s = group.settings
@@ -151,24 +154,24 @@ def _reading_notes(params: dict, settings: dict) -> list[str]:
     ]
 
 
-def build_table(params: dict, name: str, runs_root: Path, results_dir: Path) -> dict:
-    """Collect the experiment's runs into cells and write the table, then refresh results/index.csv."""
-    exp = params["experiments"][name]
-    groups = config.experiment_groups(params, name)
+def table_parts(params: dict, d: Declared, runs_root: Path) -> TableParts:
+    """The cells of a bAbI table: per task and column, the run the validation set selects."""
+    exp = d.decl
+    groups = declaration_groups(params, d)
     ref_title = {(r["source"], r["table"]): r["title"] for r in paper.reference_index()}
-    rows = [str(t) for t in exp["tasks"]]
-    spec = tables.TableSpec(source=exp["source"], table=exp["table"],
-                            title=ref_title.get((exp["source"], exp["table"]), exp.get("title", name)), rows=rows,
+    rows = [str(t) for t in exp["rows"]]
+    spec = tables.TableSpec(source=d.source, table=d.name,
+                            title=ref_title.get((d.source, d.name), exp.get("title", d.name)), rows=rows,
                             columns=list(exp["columns"]), decimals=1, pass_threshold=95.0, mean_row=True)
     cells, wall, devices, commits, dofs = [], 0.0, set(), set(), []
     for column, col in exp["columns"].items():
-        group = groups[config.column_key(col)]
+        group = groups[column_key(col)]
         summary_path = Path(runs_root) / group.group_id / "group.json"
         if summary_path.exists():
             summary = io.read_json(summary_path)
             devices.add(summary["device"])
             commits.add(summary.get("code_commit", "unknown"))
-        for task in exp["tasks"]:
+        for task in exp["rows"]:
             if task not in group.tasks:
                 cells.append(tables.Cell(str(task), column, None, "not_run", f"task not in scale {params['scale']}"))
                 continue
@@ -218,12 +221,4 @@ def build_table(params: dict, name: str, runs_root: Path, results_dir: Path) -> 
                          f"nu_{n} median {statistics.median(v):.1f} (range {min(v):.1f}-{max(v):.1f})"
                          for n, v in nu.items()) + ".")
     notes += exp.get("notes", [])
-    result = tables.build_table(spec, cells, provenance, notes)
-    paths = tables.write_table(result, Path(results_dir))
-    if (exp["source"], exp["table"]) not in ref_title:   # an addition the documents never ran: list it as such
-        results_index.register_output(results_dir, exp["source"], exp["table"], exp.get("title", name), "addition",
-                                      [paths["md"].name, paths["csv"].name],
-                                      f"{result.count('ok')} of {len(result.lines)} cells run", params["scale"])
-    results_index.write_index(Path(results_dir))
-    return {k: str(v) for k, v in paths.items()}
-
+    return TableParts(spec, cells, provenance, notes)

@@ -17,6 +17,8 @@ from typing import Callable
 import torch
 
 from nlpbench import config, io, paper, results_index, tables
+from nlpbench.family import TableParts
+from nlpbench.memnet.groups import is_bayesian, memnet_settings, settings_digest
 from nlpbench.data import babi
 from nlpbench.memnet import guess_number as gn
 from nlpbench.memnet.data import tensors_from_samples
@@ -45,18 +47,18 @@ class GameGroup:
 
 
 def game_groups(params: dict) -> dict[str, GameGroup]:
-    g = params["game"]
+    g = params["memnet"]["game"]
     ranges = tuple((t, lo, hi) for t, (lo, hi) in sorted(g["ranges"].items()))
     out = {}
     for model in ("memn2n", "tmemnn"):
-        settings = config.memnet_settings(params, None, g.get("overrides", {}))
-        if not config.is_bayesian(model):
+        settings = memnet_settings(params, g.get("overrides", {}), "memnet.game.overrides")
+        if not is_bayesian(model):
             settings.pop("bayes")
         for size in g["train_sizes"]:
             key = {"model": model, "size": size, "ranges": ranges, "seeds": g["seeds"],
-                   "game": {k: v for k, v in g.items() if k != "notes"},   # notes never change a run
+                   "game": g,
                    "settings": settings}
-            gid = f"game-{model}-n{size}-{config.settings_digest(key)}"
+            gid = f"game-{model}-n{size}-{settings_digest(key)}"
             out[gid] = GameGroup(gid, model, size, ranges, tuple(g["seeds"]), settings)
     return out
 
@@ -94,7 +96,7 @@ def _rounds_json(transcript: list[gn.Round]) -> list[dict]:
 
 def train_game_group(group: GameGroup, params: dict, runs_root: Path, device: str = "cpu",
                      log: Callable[[str], None] = print) -> dict:
-    game, s = params["game"], group.settings
+    game, s = params["memnet"]["game"], group.settings
     summary_path = Path(runs_root) / group.group_id / "group.json"
     datasets, runs, pending = [], [], []
     for table, lo, hi in group.ranges:
@@ -143,9 +145,9 @@ def _games(group: GameGroup, runs_root: Path, lo: int, hi: int, seed: int) -> di
     return io.read_json(path) if path.exists() else None
 
 
-def build_game_table(params: dict, table: str, runs_root: Path, results_dir: Path) -> dict:
+def game_table_parts(params: dict, table: str, runs_root: Path) -> TableParts:
     """Table 16 (range 0-10) or 17 (0-100): Accuracy / Success / Rounds per training size and column."""
-    game = params["game"]
+    game = params["memnet"]["game"]
     lo, hi = game["ranges"][table]
     groups = game_groups(params)
     seed = game["seeds"][0]
@@ -184,19 +186,17 @@ def build_game_table(params: dict, table: str, runs_root: Path, results_dir: Pat
         "Accuracy: the mean over games of in-bound guesses / guesses (%); Success: % of games won within the "
         "limit; Rounds: mean guesses of the won games (lower is better). A uniform in-bound student needs "
         "2(1+1/n)H_n - 3 guesses on average: 3.59 for n = 11 and 7.5 for n = 101.",
-    ] + game.get("notes", {}).get(table, [])
-    result = tables.build_table(spec, cells, provenance, notes)
-    paths = tables.write_table(result, Path(results_dir))
-    results_index.write_index(Path(results_dir))
-    return {k: str(v) for k, v in paths.items()}
+    ] + config.declaration(params, "tables", "tolias-thesis", table).decl.get("notes", [])
+    return TableParts(spec, cells, provenance, notes)
 
 
 def write_transcript(params: dict, runs_root: Path, results_dir: Path) -> Path:
     """Table 18: one test game of t-MEM-NN (range 0-100, 1k training examples) in the thesis's format."""
-    t = params["game"]["transcript"]
-    lo, hi = params["game"]["ranges"][t["range_table"]]
+    game = params["memnet"]["game"]
+    t = game["transcript"]
+    lo, hi = game["ranges"][t["range_table"]]
     group = next(g for g in game_groups(params).values() if g.model == t["model"] and g.train_size == t["train_size"])
-    games = _games(group, runs_root, lo, hi, params["game"]["seeds"][0])
+    games = _games(group, runs_root, lo, hi, game["seeds"][0])
     if games is None:
         raise FileNotFoundError(f"runs/{group.group_id}: no test games yet (train the group first)")
     rounds = [gn.Round(**r) for r in games[f"S{t['samples']}"]["transcripts"][t["game"]]]

@@ -10,16 +10,15 @@ from importlib import resources
 from pathlib import Path
 
 from nlpbench import config, io, results_index
+from nlpbench.config import Declared
+from nlpbench.memnet.groups import Group, all_groups, column_key, declaration_groups
 from nlpbench.data import babi
 from nlpbench.memnet.experiments import select_run
 from nlpbench.provenance import code_commit
 from nlpbench.memnet.predict import RunPredictor
 
-# Table -> (task, 0-based question index into the en-1k test file) (spec §5.2)
-ATTENTION_STORIES = {"3": (1, 202), "4": (11, 3), "5": (14, 22)}
 COLUMNS = {"MemN2N": ("memn2n", "point", 1), "t-MEM-NN / 1 sample": ("tmemnn", "S1", 1),
            "t-MEM-NN / 10 samples": ("tmemnn", "S10", 10)}
-SOURCE_EXPERIMENT = "tolias-2"     # the per-task en-1k runs (3 hops, delta 20) the thesis's Tables 3-5 use
 
 
 def paper_attention() -> dict[tuple[str, str, str], tuple[str, str]]:
@@ -28,7 +27,7 @@ def paper_attention() -> dict[tuple[str, str, str], tuple[str, str]]:
     return {(r["table"], r["row"], r["column"]): (r["paper"], r["note"]) for r in csv.DictReader(text.splitlines())}
 
 
-def _selected_run_dir(params: dict, runs_root: Path, group: config.Group, task: int, metric: str) -> Path:
+def _selected_run_dir(params: dict, runs_root: Path, group: Group, task: int, metric: str) -> Path:
     found = []
     for seed in group.seeds:
         path = group.run_dir(runs_root, task, seed) / "metrics.json"
@@ -39,12 +38,15 @@ def _selected_run_dir(params: dict, runs_root: Path, group: config.Group, task: 
     return group.run_dir(runs_root, task, select_run(found, metric)["seed"])
 
 
-def attention_table(params: dict, table: str, data_root: Path, runs_root: Path, results_dir: Path) -> Path:
-    """Table 3, 4 or 5: the fact each model attends to most on each hop, against the supporting facts."""
-    task, story = ATTENTION_STORIES[table]
+def attention_table(params: dict, d: Declared, data_root: Path, runs_root: Path, results_dir: Path) -> Path:
+    """Table 3, 4 or 5: the fact each model attends to most on each hop, against the supporting facts.
+
+    `d` names the task, the story (0-based question index into the en-1k test file, spec §5.2) and the table
+    (`from`: the thesis's Table 2, per-task en-1k runs, 3 hops, delta 20) whose selected runs are read."""
+    table, task, story = d.name, d.decl["task"], d.decl["story"]
     _, test = babi.load_task(data_root, "en", task)
     sample = test[story]
-    groups = config.experiment_groups(params, SOURCE_EXPERIMENT)
+    groups = declaration_groups(params, config.declaration(params, "tables", d.source, d.decl["from"]))
     paper = paper_attention()
     facts = sample.facts[-50:]
     support = {sample.fact_ids[-50:].index(i) for i in sample.supporting if i in sample.fact_ids[-50:]}
@@ -54,7 +56,7 @@ def attention_table(params: dict, table: str, data_root: Path, runs_root: Path, 
         io.write_text(out, f"# Table {table}: attention per hop, task {task}\n\nNot run: task {task} is not "
                            f"trained at scale `{params['scale']}` (task_subset).\n")
         io.write_text(out.with_suffix(".csv"), "row,column,reproduced,paper,supporting_or_right,note\n")
-        _register_attention(results_dir, table, task, params["scale"], "not run at this scale")
+        _register_attention(results_dir, table, task, story, params["scale"], "not run at this scale")
         return out
     for column, (model, metric, S) in COLUMNS.items():
         run_dir = _selected_run_dir(params, runs_root, groups[model], task, metric)
@@ -103,12 +105,11 @@ def attention_table(params: dict, table: str, data_root: Path, runs_root: Path, 
     for r in rows_csv:
         csv_lines.append(",".join(f'"{x}"' if isinstance(x, str) else str(x) for x in r))
     io.write_text(out.with_suffix(".csv"), "\n".join(csv_lines) + "\n")
-    _register_attention(results_dir, table, task, params["scale"], "generated")
+    _register_attention(results_dir, table, task, story, params["scale"], "generated")
     return out
 
 
-def _register_attention(results_dir: Path, table: str, task: int, scale: str, status: str) -> None:
-    story = ATTENTION_STORIES[table][1]
+def _register_attention(results_dir: Path, table: str, task: int, story: int, scale: str, status: str) -> None:
     results_index.register_output(results_dir, "tolias-thesis", table, f"Table {table}: attention per hop, task "
                                   f"{task} story #{story} (en-1k test)", "qualitative table",
                                   [f"{table}.md", f"{table}.csv"], status, scale)
@@ -117,7 +118,7 @@ def _register_attention(results_dir: Path, table: str, task: int, scale: str, st
 def dof_summary(params: dict, runs_root: Path, results_dir: Path) -> Path:
     """§6.5.5: nu_A, nu_B, nu_C of every trained t-MEM-NN run, against the claim nu_A, nu_B <= 5, nu_C <= 20."""
     rows, seen = [], set()
-    for group in config.all_groups(params).values():
+    for group in all_groups(params).values():
         if group.model != "tmemnn":
             continue
         for task in group.tasks:
@@ -165,18 +166,18 @@ def dof_summary(params: dict, runs_root: Path, results_dir: Path) -> Path:
     return out
 
 
-def test_error_figure(params: dict, name: str, runs_root: Path, results_dir: Path) -> Path:
+def test_error_figure(params: dict, d: Declared, runs_root: Path, results_dir: Path) -> Path:
     """Figure 16: test error per epoch of each column's run (one execution), from its history.json."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    exp = params["experiments"][name]
-    groups = config.experiment_groups(params, name)
-    task, seed = exp["tasks"][0], (exp.get("seeds") or params["memnet"]["seeds"])[0]
+    exp = d.decl
+    groups = declaration_groups(params, d)
+    task, seed = exp["rows"][0], (exp.get("seeds") or params["memnet"]["seeds"])[0]
     curves = {}
     for column, col in exp["columns"].items():
-        group = groups[config.column_key(col)]
+        group = groups[column_key(col)]
         if task not in group.tasks:       # not trained at this scale (task_subset): an empty figure says so
             continue
         path = group.run_dir(runs_root, task, seed) / "history.json"
@@ -184,7 +185,7 @@ def test_error_figure(params: dict, name: str, runs_root: Path, results_dir: Pat
             raise FileNotFoundError(f"{path}: no training log (train the group first)")
         hist = io.read_json(path)
         curves[column] = [(h["epoch"], 100 * (1 - h["test_acc"][col["metric"]])) for h in hist]
-    out = Path(results_dir) / exp["source"] / f"{exp['table']}.png"
+    out = Path(results_dir) / d.source / f"{d.name}.png"
     fig, ax = plt.subplots(figsize=(6, 4))
     for column, pts in curves.items():
         ax.plot([e for e, _ in pts], [v for _, v in pts], label=column)
@@ -201,7 +202,7 @@ def test_error_figure(params: dict, name: str, runs_root: Path, results_dir: Pat
     plt.close(fig)
     lines = ["epoch,column,test_error"] + [f"{e},{c},{v:.2f}" for c, pts in curves.items() for e, v in pts]
     io.write_text(out.with_suffix(".csv"), "\n".join(lines) + "\n")
-    results_index.register_output(results_dir, exp["source"], exp["table"], f"Figure {exp['table'].removeprefix('fig')}:"
+    results_index.register_output(results_dir, d.source, d.name, f"Figure {d.name.removeprefix('fig')}:"
                                   f" test error per epoch, task {task}", "figure", [out.name, out.with_suffix('.csv').name],
                                   "generated" if curves else "not run at this scale", params["scale"])
     return out

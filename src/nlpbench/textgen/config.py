@@ -9,19 +9,27 @@ No torch here: the Snakefile imports this module.
 from __future__ import annotations
 
 import copy
-import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from nlpbench import config
 from nlpbench.config import ConfigError, set_dotted
 
 SOURCE = "bahuleyan-thesis"
 CORPORA = ("snli", "qg", "dialog")
 
 
-def digest(obj) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:10]
+digest = config.digest
+
+
+def tg_tables(params: dict) -> dict[str, dict]:
+    """table name -> declaration, for every table of params.yaml this family fills."""
+    return {d.name: d.decl for d in config.declared(params, "tables", "textgen")}
+
+
+def tg_outputs(params: dict) -> dict[str, dict]:
+    """output name -> declaration (qualitative tables and figures)."""
+    return {d.name: d.decl for d in config.declared(params, "outputs", "textgen")}
 
 
 # Settings added after runs existed: left out of the digests while they hold these neutral values, so that the
@@ -46,9 +54,9 @@ def embeddings_path(params: dict, corpus: str, runs_root: str | Path = "runs") -
 
 
 def output_file(params: dict, key: str, results: str | Path = "results") -> Path:
-    spec = params["textgen"]["outputs"][key]
+    spec = tg_outputs(params)[key]
     ext = "png" if spec["kind"] in ("iterations", "epochs") else "md"
-    return Path(results) / SOURCE / f"{spec['name']}.{ext}"
+    return Path(results) / SOURCE / f"{key}.{ext}"
 
 
 @dataclass(frozen=True)
@@ -96,8 +104,8 @@ def all_runs(params: dict) -> dict[str, TextRun]:
     if "textgen" not in params:
         return {}
     tg = params["textgen"]
-    names = [n for t in tg["tables"] for n in table_runs(params, t)] + [n for o in tg["outputs"]
-                                                                          for n in output_runs(params, o)]
+    names = [n for t in tg_tables(params) for n in table_runs(params, t)] + [n for o in tg_outputs(params)
+                                                                               for n in output_runs(params, o)]
     return {name: make_run(params, name) for name in active(params, list(dict.fromkeys(names)))}
 
 
@@ -107,13 +115,13 @@ def runs_by_id(params: dict) -> dict[str, TextRun]:
 
 def table_runs(params: dict, table: str) -> list[str]:
     """Names of the runs one table reads (rows and columns may each name a run)."""
-    spec = params["textgen"]["tables"][table]
+    spec = tg_tables(params)[table]
     names = [v["run"] for part in ("rows", "columns") for v in spec[part].values() if v.get("run")]
     return list(dict.fromkeys(names))
 
 
 def output_runs(params: dict, output: str) -> list[str]:
-    spec = params["textgen"]["outputs"][output]
+    spec = tg_outputs(params)[output]
     return list(dict.fromkeys(spec.get("runs") or []))
 
 
@@ -138,11 +146,11 @@ def check(params: dict) -> None:
         if errors:
             e = errors[0]
             raise ConfigError(f"textgen.runs.{name}.overrides: {'.'.join(map(str, e.path))}: {e.message}")
-    for table in tg["tables"]:
+    for table in tg_tables(params):
         for run in table_runs(params, table):
             if run not in tg["runs"]:
-                raise ConfigError(f"textgen.tables.{table}: unknown run {run!r}")
-    for output in tg["outputs"]:
+                raise ConfigError(f"tables.{SOURCE}.{table}: unknown run {run!r} (not in textgen.runs)")
+    for output in tg_outputs(params):
         for run in output_runs(params, output):
             if run not in tg["runs"]:
-                raise ConfigError(f"textgen.outputs.{output}: unknown run {run!r}")
+                raise ConfigError(f"outputs.{SOURCE}.{output}: unknown run {run!r} (not in textgen.runs)")

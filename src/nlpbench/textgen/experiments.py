@@ -14,7 +14,8 @@ import torch
 from nlpbench import io, paper, results_index, tables
 from nlpbench.textgen.prep import TextRules, preprocess
 from nlpbench.provenance import code_commit, resolve_device
-from nlpbench.textgen.config import SOURCE, make_run
+from nlpbench.family import TableParts
+from nlpbench.textgen.config import SOURCE, make_run, tg_outputs, tg_tables
 
 DIVERSITY = ("entropy", "distinct1", "distinct2")
 SCALE_TEXT = {
@@ -107,7 +108,7 @@ def reading_notes(params: dict, names: list[str]) -> list[str]:
 
 def output(params: dict, key: str, data_root: Path, runs_root: Path, results_dir: Path) -> Path:
     """A qualitative table or a figure, by its key in textgen.outputs."""
-    if params["textgen"]["outputs"][key]["kind"] in ("iterations", "epochs"):
+    if tg_outputs(params)[key]["kind"] in ("iterations", "epochs"):
         return figure(params, key, runs_root, results_dir)
     return qualitative(params, key, data_root, runs_root, results_dir)
 
@@ -128,9 +129,9 @@ def _cell(row_label: str, col_label: str, row: dict, col: dict, params: dict, ru
     return tables.Cell(row_label, col_label, m[mode][metric])
 
 
-def build_table(params: dict, key: str, runs_root: Path, results_dir: Path) -> dict:
-    spec_p = params["textgen"]["tables"][key]
-    table = spec_p["table"]
+def table_parts(params: dict, table: str, runs_root: Path) -> TableParts:
+    """The cells of one of Tables 4.2, 5.2, 6.1, 6.2: each row and column names part of a (run, mode, metric)."""
+    spec_p = tg_tables(params)[table]
     ref_title = {(r["source"], r["table"]): r["title"] for r in paper.reference_index()}
     flag = spec_p["flag"]
     spec = tables.TableSpec(source=SOURCE, table=table, title=ref_title[(SOURCE, table)], rows=list(spec_p["rows"]),
@@ -149,10 +150,7 @@ def build_table(params: dict, key: str, runs_root: Path, results_dir: Path) -> d
               f"examples; checkpoint of epoch {m['chosen_epoch']}), final lambda {m['final_lambda']:.4g}, final "
               f"training KL {m['final_kl']:.3g}" for m in found]
     notes += reading_notes(params, names) + list(spec_p.get("notes") or [])
-    result = tables.build_table(spec, cells, prov, notes)
-    paths = tables.write_table(result, Path(results_dir))
-    results_index.write_index(Path(results_dir))
-    return {k: str(v) for k, v in paths.items()}
+    return TableParts(spec, cells, prov, notes)
 
 
 # -- qualitative tables ----------------------------------------------------------------------------------
@@ -175,8 +173,8 @@ def qualitative(params: dict, key: str, data_root: Path, runs_root: Path, result
     """One qualitative table (kind prior | interpolation | conditional) as Markdown, registered in the index."""
     from nlpbench.textgen.train import load_run_model
 
-    spec = params["textgen"]["outputs"][key]
-    name = spec["name"]
+    spec = tg_outputs(params)[key]
+    name = key
     device = resolve_device(params["device"])
     seed = params["textgen"]["seed"]
     runs = spec["runs"]
@@ -250,7 +248,6 @@ def qualitative(params: dict, key: str, data_root: Path, runs_root: Path, result
     results_index.register_output(results_dir, SOURCE, name, spec["title"], "qualitative table", [path.name],
                                   f"generated ({len(runs)} of {len(runs) + len(missing)} models)" if missing
                                   else "generated", params["scale"])
-    results_index.write_index(Path(results_dir))
     return path
 
 
@@ -284,8 +281,8 @@ def figure(params: dict, key: str, runs_root: Path, results_dir: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    spec = params["textgen"]["outputs"][key]
-    name = spec["name"]
+    spec = tg_outputs(params)[key]
+    name = key
     panels = spec["panels"]
     fig, axes = plt.subplots(len(panels), 1, figsize=(8, 3 * len(panels)), squeeze=False)
     drawn = 0
@@ -325,5 +322,4 @@ def figure(params: dict, key: str, runs_root: Path, results_dir: Path) -> Path:
     results_index.register_output(results_dir, SOURCE, name, spec["title"], "figure", [path.name],
                                   f"{drawn} of {len(spec['runs'])} runs drawn", scale,
                                   note=spec.get("note", ""))
-    results_index.write_index(Path(results_dir))
     return path

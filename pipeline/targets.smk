@@ -1,0 +1,41 @@
+# Tables and outputs (nlpbench.family.Target), then the index. results/ is committed to git, so a fresh clone
+# already has the files; the per-scale marker under runs/_tables/<scale>/ (not in git) is what tells Snakemake
+# that this clone built them. An on-demand target (the timing benchmark) takes every core and the gpu slot, so
+# nothing else runs beside it, and is built only when named: snakemake output_tolias_thesis_timing --cores all
+
+for _t in PLAN.targets.values():
+
+    rule:
+        name: rule_name("table" if _t.section == "tables" else "output", _t.key)
+        input:
+            [PLAN.groups[g].done for g in _t.groups],
+            [PLAN.data[n].output for n in _t.needs],
+        output:
+            *_t.files,
+            done=PLAN.marker(_t, SCALE),
+        log:
+            f"logs/{_t.section}/{_t.source}-{_t.name}.log",
+        threads: workflow.cores if _t.on_demand else 1
+        resources:
+            gpu=1 if _t.on_demand else 0,
+        params:
+            command="table" if _t.section == "tables" else "output",
+            source=_t.source,
+            name=_t.name,
+            threads=TRAIN_THREADS if _t.on_demand else 0,
+        shell:
+            "nlpbench {SET} {params.command} {params.source} {params.name}"
+            + (" --threads {params.threads}" if _t.section == "outputs" else "")
+            + " > {log} 2>&1 && date -u > {output.done}"
+
+
+rule index:
+    input:
+        [PLAN.marker(t, SCALE) for t in PLAN.targets.values() if not t.on_demand],
+    output:
+        "results/index.csv",
+        "results/README.md",
+    log:
+        "logs/index.log",
+    shell:
+        "nlpbench index > {log} 2>&1"

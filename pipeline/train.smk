@@ -1,0 +1,22 @@
+# Training groups (nlpbench.family.TrainGroup): each job trains one group's runs (many small runs in one
+# vectorised pass where the family does so), each run with its own checkpoint and metrics.json; `done` last.
+
+for _group in PLAN.groups.values():
+
+    rule:
+        name: rule_name("train", _group.id)
+        input:
+            [PLAN.data[n].output for n in _group.needs],
+        output:
+            _group.done,
+        log:
+            f"logs/train/{_group.id}.log",
+        benchmark:
+            f"logs/train/{_group.id}.benchmark.tsv"
+        threads: TRAIN_THREADS
+        resources:
+            gpu=TRAIN_GPU,
+        params:
+            group=_group.id,
+        shell:
+            "nlpbench {SET} train {params.group} --threads {threads} > {log} 2>&1"

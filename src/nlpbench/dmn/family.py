@@ -1,0 +1,63 @@
+"""The DMN family (seed 004 ch. 6: DMN+, MoDMN+, ff-DMN, the ensemble, task-16 fact orders) behind
+nlpbench.family. Data steps derive the fact-order patterns and the augmented set from bAbI; a group trains
+one model on one kind of data (items x seeds); tables 6.2-6.7 read them and draw their figures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from nlpbench import config
+from nlpbench.config import ConfigError
+from nlpbench.family import DataStep, Paths, TableParts, Target, TrainGroup
+
+
+def _x():
+    from nlpbench.dmn import experiments
+    return experiments
+
+
+class DMNFamily:
+    name = "dmn"
+
+    def check(self, params: dict) -> None:
+        _x().all_groups(params)          # column data, rows and overrides are checked where groups are made
+
+    def data_steps(self, params: dict) -> list[DataStep]:
+        return [DataStep(did, f"data/dmn/{did}/manifest.json", ("babi",)) for did in sorted(_x().all_datasets(params))]
+
+    def groups(self, params: dict) -> list[TrainGroup]:
+        return [TrainGroup(gid, f"runs/{gid}/group.json", ("babi",) + tuple(g.datasets()))
+                for gid, g in _x().groups_by_id(params).items()]
+
+    def targets(self, params: dict) -> list[Target]:
+        out = []
+        for d in config.declared(params, "tables", self.name):
+            base = f"results/{d.source}/{d.name}"
+            files = (f"{base}.md", f"{base}.csv", f"{base}.json")
+            if d.decl.get("figure"):
+                files += (f"results/{d.source}/fig{d.decl['figure']}.png",)
+            groups = tuple(g.group_id for g in _x().table_groups(params, d.name))
+            out.append(Target("tables", d.source, d.name, files, groups))
+        if config.declared(params, "outputs", self.name):
+            raise ConfigError("params.yaml: outputs: the dmn family has no outputs (its figures are table keys)")
+        return out
+
+    def prepare(self, step: str, params: dict, paths: Paths, mirror: str | None) -> str:
+        manifest = _x().make_dataset(step, params, paths.data / "babi", paths.data / "dmn")
+        return f"wrote {manifest}"
+
+    def train(self, group: str, params: dict, paths: Paths, device: str) -> None:
+        import torch
+        x = _x()
+        if params["dmn"].get("threads"):          # dmn.threads caps the job's threads (these ops are too small)
+            torch.set_num_threads(params["dmn"]["threads"])
+        x.train_group(x.groups_by_id(params)[group], paths.data / "babi", paths.data / "dmn", paths.runs, device)
+
+    def table(self, source: str, name: str, params: dict, paths: Paths) -> TableParts:
+        return _x().table_parts(params, name, paths.runs, paths.data)
+
+    def output(self, source: str, name: str, params: dict, paths: Paths) -> list[Path]:
+        raise ConfigError(f"the dmn family has no output {source} {name}")
+
+
+DMN = DMNFamily()

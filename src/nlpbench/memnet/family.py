@@ -1,0 +1,144 @@
+"""The memory-network family (seed 000 ch. 6: MemN2N, t-MEM-NN, guess the number) behind nlpbench.family.
+
+Tables: bAbI grids (rows = tasks, columns = model + metric) and the game tables 16-17. Outputs: the attention
+tables 3-5, the fitted dofs, Figure 16, the Table 18 transcript, and the timing benchmark (on demand).
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+from nlpbench import config
+from nlpbench.config import ConfigError, Declared
+from nlpbench.family import DataStep, Paths, TableParts, Target, TrainGroup
+from nlpbench.memnet import groups as mg
+
+SOURCE = "tolias-thesis"
+
+
+def _game_groups(params: dict) -> dict:
+    from nlpbench.memnet.game import game_groups
+    return game_groups(params)
+
+
+def _files(d: Declared) -> tuple[str, ...]:
+    """What a declaration writes under results/ (relative to the repository)."""
+    base = f"results/{d.source}/{d.name}"
+    kind = d.decl.get("kind", "table")
+    if d.section == "tables" and kind != "game":
+        return (f"{base}.md", f"{base}.csv", f"{base}.json")
+    return {"game": (f"{base}.md", f"{base}.csv", f"{base}.json"), "attention": (f"{base}.md", f"{base}.csv"),
+            "dof": (f"{base}.md", f"{base}.csv"), "test_error_figure": (f"{base}.png", f"{base}.csv"),
+            "transcript": (f"{base}.md",), "benchmark": (f"{base}.md", f"{base}.csv")}[kind]
+
+
+class MemNetFamily:
+    name = "memnet"
+
+    # -- what exists --------------------------------------------------------------------------------------
+
+    def check(self, params: dict) -> None:
+        for d in mg.babi_declarations(params):          # overrides name existing memnet keys
+            scratch = copy.deepcopy(params["memnet"])
+            for key, value in (d.decl.get("overrides") or {}).items():
+                config.set_dotted(scratch, key, value, f"{d.where}.overrides")
+            for column, col in d.decl["columns"].items():
+                for key, value in (col.get("overrides") or {}).items():
+                    config.set_dotted(copy.deepcopy(scratch), key, value, f"{d.where}.columns.{column}.overrides")
+        game = params["memnet"]["game"]
+        for d in config.declared(params, "tables", self.name):
+            if d.decl.get("kind") == "game" and d.name not in game["ranges"]:
+                raise ConfigError(f"params.yaml: {d.where}: no number range for it in memnet.game.ranges")
+        for d in config.declared(params, "outputs", self.name):
+            if d.decl["kind"] == "attention":
+                for key in ("from", "task", "story"):
+                    if key not in d.decl:
+                        raise ConfigError(f"params.yaml: {d.where}: an attention table needs `{key}`")
+                config.declaration(params, "tables", d.source, d.decl["from"])
+
+    def data_steps(self, params: dict) -> list[DataStep]:
+        return []      # bAbI is a shared step of the core (nlpbench.data.shared)
+
+    def groups(self, params: dict) -> list[TrainGroup]:
+        out = [TrainGroup(gid, f"runs/{gid}/group.json", ("babi",)) for gid in mg.all_groups(params)]
+        out += [TrainGroup(gid, f"runs/{gid}/group.json") for gid in _game_groups(params)]
+        return out
+
+    def _reads(self, params: dict, d: Declared) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """(groups, data steps) a declaration reads."""
+        kind = d.decl.get("kind", "table")
+        if kind in mg.BABI_KINDS:
+            return tuple(g.group_id for g in mg.declaration_groups(params, d).values()), ()
+        if kind in ("game", "transcript"):
+            return tuple(_game_groups(params)), ()
+        if kind == "attention":
+            source = config.declaration(params, "tables", d.source, d.decl["from"])
+            return tuple(g.group_id for g in mg.declaration_groups(params, source).values()), ("babi",)
+        if kind == "dof":
+            return tuple(gid for gid, g in mg.all_groups(params).items() if g.model == "tmemnn"), ()
+        if kind == "benchmark":
+            return (), ("babi",)
+        raise ConfigError(f"params.yaml: {d.where}: unknown memnet kind {kind!r}")
+
+    def targets(self, params: dict) -> list[Target]:
+        out = []
+        for section in ("tables", "outputs"):
+            for d in config.declared(params, section, self.name):
+                groups, needs = self._reads(params, d)
+                out.append(Target(section, d.source, d.name, _files(d), groups, needs,
+                                  bool(d.decl.get("on_demand", False))))
+        return out
+
+    # -- doing it -----------------------------------------------------------------------------------------
+
+    def prepare(self, step: str, params: dict, paths: Paths, mirror: str | None) -> str:
+        raise ConfigError(f"memnet has no data step {step!r}")
+
+    def train(self, group: str, params: dict, paths: Paths, device: str) -> None:
+        babi_groups = mg.all_groups(params)
+        if group in babi_groups:
+            from nlpbench.memnet.experiments import train_group
+            train_group(babi_groups[group], paths.data / "babi", paths.runs, device)
+            return
+        from nlpbench.memnet.game import train_game_group
+        train_game_group(_game_groups(params)[group], params, paths.runs, device)
+
+    def table(self, source: str, name: str, params: dict, paths: Paths) -> TableParts:
+        d = config.declaration(params, "tables", source, name)
+        if d.decl.get("kind") == "game":
+            from nlpbench.memnet.game import game_table_parts
+            return game_table_parts(params, name, paths.runs)
+        from nlpbench.memnet.experiments import table_parts
+        return table_parts(params, d, paths.runs)
+
+    def output(self, source: str, name: str, params: dict, paths: Paths) -> list[Path]:
+        d = config.declaration(params, "outputs", source, name)
+        kind = d.decl["kind"]
+        if kind == "attention":
+            from nlpbench.memnet.qualitative import attention_table
+            return [attention_table(params, d, paths.data / "babi", paths.runs, paths.results)]
+        if kind == "dof":
+            from nlpbench.memnet.qualitative import dof_summary
+            return [dof_summary(params, paths.runs, paths.results)]
+        if kind == "test_error_figure":
+            from nlpbench.memnet.qualitative import test_error_figure
+            return [test_error_figure(params, d, paths.runs, paths.results)]
+        if kind == "transcript":
+            from nlpbench.memnet.game import write_transcript
+            return [write_transcript(params, paths.runs, paths.results)]
+        if kind == "benchmark":
+            return self.benchmark(params, d, paths)
+        raise ConfigError(f"params.yaml: {d.where}: unknown memnet output kind {kind!r}")
+
+    def benchmark(self, params: dict, d: Declared, paths: Paths) -> list[Path]:
+        """The timing benchmark, at the scale its declaration names (`at_scale: paper`: all 20 tasks, Table 2's
+        five seeds for the projection; the CLI loads params at that scale)."""
+        from nlpbench.memnet import bench
+        from nlpbench.provenance import resolve_device
+        out = bench.main(params, paths.data / "babi", paths.results / d.source, d.decl.get("steps", 500),
+                         resolve_device(params["device"]))
+        return list(out.values())
+
+
+MEMNET = MemNetFamily()

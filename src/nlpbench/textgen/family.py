@@ -1,0 +1,85 @@
+"""The variational text-generation family (seed 001: VAE, bypass, DED/VED with deterministic or variational
+attention) behind nlpbench.family. Data steps prepare each corpus and its word2vec vectors; a group is one run
+(textgen.runs); tables 4.2, 5.2, 6.1, 6.2 and the qualitative tables and figures read them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from nlpbench import config
+from nlpbench.config import ConfigError
+from nlpbench.family import DataStep, Paths, TableParts, Target, TrainGroup
+from nlpbench.textgen import config as tgc
+
+
+def _embeddings_step(corpus: str) -> str:
+    return f"embeddings-{corpus}"
+
+
+class TextgenFamily:
+    name = "textgen"
+
+    def check(self, params: dict) -> None:
+        tgc.check(params)
+
+    def _corpora(self, params: dict) -> list[str]:
+        return sorted({r.corpus for r in tgc.all_runs(params).values()})
+
+    def data_steps(self, params: dict) -> list[DataStep]:
+        out = []
+        for corpus in self._corpora(params):
+            out.append(DataStep(corpus, str(tgc.corpus_dir(params, corpus) / "STATUS.json")))
+            out.append(DataStep(_embeddings_step(corpus), str(tgc.embeddings_path(params, corpus)), (corpus,)))
+        return out
+
+    def groups(self, params: dict) -> list[TrainGroup]:
+        return [TrainGroup(r.run_id, str(r.run_dir() / "metrics.json"), (r.corpus, _embeddings_step(r.corpus)))
+                for r in tgc.all_runs(params).values()]
+
+    def targets(self, params: dict) -> list[Target]:
+        out = []
+        for d in config.declared(params, "tables", self.name):
+            base = f"results/{d.source}/{d.name}"
+            runs = tgc.active(params, tgc.table_runs(params, d.name))
+            out.append(Target("tables", d.source, d.name, (f"{base}.md", f"{base}.csv", f"{base}.json"),
+                              tuple(tgc.make_run(params, n).run_id for n in runs)))
+        for d in config.declared(params, "outputs", self.name):
+            runs = tgc.active(params, tgc.output_runs(params, d.name))
+            corpora = sorted({tgc.make_run(params, n).corpus for n in runs})
+            out.append(Target("outputs", d.source, d.name, (str(tgc.output_file(params, d.name)),),
+                              tuple(tgc.make_run(params, n).run_id for n in runs), tuple(corpora)))
+        return out
+
+    def prepare(self, step: str, params: dict, paths: Paths, mirror: str | None) -> str:
+        if step.startswith("embeddings-"):
+            from nlpbench.textgen.train import prepare_embeddings
+            return f"wrote {prepare_embeddings(params, step.removeprefix('embeddings-'), paths.data, paths.runs)}"
+        if step not in params["textgen"]["corpora"]:
+            raise ConfigError(f"textgen has no data step {step!r}")
+        from nlpbench.data.fetch import resolve_mirror
+        from nlpbench.textgen.corpora import CorpusConfig, prepare_corpus
+        section = dict(params["textgen"]["corpora"][step])
+        for key in ("split_sizes", "mirror_split_sizes"):
+            section[key] = tuple(section[key])
+        out = tgc.corpus_dir(params, step, paths.data)
+        status = prepare_corpus(step, out, resolve_mirror(mirror), config=CorpusConfig(corpus=step, **section))
+        return (f"{step} ready in {out}: version {status['version']}, splits "
+                f"{ {k: v['examples'] for k, v in status['splits'].items()} }, missing files "
+                f"{[m['path'] for m in status['missing_files']] or 'none'}")
+
+    def train(self, group: str, params: dict, paths: Paths, device: str) -> None:
+        from nlpbench.textgen.train import train_run
+        run = tgc.runs_by_id(params)[group]
+        m = train_run(run, params, paths.data, paths.runs, device, log=lambda line: print(line, flush=True))
+        print(f"{run.run_id}: MAP BLEU-4 {m['map']['bleu4']:.2f}")
+
+    def table(self, source: str, name: str, params: dict, paths: Paths) -> TableParts:
+        from nlpbench.textgen.experiments import table_parts
+        return table_parts(params, name, paths.runs)
+
+    def output(self, source: str, name: str, params: dict, paths: Paths) -> list[Path]:
+        from nlpbench.textgen.experiments import output
+        return [output(params, name, paths.data, paths.runs, paths.results)]
+
+
+TEXTGEN = TextgenFamily()
