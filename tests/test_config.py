@@ -1,14 +1,19 @@
-"""params.yaml: schema validation with errors that name the key, scales as overrides, run groups."""
+"""params.yaml: schema validation with errors that name the key, scales as overrides, one declaration shape,
+run ids that the committed tables name, and the package's shape (families behind one interface)."""
 
+import ast
+import re
 import shutil
 from pathlib import Path
 
 import pytest
 import yaml
 
-from nlpbench import config
+from nlpbench import config, plan, registry
+from nlpbench.memnet import groups as mg
 
 REPO = Path(__file__).resolve().parents[1]
+PACKAGE = REPO / "src" / "nlpbench"
 
 
 @pytest.fixture
@@ -24,10 +29,16 @@ def _edit(path, fn):
     path.write_text(yaml.safe_dump(data))
 
 
+def _table2(params):
+    return mg.declaration_groups(params, config.declaration(params, "tables", "tolias-thesis", "2"))
+
+
 def test_the_shipped_params_are_valid_at_every_scale():
     for scale in ("paper", "cpu", "smoke"):
         params = config.load(REPO / "params.yaml", {"scale": scale})
-        assert params["scale"] == scale and config.all_groups(params)
+        p = plan.make(params)
+        assert params["scale"] == scale and p.groups and p.targets
+        assert {p.owner[k] for k in p.targets} == {"memnet", "dmn", "textgen"}
 
 
 def test_unknown_key_is_named(params_file):
@@ -52,10 +63,37 @@ def test_bad_override_and_unknown_scale_are_named(params_file):
         config.load(params_file, {"scale": "smoke"})
 
 
+@pytest.mark.parametrize("family, section, source, name, key", [
+    ("memnet", "tables", "tolias-thesis", "2", "colums"),
+    ("dmn", "tables", "shen-thesis", "6.2", "figures"),
+    ("textgen", "tables", "bahuleyan-thesis", "4.2", "tolerence"),
+    ("textgen", "outputs", "bahuleyan-thesis", "4.3", "sample"),
+    ("memnet", "outputs", "tolias-thesis", "3", "stroy"),
+])
+def test_a_bad_key_in_any_declaration_is_named(params_file, family, section, source, name, key):
+    _edit(params_file, lambda d: d[section][source][name].update({key: 1}))
+    with pytest.raises(config.ConfigError, match=rf"{section}\.{source}\.{re.escape(name)}.*'{key}'"):
+        config.load(params_file)
+
+
+def test_an_unknown_family_or_source_is_named(params_file):
+    _edit(params_file, lambda d: d["tables"]["tolias-thesis"]["2"].update(family="memnets"))
+    with pytest.raises(config.ConfigError, match=r"tables\.tolias-thesis\.2\.family"):
+        config.load(params_file)
+
+
+def test_dotted_keys_reach_declarations_whose_names_hold_dots():
+    params = config.load(REPO / "params.yaml", {"tables.bahuleyan-thesis.4.2.tolerance": 1.5,
+                                                "outputs.bahuleyan-thesis.fig4.7.smooth": 7})
+    assert params["tables"]["bahuleyan-thesis"]["4.2"]["tolerance"] == 1.5
+    assert params["outputs"]["bahuleyan-thesis"]["fig4.7"]["smooth"] == 7
+    with pytest.raises(config.ConfigError, match=r"tables\.bahuleyan-thesis\.4\.3"):
+        config.load(REPO / "params.yaml", {"tables.bahuleyan-thesis.4.3.tolerance": 1.5})
+
+
 def test_scales_change_the_runs_not_the_code():
-    paper = config.load(REPO / "params.yaml")
-    smoke = config.load(REPO / "params.yaml", {"scale": "smoke"})
-    gp, gs = config.experiment_groups(paper, "tolias-2"), config.experiment_groups(smoke, "tolias-2")
+    gp = _table2(config.load(REPO / "params.yaml"))
+    gs = _table2(config.load(REPO / "params.yaml", {"scale": "smoke"}))
     assert set(gp) == set(gs) == {"memn2n", "tmemnn"}
     assert gp["memn2n"].group_id != gs["memn2n"].group_id          # different settings, different runs
     assert len(gp["memn2n"].tasks) == 20 and gs["memn2n"].tasks == (1, 20)
@@ -64,32 +102,121 @@ def test_scales_change_the_runs_not_the_code():
 
 
 def test_group_ids_are_stable_and_follow_the_settings():
-    a = config.experiment_groups(config.load(REPO / "params.yaml"), "tolias-2")
-    b = config.experiment_groups(config.load(REPO / "params.yaml"), "tolias-2")
-    c = config.experiment_groups(config.load(REPO / "params.yaml", {"memnet.model.hops": 1}), "tolias-2")
+    a = _table2(config.load(REPO / "params.yaml"))
+    b = _table2(config.load(REPO / "params.yaml"))
+    c = _table2(config.load(REPO / "params.yaml", {"memnet.model.hops": 1}))
     assert a["tmemnn"].group_id == b["tmemnn"].group_id != c["tmemnn"].group_id
     assert c["tmemnn"].group_id.startswith("tmemnn-en-h1-d20-")
 
 
-def test_notes_never_change_run_ids(params_file):
-    from nlpbench.memnet.game import game_groups
-    from nlpbench.dmn.experiments import groups_by_id
+def _committed_runs(md: Path) -> set[str]:
+    line = next(ln for ln in md.read_text().splitlines() if ln.startswith("- **runs**:"))
+    return {r.strip() for r in line.split(":", 1)[1].split(",")}
 
+
+def test_the_committed_tables_name_exactly_the_runs_the_code_derives():
+    """The committed tables are the cpu scale's; their provenance names the runs they read. The code must derive
+    exactly those ids from params.yaml (a renamed run would retrain, or read nothing)."""
+    params = config.load(REPO / "params.yaml", {"scale": "cpu"})
+    p = plan.make(params)
+    checked = 0
+    for target in p.targets.values():
+        md = REPO / "results" / target.source / f"{target.name}.md"
+        if target.section != "tables" or not md.exists():
+            continue
+        derived = {str(Path(p.groups[g].done).parent) for g in target.groups}
+        assert derived == _committed_runs(md), target.key
+        checked += 1
+    assert checked == 24       # every committed table of the three families
+
+
+def test_notes_never_change_run_ids(params_file):
     def ids(path):
-        params = config.load(path, {"scale": "cpu"})
-        return sorted(config.all_groups(params)), sorted(game_groups(params)), sorted(groups_by_id(params))
+        return sorted(plan.make(config.load(path, {"scale": "cpu"})).groups)
 
     before = ids(params_file)
 
     def add_notes(data):
-        data["game"]["notes"] = {"16": ["a new explanation"]}
-        data["experiments"]["tolias-2"]["notes"] = ["another"]
-        data["dmn"]["notes"] = {"6.2": ["and another"]}
+        for source in data["tables"].values():
+            for decl in source.values():
+                decl["notes"] = ["a new explanation"]
     _edit(params_file, add_notes)
     assert ids(params_file) == before
 
 
-def test_experiment_overrides_are_checked(params_file):
-    _edit(params_file, lambda d: d["experiments"]["tolias-2"].update(overrides={"model.hopz": 1}))
-    with pytest.raises(config.ConfigError, match="model.hopz"):
+def test_declaration_overrides_are_checked(params_file):
+    _edit(params_file, lambda d: d["tables"]["tolias-thesis"]["2"].update(overrides={"model.hopz": 1}))
+    with pytest.raises(config.ConfigError, match=r"tables\.tolias-thesis\.2\.overrides.*model.hopz"):
         config.load(params_file)
+
+
+# -- the package's shape ----------------------------------------------------------------------------------
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            out.add(node.module)
+            out |= {f"{node.module}.{a.name}" for a in node.names}
+        elif isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+    return out
+
+
+def test_the_core_imports_no_family_except_through_the_registry():
+    families = set(registry.FAMILIES)
+    assert families <= {p.name for p in PACKAGE.iterdir() if p.is_dir()}
+    for path in PACKAGE.rglob("*.py"):
+        rel = path.relative_to(PACKAGE)
+        home = rel.parts[0] if len(rel.parts) > 1 else None
+        for module in _imports(path):
+            parts = module.split(".")
+            if parts[0] == "nlpbench" and len(parts) > 1 and parts[1] in families and parts[1] != home:
+                assert rel.as_posix() == "registry.py", f"{rel} imports {module}"
+    for family in families:
+        assert f"nlpbench.{family}." in registry.FAMILIES[family]
+
+
+def test_the_top_level_holds_only_the_core_and_one_folder_per_family():
+    core = {"__init__", "build", "cli", "config", "family", "io", "paper", "plan", "provenance", "registry",
+            "results_index", "tables"}
+    assert {p.stem for p in PACKAGE.glob("*.py")} == core
+    folders = {p.name for p in PACKAGE.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert folders == set(registry.FAMILIES) | {"data", "metrics", "nn", "reference", "schema"}
+
+
+def test_no_import_cycles_between_modules():
+    modules = {}
+    for path in PACKAGE.rglob("*.py"):
+        rel = path.relative_to(PACKAGE.parent).with_suffix("")
+        name = ".".join(rel.parts).removesuffix(".__init__")
+        modules[name] = {m for m in _imports(path) if m.startswith("nlpbench")}
+    graph = {m: {d for d in deps if d in modules and d != m} for m, deps in modules.items()}
+    # module-level imports only count if they run at import time: nested imports (inside functions) are lazy
+    for path in PACKAGE.rglob("*.py"):
+        rel = path.relative_to(PACKAGE.parent).with_suffix("")
+        name = ".".join(rel.parts).removesuffix(".__init__")
+        tree = ast.parse(path.read_text())
+        top = set()
+        for node in tree.body:
+            if isinstance(node, ast.ImportFrom) and node.module:
+                top |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+            elif isinstance(node, ast.Import):
+                top |= {a.name for a in node.names}
+        graph[name] = {d for d in top if d in modules and d != name and d != "nlpbench"}
+    seen, stack = set(), []
+
+    def visit(m):
+        if m in stack:
+            raise AssertionError("import cycle: " + " -> ".join(stack[stack.index(m):] + [m]))
+        if m in seen:
+            return
+        stack.append(m)
+        for d in graph.get(m, ()):
+            visit(d)
+        stack.pop()
+        seen.add(m)
+
+    for m in graph:
+        visit(m)

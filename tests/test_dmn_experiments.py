@@ -11,7 +11,9 @@ import pytest
 import torch
 
 from nlpbench import config, io
+from nlpbench import build
 from nlpbench.dmn import experiments as dx
+from nlpbench.family import Paths
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -50,8 +52,8 @@ def test_scale_overrides_apply_per_kind_then_per_model(params):
 def test_group_ids_follow_the_settings_not_the_notes(params):
     ids = set(dx.groups_by_id(params))
     p = copy.deepcopy(params)
-    p["dmn"]["notes"] = {"6.2": ["a note"]}
-    p["dmn"]["tables"]["6.2"]["claim"] = "augmented_evens"
+    p["tables"]["shen-thesis"]["6.2"]["notes"] = ["a note"]
+    p["tables"]["shen-thesis"]["6.2"]["claim"] = "augmented_evens"
     assert set(dx.groups_by_id(p)) == ids
     p["dmn"]["model"]["hops"] = 2
     assert not set(dx.groups_by_id(p)) & ids
@@ -65,14 +67,19 @@ def test_group_ids_follow_the_settings_not_the_notes(params):
 
 def test_bad_declarations_are_named(params):
     p = copy.deepcopy(params)
-    p["dmn"]["tables"]["6.2"]["columns"]["Trained Network / 1"]["data"] = "task"
+    p["tables"]["shen-thesis"]["6.2"]["columns"]["Trained Network / 1"]["data"] = "task"
     with pytest.raises(config.ConfigError, match="Trained Network / 1: data 'task' needs task rows"):
         dx.all_groups(p)
-    with pytest.raises(config.ConfigError, match="dmn.tables.6.2.*data.*pattern7"):
-        config.load(REPO / "params.yaml", {"dmn.tables": {**params["dmn"]["tables"], "6.2": {
-            "rows": "patterns", "columns": {"x": {"model": "dmn+", "data": "pattern7"}}}}})
+    with pytest.raises(config.ConfigError, match=r"tables\.shen-thesis\.6\.2.*data.*pattern7"):
+        config.load(REPO / "params.yaml", {"tables.shen-thesis.6.2": {
+            "family": "dmn", "rows": "patterns", "columns": {"x": {"model": "dmn+", "data": "pattern7"}}}})
     with pytest.raises(config.ConfigError, match="unknown key 'dmn.model.size'"):
         config.load(REPO / "params.yaml", {"dmn.model.size": 3})
+
+
+def _build(params: dict, table: str, runs: Path, results: Path, data: Path) -> dict:
+    """The table as the pipeline builds it: the family's cells, written by the core (nlpbench.build)."""
+    return build.table(params, "shen-thesis", table, Paths(data=data, runs=runs, results=results))
 
 
 # -- tables from runs written here ----------------------------------------------------------------------------
@@ -102,7 +109,7 @@ def test_pattern_tables_read_each_networks_test_patterns_and_judge_the_claims(pa
     for g in (dmn, modmn, aug):
         _write_group(g, runs)
 
-    paths = dx.build_table(params, "6.2", runs, results, tmp_path)
+    paths = _build(params, "6.2", runs, results, tmp_path)
     with open(paths["csv"], newline="") as f:
         cells = {(r["row"], r["column"]): r for r in csv.DictReader(f)}
     assert cells[("3", "Trained Network / 3")]["reproduced"] == "80"
@@ -115,10 +122,10 @@ def test_pattern_tables_read_each_networks_test_patterns_and_judge_the_claims(pa
     assert "Scale `cpu` cuts relative to `paper`" in md and "memory_size" in md
     assert Path(paths["figure"]).name == "fig6.3.png" and Path(paths["figure"]).stat().st_size > 5000
 
-    md3 = Path(dx.build_table(params, "6.3", runs, results, tmp_path)["md"]).read_text()
+    md3 = Path(_build(params, "6.3", runs, results, tmp_path)["md"]).read_text()
     assert "'the augmented network performs more or less equally on all test patterns', reproduced: holds: spread " \
            "(max - min over the 6 test patterns) 0.0 points" in md3
-    md4 = Path(dx.build_table(params, "6.4", runs, results, tmp_path)["md"]).read_text()
+    md4 = Path(_build(params, "6.4", runs, results, tmp_path)["md"]).read_text()
     assert "'MoDMN+ reduces the variation across test patterns', reproduced: holds: mean spread (max - min over " \
            "test patterns) 1.0 points for MoDMN+ against 40.0 for DMN+ (Table 6.2)" in md4
     sidecar = io.read_json(results / "shen-thesis" / "fig6.8.output.json")
@@ -148,7 +155,7 @@ def test_task_tables_have_cited_columns_an_ensemble_and_needs_data(params, tmp_p
                        g.run_dir(runs, f"task{task}", 0) / "test_probs.pt")
     for g in (ff, dmn):
         _write_group(g, runs)
-    paths = dx.build_table(params, "6.7", runs, results, tmp_path)
+    paths = _build(params, "6.7", runs, results, tmp_path)
     with open(paths["csv"], newline="") as f:
         cells = {(r["row"], r["column"]): r for r in csv.DictReader(f)}
     # eq. 6.21 over (P_ff + P_dmn) / 2 answers all four (each member only two)
@@ -166,7 +173,7 @@ def test_task_tables_have_cited_columns_an_ensemble_and_needs_data(params, tmp_p
 
     # Table 6.5 reads the same runs; a missing run is 'not run', never a number
     (ff.run_dir(runs, "task4", 0) / "metrics.json").unlink()
-    with open(dx.build_table(params, "6.5", runs, results, tmp_path)["csv"], newline="") as f:
+    with open(_build(params, "6.5", runs, results, tmp_path)["csv"], newline="") as f:
         cells5 = {(r["row"], r["column"]): r for r in csv.DictReader(f)}
     assert cells5[("4", "ff-DMN")]["status"] == "not_run" and cells5[("4", "ff-DMN")]["reproduced"] == ""
     assert cells5[("5", "ff-DMN")]["paper"] == "92.7" and cells5[("5", "DMN+ (ours)")]["paper"] == ""

@@ -32,10 +32,10 @@ def test_dvc_repro_regenerates_tables_and_push_pull_work(tmp_path, mirror_dir):
     params["scales"]["smoke"]["memnet.train.epochs"] = 1
     # DVC's side of the DAG is what is tested here (test_pipeline.py covers every rule): one table, one task
     # (the other families' tables are left out: their rules are covered there too)
-    params["experiments"] = {"tolias-2": params["experiments"]["tolias-2"]}
-    params["textgen"]["tables"], params["textgen"]["outputs"], params["dmn"]["tables"] = {}, {}, {}
-    for scale in params["scales"].values():           # a scale's override of a dropped experiment would be unknown
-        for key in [k for k in scale if k.startswith("experiments.") and not k.startswith("experiments.tolias-2.")]:
+    params["tables"] = {"tolias-thesis": {"2": params["tables"]["tolias-thesis"]["2"]}}
+    params["outputs"] = {"tolias-thesis": {"3": params["outputs"]["tolias-thesis"]["3"]}}
+    for scale in params["scales"].values():           # a scale's override of a dropped declaration would be unknown
+        for key in [k for k in scale if k.startswith(("tables.", "outputs.")) and not k.startswith("tables.tolias-thesis.2.")]:
             del scale[key]
     params["scales"]["smoke"]["task_subset"] = [1]
     (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))

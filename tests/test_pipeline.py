@@ -19,17 +19,17 @@ def test_smoke_dag_runs_from_download_to_tables(tmp_path, mirror_dir):
         (shutil.copytree if (REPO / item).is_dir() else shutil.copy)(REPO / item, tmp_path / item)
     # an extra experiment on en-10k, whose task-3 training file the offline mirror lacks
     params = yaml.safe_load((tmp_path / "params.yaml").read_text())
-    # one experiment of each kind (per-task table, joint table, figure, ablation with column overrides)
-    keep = ("tolias-2", "tolias-10", "tolias-fig16", "tolias-priors")
-    params["experiments"] = {k: v for k, v in params["experiments"].items() if k in keep}
-    params["experiments"]["tolias-13"] = {
-        "source": "tolias-thesis", "table": "13", "family": "memnet", "variant": "en-10k", "tasks": [1, 3],
+    # one memnet table of each kind (per-task table, joint table, ablation with column overrides, the game)
+    tolias = params["tables"]["tolias-thesis"]
+    params["tables"]["tolias-thesis"] = {k: v for k, v in tolias.items() if k in ("2", "10", "priors", "16", "17")}
+    params["tables"]["tolias-thesis"]["13"] = {
+        "family": "memnet", "variant": "en-10k", "rows": [1, 3],
         "columns": {"Baseline / MemN2N": {"model": "memn2n", "metric": "point"}},
     }
     params["scales"]["smoke"]["memnet.train.epochs"] = 1
     params["scales"]["smoke"]["task_subset"] = [1, 3, 11]
     # DMN family: one table of each kind (pattern grid + figure, augmented column, ensemble with cited columns)
-    params["dmn"]["tables"] = {t: params["dmn"]["tables"][t] for t in ("6.3", "6.7")}
+    params["tables"]["shen-thesis"] = {t: params["tables"]["shen-thesis"][t] for t in ("6.3", "6.7")}
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     env = {**os.environ, "NLPBENCH_MIRROR": str(mirror_dir),
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}

@@ -305,10 +305,11 @@ def test_index_lists_registered_outputs(tmp_path):
 
 def test_dof_summary_counts_each_run_once_and_judges_the_claim(tmp_path):
     from nlpbench import config
+    from nlpbench.memnet.groups import all_groups
     from nlpbench.memnet.qualitative import dof_summary
 
     params = config.load(Path(__file__).resolve().parents[1] / "params.yaml", {"scale": "smoke"})
-    groups = [g for g in config.all_groups(params).values() if g.model == "tmemnn"]
+    groups = [g for g in all_groups(params).values() if g.model == "tmemnn"]
     assert any(g.joint for g in groups) and any(not g.joint for g in groups)
     runs, expected, per_task_groups = tmp_path / "runs", 0, 0
     for g in groups:
