@@ -22,11 +22,10 @@ for _t in PLAN.targets.values():
             command="table" if _t.section == "tables" else "output",
             source=_t.source,
             name=_t.name,
-            threads=TRAIN_THREADS if _t.on_demand else 0,
-        shell:
-            "nlpbench {SET} {params.command} {params.source} {params.name}"
-            + (" --threads {params.threads}" if _t.section == "outputs" else "")
-            + " > {log} 2>&1 && date -u > {output.done}"
+            options=f"--threads {TRAIN_THREADS}" if _t.on_demand else "",
+        shell:   # (the shell string is formatted when the job runs: loop variables belong in params)
+            "nlpbench {SET} {params.command} {params.source} {params.name} {params.options} > {log} 2>&1 "
+            "&& date -u > {output.done}"
 
 
 rule index:
