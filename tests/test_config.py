@@ -220,3 +220,21 @@ def test_no_import_cycles_between_modules():
 
     for m in graph:
         visit(m)
+
+
+def test_the_readme_ablation_pastes_into_params_and_adds_its_groups_and_table(params_file):
+    """README, 'Adding an ablation': the entry as shown, under tables: tolias-thesis:, is a valid table."""
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("## Adding an ablation"):readme.index("## Adding a model family")]
+    snippet = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    text = params_file.read_text()
+    anchor = "  tolias-thesis:\n"
+    at = text.index(anchor, text.index("\ntables:\n")) + len(anchor)
+    params_file.write_text(text[:at] + snippet + text[at:])
+    before = plan.make(config.load(REPO / "params.yaml", {"scale": "cpu"}))
+    params = config.load(params_file, {"scale": "cpu"})
+    after = plan.make(params)
+    assert set(after.targets) - set(before.targets) == {"tolias-thesis/hops-4"}
+    new = set(after.groups) - set(before.groups)
+    assert len(new) == 2 and all("-h4-" in g for g in new)
+    assert len(after.targets) == len(before.targets) + 1     # nothing else was dropped

@@ -1,6 +1,6 @@
 """Timing benchmark of MemN2N and t-MEM-NN on the machine at hand (issue 3; spec seed-000-002 §7).
 
-Run on demand (`nlpbench bench`, rule `timing_benchmark` of pipeline/bench.smk), never as a test. In one process
+Run on demand (`nlpbench output tolias-thesis timing`, rule `output_tolias_thesis_timing`), never as a test. In one process
 it measures training time per minibatch, inference time per answer (S = 1 and 10 samples, delta 20 and 50) and
 the speed-up of vectorised group training over one run at a time, and writes results/tolias-thesis/timing.md
 and .csv with the thesis's figures (Tesla K40, TensorFlow) beside the measured ones. Absolute times do not
@@ -190,7 +190,7 @@ def render(rows: list[tuple], provenance: dict, notes: list[str]) -> tuple[str, 
     for sec, q, v, p, unit, note in rows:
         w.writerow([sec, q, f"{v:.6g}", "" if p is None else p, unit, note])
     md = ["# Timing benchmark: MemN2N and t-MEM-NN (Tolias thesis §6.4.4, §6.5.2)", "",
-          "Measured in one run of `nlpbench bench` on the machine below. The paper column is the thesis's figure "
+          "Measured in one run of `nlpbench output tolias-thesis timing` on the machine below. The paper column is the thesis's figure "
           "(Tesla K40, TensorFlow); absolute times do not carry across machines, the ratios do (spec §7).", ""]
     md += [f"- {k}: {v}" for k, v in provenance.items()]
     section = None

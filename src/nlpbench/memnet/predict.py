@@ -16,7 +16,7 @@ from nlpbench.memnet.model import MemNet, MemNetConfig
 
 
 class RunPredictor:
-    """One run (its `model.pt` as written by memnet_experiments.train_group) as a K = 1 model."""
+    """One run (its `model.pt` as written by memnet.experiments.train_group) as a K = 1 model."""
 
     def __init__(self, run_dir: str | Path, device: str = "cpu"):
         self.run_dir = Path(run_dir)

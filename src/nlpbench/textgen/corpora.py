@@ -2,7 +2,7 @@
 (Du et al. 2017 split, as the authors' CSVs) and Cornell Movie-Dialogs pairs.
 
 Each preparation takes its files from a mirror directory or the official URL, verifies them against
-text_manifest.tsv, preprocesses them (text_prep), and writes `out_dir/` atomically:
+text_manifest.tsv, preprocesses them (textgen.prep), and writes `out_dir/` atomically:
 
     train.tsv valid.tsv test.tsv   columns src, tgt, ref: space-joined tokens. src/tgt are the model's words
                                    (length-limited, out-of-vocabulary -> <unk>); ref is the untruncated target
