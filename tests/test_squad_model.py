@@ -182,3 +182,21 @@ def test_decode_modes():
     assert decode(start, end, "independent").tolist() == [[1, 0]]  # end before start: empty answer
     assert decode(start, end, "span", max_len=15).tolist() == [[1, 2]]  # 0.6 * 0.2 is the best i <= j pair
     assert decode(start, end, "span", max_len=1).tolist() == [[0, 0]]  # 0.1*0.7 > 0.6*0.1
+
+
+def test_bilstm_matches_packed_bidirectional_lstm():
+    from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+    from nlpbench.squad.model import BiLSTM
+
+    torch.manual_seed(0)
+    ours = BiLSTM(3, 4, dropout=0.0)
+    ref = torch.nn.LSTM(3, 4, batch_first=True, bidirectional=True)
+    with torch.no_grad():
+        for name in ("weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0"):
+            getattr(ref, name).copy_(getattr(ours.forward_lstm, name))
+            getattr(ref, name + "_reverse").copy_(getattr(ours.backward_lstm, name))
+    x, lengths = torch.randn(3, 6, 3), torch.tensor([6, 4, 1])
+    expected = pad_packed_sequence(ref(pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False))[0],
+                                   batch_first=True, total_length=6)[0]
+    assert torch.allclose(ours(x, lengths), expected, atol=1e-6)
