@@ -9,7 +9,9 @@
   P_s = softmax(w_Ps [Z; H] + b_Ps), P_e = softmax(w_Pe [G; H] + b_Pe)                (3.17), (3.18)
   L = -(1/K) sum_k (log p_s(y_s) + log p_e(y_e))                                      (3.20)
 
-Dropout 0.2 on the input of every RNN and linear layer except the answer predictor's linear layers (§3.3.2).
+Dropout 0.2 on the input of every RNN and linear layer except the answer predictor's linear layers (§3.3.2):
+here the adjustment FNN, the three biLSTMs and the RIG_6/revised FNN. The similarity functions' own weights get
+no dropout [D: their inputs H and U are shared with the output formation, which the thesis does not drop].
 """
 
 from __future__ import annotations

@@ -219,7 +219,9 @@ def run(cfg: TrainConfig, train_set: dict, test_set: dict, embeddings: np.ndarra
         state = torch.load(checkpoint, weights_only=False)
         if state["config"] != cfg.to_dict():
             raise ValueError(f"{checkpoint} was written with a different config; remove {run_dir} to start over")
-        model.load_state_dict(state["model"], strict=False)
+        missing, unexpected = model.load_state_dict(state["model"], strict=False)
+        if missing != ["embed.weight"] or unexpected:
+            raise ValueError(f"{checkpoint}: weights do not fit the model (missing {missing}, unexpected {unexpected})")
         optimizer.load_state_dict(state["optimizer"])
         ema.load_state_dict(state["ema"])
         gen.set_state(state["generator"])
