@@ -148,3 +148,29 @@ def test_run_on_prepared_mirror_data(tmp_path):
     assert 0.0 <= metrics["em"] <= metrics["f1"] <= 100.0
     assert set(metrics["by_decode"]) == {"independent", "span"}
     assert lines[0].startswith("vocabulary") and lines[-1].startswith("epoch 1/1")
+
+
+def test_epoch_batches_cover_every_item_once_and_are_seeded():
+    from nlpbench.squad.train import epoch_batches
+
+    items = [{"passage": [1] * (i % 17 + 1), "i": i} for i in range(95)]
+    batches = epoch_batches(items, 10, 3, torch.Generator().manual_seed(5))
+    assert sorted(x["i"] for b in batches for x in b) == list(range(95))
+    assert all(len(b) <= 10 for b in batches)
+    again = epoch_batches(items, 10, 3, torch.Generator().manual_seed(5))
+    assert [[x["i"] for x in b] for b in batches] == [[x["i"] for x in b] for b in again]
+
+
+def test_ema_follows_the_weights_with_warm_up_decay():
+    from nlpbench.squad.train import EMA
+
+    layer = torch.nn.Linear(1, 1, bias=False)
+    with torch.no_grad():
+        layer.weight.fill_(0.0)
+    ema = EMA(layer, decay=0.999)
+    with torch.no_grad():
+        layer.weight.fill_(1.0)
+    ema.update(layer)  # step 1: decay min(0.999, 2/11)
+    assert ema.shadow["weight"].item() == pytest.approx(1 - 2 / 11)
+    averaged = ema.averaged(layer)
+    assert averaged.weight.item() == pytest.approx(1 - 2 / 11) and layer.weight.item() == 1.0
