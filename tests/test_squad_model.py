@@ -200,3 +200,37 @@ def test_bilstm_matches_packed_bidirectional_lstm():
     expected = pad_packed_sequence(ref(pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False))[0],
                                    batch_first=True, total_length=6)[0]
     assert torch.allclose(ours(x, lengths), expected, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", list(similarity.SIMILARITIES))
+def test_every_similarity_trains_with_finite_gradients(name):
+    from nlpbench.squad.model import span_loss
+
+    torch.manual_seed(0)
+    emb = torch.randn(12, 5)
+    emb[0] = 0
+    model = BaselineModel(emb, ModelConfig(hidden=3, embed_adjust=4, similarity=name, output="O_2"))
+    passage = torch.tensor([[1, 2, 3, 4, 5], [6, 7, 8, 0, 0]])
+    question = torch.tensor([[9, 10], [11, 0]])
+    loss = span_loss(model(passage, question), torch.tensor([1, 0]), torch.tensor([2, 1]))
+    loss.backward()
+    assert torch.isfinite(loss)
+    for n, p in model.named_parameters():
+        if p.requires_grad:
+            assert p.grad is not None and torch.isfinite(p.grad).all(), n
+    for n, p in model.phi.named_parameters():
+        if name == "bilinear" and n == "w_p":
+            # w_p.h_i is constant along each softmax row, so it cannot change the output
+            assert p.grad.abs().max() < 1e-6
+        else:
+            assert p.grad.abs().sum() > 1e-6, n  # every other weight of phi reaches the loss
+
+
+@pytest.mark.parametrize("name", output.OUTPUTS)
+@pytest.mark.parametrize("order", ["first", "second"])
+def test_every_output_formation_runs_in_the_model(name, order):
+    torch.manual_seed(0)
+    emb = torch.randn(12, 5)
+    model = BaselineModel(emb, ModelConfig(hidden=3, embed_adjust=4, output=name, passage_summary=order))
+    out = model(torch.tensor([[1, 2, 3, 4], [5, 6, 0, 0]]), torch.tensor([[7, 8], [9, 0]]))
+    assert torch.isfinite(out["start"][0]).all() and out["start"].shape == (2, 4)
