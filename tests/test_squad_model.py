@@ -203,15 +203,16 @@ def test_bilstm_matches_packed_bidirectional_lstm():
 
 
 @pytest.mark.parametrize("name", list(similarity.SIMILARITIES))
-def test_every_similarity_trains_with_finite_gradients(name):
+@pytest.mark.parametrize("rig", ["O_2", "RIG_4"])
+def test_every_similarity_trains_with_finite_gradients(name, rig):
     from nlpbench.squad.model import span_loss
 
     torch.manual_seed(0)
     emb = torch.randn(12, 5)
     emb[0] = 0
-    model = BaselineModel(emb, ModelConfig(hidden=3, embed_adjust=4, similarity=name, output="O_2"))
+    model = BaselineModel(emb, ModelConfig(hidden=3, embed_adjust=4, similarity=name, output=rig))
     passage = torch.tensor([[1, 2, 3, 4, 5], [6, 7, 8, 0, 0]])
-    question = torch.tensor([[9, 10], [11, 0]])
+    question = torch.tensor([[9, 10, 3, 6], [11, 1, 0, 0]])
     loss = span_loss(model(passage, question), torch.tensor([1, 0]), torch.tensor([2, 1]))
     loss.backward()
     assert torch.isfinite(loss)
@@ -219,11 +220,14 @@ def test_every_similarity_trains_with_finite_gradients(name):
         if p.requires_grad:
             assert p.grad is not None and torch.isfinite(p.grad).all(), n
     for n, p in model.phi.named_parameters():
-        if name == "bilinear" and n == "w_p":
-            # w_p.h_i is constant along each softmax row, so it cannot change the output
+        if n == "w_p" and rig == "O_2":
+            # w_p.h_i is constant along each row of S, so the row softmax (the only use of S in O_2) ignores it
             assert p.grad.abs().max() < 1e-6
-        else:
-            assert p.grad.abs().sum() > 1e-6, n  # every other weight of phi reaches the loss
+        elif not n.endswith("bias"):
+            # it reaches the loss (w_p through the column softmax of RIG_4). T-trilinear's biases are left out:
+            # in a model this small a unit often has the same ReLU state for every question word, and then its
+            # bias is also constant along the rows of S
+            assert p.grad.abs().sum() > 1e-6, n
 
 
 @pytest.mark.parametrize("name", output.OUTPUTS)
