@@ -73,6 +73,15 @@ def test_learns_the_marker_task(tmp_path):
     assert [r["epoch"] for r in history["epochs"]] == [1, 2, 3, 4, 5]
     # a finished run is not trained again
     assert run(small_config(epochs=5, dropout=0.0), train, test, emb, vocab, tmp_path / "run") == metrics
+    # model.pt holds the EMA weights that produced metrics.json
+    from nlpbench.squad.train import encode, evaluate, load_trained
+
+    model, saved_vocab = load_trained(tmp_path / "run", emb)
+    assert saved_vocab == vocab
+    cfg = small_config(epochs=5, dropout=0.0)
+    items = encode(test, {w: i for i, w in enumerate(vocab)}, cfg.eval_max_passage_len, 10**9, False)
+    again = evaluate(model, items, test, cfg, "cpu")
+    assert (again["em"], again["f1"]) == (metrics["em"], metrics["f1"])
 
 
 def test_resume_after_kill_gives_identical_numbers(tmp_path):

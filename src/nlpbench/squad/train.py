@@ -9,7 +9,8 @@ dropped; questions are cut to `max_question_len` [D, spec §1.1]. Test passages 
 
 Reproducible: the seed fixes the initial weights (torch global RNG, also used by dropout) and a separate
 generator fixes batch order; both RNG states go into the checkpoint written after every epoch, so a run killed
-and restarted gives the same numbers as an uninterrupted one. Outputs in the run directory, each written
+and restarted gives the same numbers as an uninterrupted one (on CPU; on CUDA the cuDNN LSTM kernels need not be
+bit-reproducible). Outputs in the run directory, each written
 atomically: checkpoint.pt (every epoch), history.json (every epoch), model.pt (EMA weights), metrics.json (last).
 """
 
@@ -226,6 +227,8 @@ def run(cfg: TrainConfig, train_set: dict, test_set: dict, embeddings: np.ndarra
         ema.load_state_dict(state["ema"])
         gen.set_state(state["generator"])
         torch.set_rng_state(state["torch_rng"])
+        if state.get("cuda_rng") is not None and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(state["cuda_rng"])
         history, start_epoch, step, spent = state["history"], state["epoch"] + 1, state["step"], state["seconds"]
         log(f"resuming from {checkpoint} after epoch {state['epoch']}")
 
@@ -259,6 +262,7 @@ def run(cfg: TrainConfig, train_set: dict, test_set: dict, embeddings: np.ndarra
             f"loss {record['train_loss']:.3f}{dev}")
         _save({"config": cfg.to_dict(), "model": _weights(model), "optimizer": optimizer.state_dict(),
                "ema": ema.state_dict(), "generator": gen.get_state(), "torch_rng": torch.get_rng_state(),
+               "cuda_rng": torch.cuda.get_rng_state_all() if device == "cuda" else None,
                "history": history, "epoch": epoch, "step": step, "seconds": elapsed}, checkpoint)
         write_json(run_dir / "history.json", history)
 
@@ -275,6 +279,18 @@ def run(cfg: TrainConfig, train_set: dict, test_set: dict, embeddings: np.ndarra
     }
     write_json(run_dir / "metrics.json", metrics)
     return metrics
+
+
+def load_trained(run_dir: str | os.PathLike, embeddings: np.ndarray | torch.Tensor) -> tuple[BaselineModel, list[str]]:
+    """(model with the EMA weights of run_dir/model.pt, its vocabulary); `embeddings` must be built for that
+    vocabulary (glove.embedding_matrix), as the frozen word vectors are not stored."""
+    saved = torch.load(Path(run_dir) / "model.pt", weights_only=False)
+    cfg = TrainConfig.from_dict(saved["config"])
+    model = BaselineModel(torch.as_tensor(np.asarray(embeddings), dtype=torch.float32), cfg.model)
+    missing, unexpected = model.load_state_dict(saved["ema_weights"], strict=False)
+    if missing != ["embed.weight"] or unexpected:
+        raise ValueError(f"{run_dir}/model.pt does not fit its config (missing {missing}, unexpected {unexpected})")
+    return model.eval(), saved["vocab"]
 
 
 def run_prepared(cfg: TrainConfig, prepared_dir: str | os.PathLike, vectors: dict[str, np.ndarray],
