@@ -165,7 +165,7 @@ def _imports(path: Path) -> set[str]:
 
 
 def test_the_core_imports_no_family_except_through_the_registry():
-    families = set(registry.FAMILIES)
+    families = set(registry.FAMILIES) | set(registry.NOT_YET_WIRED)
     assert families <= {p.name for p in PACKAGE.iterdir() if p.is_dir()}
     for path in PACKAGE.rglob("*.py"):
         rel = path.relative_to(PACKAGE)
@@ -174,7 +174,7 @@ def test_the_core_imports_no_family_except_through_the_registry():
             parts = module.split(".")
             if parts[0] == "nlpbench" and len(parts) > 1 and parts[1] in families and parts[1] != home:
                 assert rel.as_posix() == "registry.py", f"{rel} imports {module}"
-    for family in families:
+    for family in registry.FAMILIES:
         assert f"nlpbench.{family}." in registry.FAMILIES[family]
 
 
@@ -183,7 +183,8 @@ def test_the_top_level_holds_only_the_core_and_one_folder_per_family():
             "results_index", "tables"}
     assert {p.stem for p in PACKAGE.glob("*.py")} == core
     folders = {p.name for p in PACKAGE.iterdir() if p.is_dir() and p.name != "__pycache__"}
-    assert folders == set(registry.FAMILIES) | {"data", "metrics", "nn", "reference", "schema"}
+    assert folders == set(registry.FAMILIES) | set(registry.NOT_YET_WIRED) | {"data", "metrics", "nn", "reference",
+                                                                             "schema"}
 
 
 def test_no_import_cycles_between_modules():

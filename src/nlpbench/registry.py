@@ -16,6 +16,10 @@ FAMILIES = {   # name -> "module:attribute" (imported on first use: the Snakefil
     "textgen": "nlpbench.textgen.family:TEXTGEN",
 }
 
+# Family packages whose models, data and metrics are built and tested but that do not implement the interface
+# yet (no tables declared): they are listed here so that nothing else mistakes them for core modules.
+NOT_YET_WIRED = ("squad",)     # seed 004 chs. 3-5: attention in reading comprehension
+
 
 def get(name: str) -> Family:
     if name not in FAMILIES:

@@ -1,0 +1,307 @@
+"""One training run of the baseline model (thesis §3.3.2; spec §3.1).
+
+Adadelta (lr 0.5, rho 0.95, eps 1e-6), batch 60, dropout 0.2, an exponential moving average (0.999) of the
+trainable weights used at evaluation, loss (3.20). The EMA decay is min(0.999, (1+t)/(10+t)) at step t [D: the
+TensorFlow num_updates rule BiDAF's code used], so short runs are not dominated by the initial weights.
+
+Training data: passages longer than `max_passage_len` are cut and examples whose answer ends beyond the cut are
+dropped; questions are cut to `max_question_len` [D, spec §1.1]. Test passages are cut at `eval_max_passage_len`.
+
+Reproducible: the seed fixes the initial weights (torch global RNG, also used by dropout) and a separate
+generator fixes batch order; both RNG states go into the checkpoint written after every epoch, so a run killed
+and restarted gives the same numbers as an uninterrupted one (on CPU; on CUDA the cuDNN LSTM kernels need not be
+bit-reproducible). Outputs in the run directory, each written
+atomically: checkpoint.pt (every epoch), history.json (every epoch), model.pt (EMA weights), metrics.json (last).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+
+from nlpbench.io import atomic_path, read_json, write_json
+from nlpbench.metrics.squad import squad_scores
+from nlpbench.provenance import code_commit, device_label, resolve_device
+from nlpbench.squad.data import token_span_text
+from nlpbench.squad.model import BaselineModel, ModelConfig, decode, span_loss
+
+DECODE_MODES = ("independent", "span")
+
+
+@dataclass
+class TrainConfig:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    epochs: int = 20
+    batch_size: int = 60
+    lr: float = 0.5
+    rho: float = 0.95
+    eps: float = 1e-6
+    ema_decay: float = 0.999
+    grad_clip: float | None = None  # not stated in the thesis [D: none]
+    max_passage_len: int = 400
+    max_question_len: int = 50
+    eval_max_passage_len: int = 1000
+    decode: str = "independent"  # Eqs. 3.21-3.22; "span" (i <= j < i + max_answer_len) is logged beside it
+    max_answer_len: int = 15
+    eval_batch_size: int = 60
+    eval_every_epoch: bool = True
+    bucket_batches: int = 20  # batches per length-sorting pool (speed only; order still seeded)
+    loss_log_every: int = 50  # optimizer steps between logged batch losses
+    seed: int = 0
+    device: str = "cpu"
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "TrainConfig":
+        d = dict(d)
+        model = ModelConfig(**d.pop("model", {}))
+        unknown = set(d) - {f.name for f in dataclasses.fields(cls)}
+        if unknown:
+            raise ValueError(f"unknown train settings: {sorted(unknown)}")
+        return cls(model=model, **d)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+# ---------------------------------------------------------------- encoding and batching
+
+
+def encode(built: dict, index: dict[str, int], max_passage: int, max_question: int, drop_unreachable: bool) -> list[dict]:
+    """Token ids per example; passages cut at max_passage, questions at max_question."""
+    context_ids = [[index[t] for t in c["tokens"][:max_passage]] for c in built["contexts"]]
+    encoded = []
+    for k, ex in enumerate(built["examples"]):
+        first, last = ex["span"]
+        if drop_unreachable and last >= max_passage:
+            continue
+        encoded.append({"k": k, "passage": context_ids[ex["context"]],
+                        "question": [index[t] for t in ex["question_tokens"][:max_question]] or [0],
+                        "start": first, "end": last})
+    return encoded
+
+
+def _pad(rows: list[list[int]]) -> torch.Tensor:
+    out = torch.zeros(len(rows), max(len(r) for r in rows), dtype=torch.long)
+    for i, r in enumerate(rows):
+        out[i, : len(r)] = torch.tensor(r, dtype=torch.long)
+    return out
+
+
+def collate(items: list[dict], device: str) -> dict[str, torch.Tensor]:
+    return {"passage": _pad([x["passage"] for x in items]).to(device),
+            "question": _pad([x["question"] for x in items]).to(device),
+            "start": torch.tensor([x["start"] for x in items], device=device),
+            "end": torch.tensor([x["end"] for x in items], device=device)}
+
+
+def epoch_batches(items: list[dict], batch_size: int, pool_batches: int, gen: torch.Generator) -> list[list[dict]]:
+    """Seeded shuffle; within pools of `pool_batches` batches, sort by passage length (less padding); the
+    batches are then shuffled again."""
+    order = torch.randperm(len(items), generator=gen).tolist()
+    pool = batch_size * max(1, pool_batches)
+    batches = []
+    for p in range(0, len(order), pool):
+        chunk = sorted(order[p : p + pool], key=lambda i: len(items[i]["passage"]))
+        batches += [[items[i] for i in chunk[b : b + batch_size]] for b in range(0, len(chunk), batch_size)]
+    return [batches[i] for i in torch.randperm(len(batches), generator=gen).tolist()]
+
+
+# ---------------------------------------------------------------- EMA
+
+
+class EMA:
+    """Shadow copy of the trainable weights: theta_ema <- decay theta_ema + (1 - decay) theta."""
+
+    def __init__(self, model: torch.nn.Module, decay: float):
+        self.decay, self.steps = decay, 0
+        self.shadow = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+
+    @torch.no_grad()
+    def update(self, model: torch.nn.Module) -> None:
+        self.steps += 1
+        decay = min(self.decay, (1 + self.steps) / (10 + self.steps))
+        for n, p in model.named_parameters():
+            if n in self.shadow:
+                self.shadow[n].mul_(decay).add_(p.detach(), alpha=1 - decay)
+
+    def averaged(self, model: torch.nn.Module) -> torch.nn.Module:
+        ema_model = copy.deepcopy(model)
+        with torch.no_grad():
+            for n, p in ema_model.named_parameters():
+                if n in self.shadow:
+                    p.copy_(self.shadow[n])
+        return ema_model
+
+    def state_dict(self) -> dict:
+        return {"steps": self.steps, "shadow": self.shadow}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.steps, self.shadow = state["steps"], state["shadow"]
+
+
+# ---------------------------------------------------------------- evaluation
+
+
+@torch.no_grad()
+def evaluate(model: torch.nn.Module, items: list[dict], built: dict, cfg: TrainConfig, device: str) -> dict:
+    """EM/F1 (in %) under both decoding rules; the configured one is "em"/"f1"."""
+    model.eval()
+    predictions: dict[str, dict[str, str]] = {mode: {} for mode in DECODE_MODES}
+    order = sorted(range(len(items)), key=lambda i: len(items[i]["passage"]))
+    for b in range(0, len(order), cfg.eval_batch_size):
+        batch = [items[i] for i in order[b : b + cfg.eval_batch_size]]
+        out = model(**{k: v for k, v in collate(batch, device).items() if k in ("passage", "question")})
+        for mode in DECODE_MODES:
+            spans = decode(out["start"], out["end"], mode, cfg.max_answer_len).tolist()
+            for x, (first, last) in zip(batch, spans):
+                ex = built["examples"][x["k"]]
+                ctx = built["contexts"][ex["context"]]
+                predictions[mode][ex["id"]] = token_span_text(ctx["text"], ctx["offsets"], first, last)
+    golds = {ex["id"]: ex["answers"] for ex in built["examples"]}
+    scores = {mode: squad_scores(predictions[mode], golds) for mode in DECODE_MODES}
+    chosen = scores[cfg.decode]
+    return {"em": chosen["em"], "f1": chosen["f1"], "n": chosen["n"],
+            "by_decode": {mode: {"em": s["em"], "f1": s["f1"]} for mode, s in scores.items()}}
+
+
+# ---------------------------------------------------------------- the run
+
+
+def _weights(model: torch.nn.Module) -> dict:
+    """State dict without the frozen word vectors (they are rebuilt from GloVe and the vocabulary)."""
+    return {k: v for k, v in model.state_dict().items() if k != "embed.weight"}
+
+
+def _save(obj, path: Path) -> None:
+    with atomic_path(path) as tmp:
+        torch.save(obj, tmp)
+
+
+def _fmt(seconds: float) -> str:
+    return f"{int(seconds // 60)}m{seconds % 60:04.1f}s"
+
+
+def run(cfg: TrainConfig, train_set: dict, test_set: dict, embeddings: np.ndarray | torch.Tensor,
+        vocab: list[str], run_dir: str | os.PathLike, log: Callable[[str], None] = print) -> dict:
+    """Train one model on `train_set`, evaluate on `test_set` (both data.build_examples output). Resumes from
+    run_dir/checkpoint.pt; returns (and writes last) metrics.json."""
+    if cfg.decode not in DECODE_MODES:
+        raise ValueError(f"decode must be one of {DECODE_MODES}")
+    run_dir = Path(run_dir)
+    if (run_dir / "metrics.json").is_file():
+        return read_json(run_dir / "metrics.json")
+    device = resolve_device(cfg.device)
+    index = {w: i for i, w in enumerate(vocab)}
+    train_items = encode(train_set, index, cfg.max_passage_len, cfg.max_question_len, drop_unreachable=True)
+    test_items = encode(test_set, index, cfg.eval_max_passage_len, 10**9, drop_unreachable=False)
+    if not train_items or not test_items:
+        raise ValueError(f"nothing to train on or evaluate: {len(train_items)} train, {len(test_items)} test examples")
+
+    torch.manual_seed(cfg.seed)
+    model = BaselineModel(torch.as_tensor(np.asarray(embeddings), dtype=torch.float32), cfg.model).to(device)
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.Adadelta(params, lr=cfg.lr, rho=cfg.rho, eps=cfg.eps)
+    ema = EMA(model, cfg.ema_decay)
+    gen = torch.Generator().manual_seed(cfg.seed)
+    history = {"epochs": [], "loss_log": [], "n_train": len(train_items),
+               "n_train_dropped": len(train_set["examples"]) - len(train_items), "n_test": len(test_items)}
+    start_epoch, step, spent = 1, 0, 0.0
+
+    checkpoint = run_dir / "checkpoint.pt"
+    if checkpoint.is_file():
+        state = torch.load(checkpoint, weights_only=False)
+        if state["config"] != cfg.to_dict():
+            raise ValueError(f"{checkpoint} was written with a different config; remove {run_dir} to start over")
+        missing, unexpected = model.load_state_dict(state["model"], strict=False)
+        if missing != ["embed.weight"] or unexpected:
+            raise ValueError(f"{checkpoint}: weights do not fit the model (missing {missing}, unexpected {unexpected})")
+        optimizer.load_state_dict(state["optimizer"])
+        ema.load_state_dict(state["ema"])
+        gen.set_state(state["generator"])
+        torch.set_rng_state(state["torch_rng"])
+        if state.get("cuda_rng") is not None and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(state["cuda_rng"])
+        history, start_epoch, step, spent = state["history"], state["epoch"] + 1, state["step"], state["seconds"]
+        log(f"resuming from {checkpoint} after epoch {state['epoch']}")
+
+    t0 = time.monotonic() - spent
+    for epoch in range(start_epoch, cfg.epochs + 1):
+        model.train()
+        total, count = 0.0, 0
+        for batch in epoch_batches(train_items, cfg.batch_size, cfg.bucket_batches, gen):
+            b = collate(batch, device)
+            loss = span_loss(model(b["passage"], b["question"]), b["start"], b["end"])
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if cfg.grad_clip:
+                torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
+            optimizer.step()
+            ema.update(model)
+            step += 1
+            total, count = total + loss.item() * len(batch), count + len(batch)
+            if step % cfg.loss_log_every == 0:
+                history["loss_log"].append([step, loss.item()])
+        record = {"epoch": epoch, "train_loss": total / count, "steps": step}
+        if cfg.eval_every_epoch or epoch == cfg.epochs:
+            record["dev"] = evaluate(ema.averaged(model), test_items, test_set, cfg, device)
+        elapsed = time.monotonic() - t0
+        record["elapsed_s"] = elapsed
+        history["epochs"].append(record)
+        done = epoch - start_epoch + 1
+        remaining = (time.monotonic() - t0 - spent) / done * (cfg.epochs - epoch)
+        dev = f", dev EM {record['dev']['em']:.1f} F1 {record['dev']['f1']:.1f}" if "dev" in record else ""
+        log(f"epoch {epoch}/{cfg.epochs}, elapsed {_fmt(elapsed)}, remaining ~{_fmt(remaining)}, "
+            f"loss {record['train_loss']:.3f}{dev}")
+        _save({"config": cfg.to_dict(), "model": _weights(model), "optimizer": optimizer.state_dict(),
+               "ema": ema.state_dict(), "generator": gen.get_state(), "torch_rng": torch.get_rng_state(),
+               "cuda_rng": torch.cuda.get_rng_state_all() if device == "cuda" else None,
+               "history": history, "epoch": epoch, "step": step, "seconds": elapsed}, checkpoint)
+        write_json(run_dir / "history.json", history)
+
+    final = history["epochs"][-1]["dev"]
+    _save({"config": cfg.to_dict(), "vocab": vocab, "ema_weights": _weights(ema.averaged(model))},
+          run_dir / "model.pt")
+    metrics = {
+        "em": final["em"], "f1": final["f1"], "decode": cfg.decode, "by_decode": final["by_decode"],
+        "per_epoch": [{"epoch": r["epoch"], "em": r["dev"]["em"], "f1": r["dev"]["f1"], "train_loss": r["train_loss"]}
+                      for r in history["epochs"] if "dev" in r],
+        "n_test": final["n"], "n_train": history["n_train"], "n_train_dropped": history["n_train_dropped"],
+        "seed": cfg.seed, "config": cfg.to_dict(), "device": device_label(device), "code_commit": code_commit(),
+        "train_seconds": history["epochs"][-1]["elapsed_s"],
+    }
+    write_json(run_dir / "metrics.json", metrics)
+    return metrics
+
+
+def load_trained(run_dir: str | os.PathLike, embeddings: np.ndarray | torch.Tensor) -> tuple[BaselineModel, list[str]]:
+    """(model with the EMA weights of run_dir/model.pt, its vocabulary); `embeddings` must be built for that
+    vocabulary (glove.embedding_matrix), as the frozen word vectors are not stored."""
+    saved = torch.load(Path(run_dir) / "model.pt", weights_only=False)
+    cfg = TrainConfig.from_dict(saved["config"])
+    model = BaselineModel(torch.as_tensor(np.asarray(embeddings), dtype=torch.float32), cfg.model)
+    missing, unexpected = model.load_state_dict(saved["ema_weights"], strict=False)
+    if missing != ["embed.weight"] or unexpected:
+        raise ValueError(f"{run_dir}/model.pt does not fit its config (missing {missing}, unexpected {unexpected})")
+    return model.eval(), saved["vocab"]
+
+
+def run_prepared(cfg: TrainConfig, prepared_dir: str | os.PathLike, vectors: dict[str, np.ndarray],
+                 run_dir: str | os.PathLike, log: Callable[[str], None] = print) -> dict:
+    """run() on a finished data.prepare() folder, with word vectors from glove.load_text/load_kumo."""
+    from nlpbench.squad import glove
+    from nlpbench.squad.data import load_prepared
+
+    train_set, test_set = load_prepared(prepared_dir, "train"), load_prepared(prepared_dir, "test")
+    vocab = glove.build_vocab([c["tokens"] for c in train_set["contexts"] + test_set["contexts"]] +
+                              [e["question_tokens"] for e in train_set["examples"] + test_set["examples"]])
+    matrix, oov = glove.embedding_matrix(vocab, vectors)
+    log(f"vocabulary {len(vocab) - 1} words, {oov} without a vector (zeros)")
+    return run(cfg, train_set, test_set, matrix, vocab, run_dir, log)

@@ -1,0 +1,185 @@
+"""Training runs on a tiny synthetic task: it learns, a killed run resumes to the same numbers, and the same
+seed gives the same numbers in a new process."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent))
+from squad_synthetic import marker_task  # noqa: E402
+
+from nlpbench.squad.model import ModelConfig  # noqa: E402
+from nlpbench.squad.train import TrainConfig, run  # noqa: E402
+
+torch.set_num_threads(1)
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+
+def small_config(epochs: int, seed: int = 0, dropout: float = 0.2) -> TrainConfig:
+    # the thesis's optimiser settings (Adadelta lr 0.5, EMA 0.999), a tiny network
+    return TrainConfig(model=ModelConfig(hidden=16, embed_adjust=16, similarity="trilinear", output="O_2",
+                                         dropout=dropout),
+                       epochs=epochs, batch_size=30, seed=seed)
+
+
+def comparable(metrics: dict) -> dict:
+    return {k: metrics[k] for k in ("em", "f1", "by_decode", "per_epoch", "n_train", "n_test", "seed")}
+
+
+def ema_weights(run_dir: Path) -> dict:
+    return torch.load(run_dir / "model.pt", weights_only=False)["ema_weights"]
+
+
+SUBPROCESS = """
+import sys, json
+sys.path.insert(0, {tests!r})
+import torch
+torch.set_num_threads(1)
+from squad_synthetic import marker_task
+from nlpbench.squad.train import TrainConfig, run
+cfg = TrainConfig.from_dict(json.loads({cfg!r}))
+train, test, emb, vocab = marker_task({n_train}, 60, seed=0)
+run(cfg, train, test, emb, vocab, {run_dir!r}, log=lambda s: print(s, flush=True))
+"""
+
+
+def start_subprocess(cfg: TrainConfig, run_dir: Path, n_train: int) -> subprocess.Popen:
+    code = SUBPROCESS.format(tests=str(Path(__file__).parent), cfg=json.dumps(cfg.to_dict()), n_train=n_train,
+                             run_dir=str(run_dir))
+    env = dict(os.environ, PYTHONPATH=f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", OMP_NUM_THREADS="1")
+    return subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+
+
+def test_learns_the_marker_task(tmp_path):
+    train, test, emb, vocab = marker_task(600, 100, seed=0)
+    lines = []
+    metrics = run(small_config(epochs=5, dropout=0.0), train, test, emb, vocab, tmp_path / "run", log=lines.append)
+    assert metrics["em"] >= 90.0 and metrics["f1"] >= 90.0
+    assert metrics["per_epoch"][0]["em"] < metrics["em"]  # it was learned, not given
+    assert [ln.split(",")[0] for ln in lines] == [f"epoch {k}/5" for k in range(1, 6)]
+    assert all("elapsed" in ln and "remaining" in ln for ln in lines)
+    for name in ("model.pt", "history.json", "metrics.json", "checkpoint.pt"):
+        assert (tmp_path / "run" / name).is_file()
+    history = json.loads((tmp_path / "run" / "history.json").read_text())
+    assert [r["epoch"] for r in history["epochs"]] == [1, 2, 3, 4, 5]
+    # a finished run is not trained again
+    assert run(small_config(epochs=5, dropout=0.0), train, test, emb, vocab, tmp_path / "run") == metrics
+    # model.pt holds the EMA weights that produced metrics.json
+    from nlpbench.squad.train import encode, evaluate, load_trained
+
+    model, saved_vocab = load_trained(tmp_path / "run", emb)
+    assert saved_vocab == vocab
+    cfg = small_config(epochs=5, dropout=0.0)
+    items = encode(test, {w: i for i, w in enumerate(vocab)}, cfg.eval_max_passage_len, 10**9, False)
+    again = evaluate(model, items, test, cfg, "cpu")
+    assert (again["em"], again["f1"]) == (metrics["em"], metrics["f1"])
+
+
+def test_resume_after_kill_gives_identical_numbers(tmp_path):
+    n_train = 400
+    cfg = small_config(epochs=4)
+    train, test, emb, vocab = marker_task(n_train, 60, seed=0)
+    reference = run(cfg, train, test, emb, vocab, tmp_path / "straight", log=lambda s: None)
+
+    killed = tmp_path / "killed"
+    proc = start_subprocess(cfg, killed, n_train)
+    deadline = time.monotonic() + 25
+    while not (killed / "checkpoint.pt").is_file() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert (killed / "checkpoint.pt").is_file(), proc.stdout.read()
+    assert not (killed / "metrics.json").exists(), "the run finished before it could be killed"
+
+    lines = []
+    resumed = run(cfg, train, test, emb, vocab, killed, log=lines.append)
+    assert lines[0].startswith("resuming from")
+    assert comparable(resumed) == comparable(reference)
+    straight, again = ema_weights(tmp_path / "straight"), ema_weights(killed)
+    assert all(torch.equal(straight[k], again[k]) for k in straight)
+
+
+def test_same_seed_same_numbers_in_a_new_process(tmp_path):
+    n_train = 300
+    cfg = small_config(epochs=2, seed=3)
+    proc = start_subprocess(cfg, tmp_path / "child", n_train)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, out
+    train, test, emb, vocab = marker_task(n_train, 60, seed=0)
+    here = run(cfg, train, test, emb, vocab, tmp_path / "here", log=lambda s: None)
+    child = json.loads((tmp_path / "child" / "metrics.json").read_text())
+    assert comparable(child) == comparable(here)
+    other_seed = run(small_config(epochs=2, seed=4), train, test, emb, vocab, tmp_path / "other", log=lambda s: None)
+    assert other_seed["per_epoch"] != here["per_epoch"]
+
+
+def test_config_round_trip_and_unknown_keys():
+    cfg = small_config(epochs=3)
+    assert TrainConfig.from_dict(cfg.to_dict()) == cfg
+    with pytest.raises(ValueError, match="unknown"):
+        TrainConfig.from_dict({"epoch": 3})
+
+
+def test_resume_refuses_a_different_config(tmp_path):
+    train, test, emb, vocab = marker_task(60, 20, seed=0)
+    cfg = small_config(epochs=1)
+    run(cfg, train, test, emb, vocab, tmp_path / "r", log=lambda s: None)
+    (tmp_path / "r" / "metrics.json").unlink()
+    with pytest.raises(ValueError, match="different config"):
+        run(small_config(epochs=2, seed=9), train, test, emb, vocab, tmp_path / "r", log=lambda s: None)
+
+
+def test_run_on_prepared_mirror_data(tmp_path):
+    """End to end on real text: prepare a small article split from the mirror, train a tiny model one epoch."""
+    from nlpbench.squad import data
+    from nlpbench.squad.train import run_prepared
+
+    mirror = Path(os.environ.get("NLPBENCH_MIRROR") or "/work/shared/data")
+    if not (mirror / data.MIRROR_RECONSTRUCTED_DEV).is_file():
+        pytest.skip(f"no SQuAD dev set in mirror {mirror}")
+    prepared = tmp_path / "squad"
+    status = data.prepare(prepared, scale="smoke", mirror=mirror, n_train_articles=2, n_test_articles=1,
+                          allow_download=False)
+    vectors = {w: np.full(4, float(i % 7) - 3, dtype=np.float32) for i, w in enumerate(["the", "of", "in", "what"])}
+    cfg = TrainConfig(model=ModelConfig(hidden=4, embed_adjust=4), epochs=1, max_passage_len=200, seed=0)
+    lines = []
+    metrics = run_prepared(cfg, prepared, vectors, tmp_path / "run", log=lines.append)
+    assert metrics["n_test"] == status["counts"]["test"]["questions"]
+    assert 0.0 <= metrics["em"] <= metrics["f1"] <= 100.0
+    assert set(metrics["by_decode"]) == {"independent", "span"}
+    assert lines[0].startswith("vocabulary") and lines[-1].startswith("epoch 1/1")
+
+
+def test_epoch_batches_cover_every_item_once_and_are_seeded():
+    from nlpbench.squad.train import epoch_batches
+
+    items = [{"passage": [1] * (i % 17 + 1), "i": i} for i in range(95)]
+    batches = epoch_batches(items, 10, 3, torch.Generator().manual_seed(5))
+    assert sorted(x["i"] for b in batches for x in b) == list(range(95))
+    assert all(len(b) <= 10 for b in batches)
+    again = epoch_batches(items, 10, 3, torch.Generator().manual_seed(5))
+    assert [[x["i"] for x in b] for b in batches] == [[x["i"] for x in b] for b in again]
+
+
+def test_ema_follows_the_weights_with_warm_up_decay():
+    from nlpbench.squad.train import EMA
+
+    layer = torch.nn.Linear(1, 1, bias=False)
+    with torch.no_grad():
+        layer.weight.fill_(0.0)
+    ema = EMA(layer, decay=0.999)
+    with torch.no_grad():
+        layer.weight.fill_(1.0)
+    ema.update(layer)  # step 1: decay min(0.999, 2/11)
+    assert ema.shadow["weight"].item() == pytest.approx(1 - 2 / 11)
+    averaged = ema.averaged(layer)
+    assert averaged.weight.item() == pytest.approx(1 - 2 / 11) and layer.weight.item() == 1.0
