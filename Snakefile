@@ -1,6 +1,7 @@
 # nlpbench: every table and output of the chosen scale.
-#   snakemake --cores all --resources gpu=1                      (params.yaml's scale)
-#   snakemake --cores all --resources gpu=1 --config scale=smoke (any params.yaml key can be overridden)
+#   snakemake --cores all --resources gpu=1                      (params.yaml's scale: auto = paper on a GPU, cpu on a CPU)
+#   snakemake --cores all --resources gpu=1 --config scale=smoke (any params.yaml key: memnet='{train: {lr: 0.01}}',
+#                                                                 or put it in overrides.yaml, which DVC tracks too)
 # The rules are written once over the plan of every family (src/nlpbench/plan.py: data steps, training groups,
 # tables and outputs) and only call the `nlpbench` command line; the logic lives in src/nlpbench.
 
@@ -10,6 +11,9 @@ import yaml
 from nlpbench import config as nb
 from nlpbench import plan as nb_plan
 from nlpbench.provenance import resolve_device
+
+configfile: "overrides.yaml"              # the user's overrides; --config adds to them
+
 
 PARAMS = nb.load("params.yaml", config)   # validated: a bad key stops here with its name
 SET = " ".join(

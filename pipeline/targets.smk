@@ -18,7 +18,9 @@ for _t in PLAN.targets.values():
         threads: workflow.cores if _t.on_demand else 1
         resources:
             gpu=1 if _t.on_demand else 0,
-        params:
+        params:   # a changed declaration or table-building code reruns the target (Snakemake's params trigger)
+            declaration=nb_plan.declaration_digest(PARAMS, _t),
+            builder=nb_plan.builder_version(PLAN.owner[_t.key]),
             command="table" if _t.section == "tables" else "output",
             source=_t.source,
             name=_t.name,

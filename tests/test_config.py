@@ -92,7 +92,7 @@ def test_dotted_keys_reach_declarations_whose_names_hold_dots():
 
 
 def test_scales_change_the_runs_not_the_code():
-    gp = _table2(config.load(REPO / "params.yaml"))
+    gp = _table2(config.load(REPO / "params.yaml", {"scale": "paper"}))
     gs = _table2(config.load(REPO / "params.yaml", {"scale": "smoke"}))
     assert set(gp) == set(gs) == {"memn2n", "tmemnn"}
     assert gp["memn2n"].group_id != gs["memn2n"].group_id          # different settings, different runs
@@ -102,9 +102,9 @@ def test_scales_change_the_runs_not_the_code():
 
 
 def test_group_ids_are_stable_and_follow_the_settings():
-    a = _table2(config.load(REPO / "params.yaml"))
-    b = _table2(config.load(REPO / "params.yaml"))
-    c = _table2(config.load(REPO / "params.yaml", {"memnet.model.hops": 1}))
+    a = _table2(config.load(REPO / "params.yaml", {"scale": "paper"}))
+    b = _table2(config.load(REPO / "params.yaml", {"scale": "paper"}))
+    c = _table2(config.load(REPO / "params.yaml", {"scale": "paper", "memnet.model.hops": 1}))
     assert a["tmemnn"].group_id == b["tmemnn"].group_id != c["tmemnn"].group_id
     assert c["tmemnn"].group_id.startswith("tmemnn-en-h1-d20-")
 
@@ -239,3 +239,30 @@ def test_the_readme_ablation_pastes_into_params_and_adds_its_groups_and_table(pa
     new = set(after.groups) - set(before.groups)
     assert len(new) == 2 and all("-h4-" in g for g in new)
     assert len(after.targets) == len(before.targets) + 1     # nothing else was dropped
+
+
+def test_scale_auto_follows_the_device():
+    assert config.load(REPO / "params.yaml", {"device": "cpu"})["scale"] == "cpu"
+    assert yaml.safe_load((REPO / "params.yaml").read_text())["scale"] == "auto"
+
+
+def test_a_value_the_user_sets_beats_the_scale_and_is_validated():
+    smoke = config.load(REPO / "params.yaml", {"scale": "smoke", "memnet.train.epochs": 5})
+    assert smoke["memnet"]["train"]["epochs"] == 5
+    default = _table2(config.load(REPO / "params.yaml", {"scale": "smoke"}))["tmemnn"]
+    assert _table2(smoke)["tmemnn"].group_id != default.group_id          # a new run, not the 2-epoch one
+    with pytest.raises(config.ConfigError, match=r"memnet\.train\.epochs"):
+        config.load(REPO / "params.yaml", {"scale": "smoke", "memnet.train.epochs": "abc"})
+    assert config.load(REPO / "params.yaml", {"scale": "smoke", "task_subset": [1]})["task_subset"] == [1]
+
+
+def test_nested_overrides_mean_the_same_as_dotted_ones():
+    """Snakemake's --config takes identifier keys only: memnet='{train: {lr: 0.01}}' is memnet.train.lr=0.01."""
+    dotted = config.load(REPO / "params.yaml", {"scale": "cpu", "memnet.train.lr": 0.01})
+    nested = config.load(REPO / "params.yaml", {"scale": "cpu", "memnet": {"train": {"lr": 0.01}}})
+    assert dotted == nested and nested["memnet"]["train"]["epochs"] == 100   # siblings kept
+    tables = config.load(REPO / "params.yaml", {"tables": {"bahuleyan-thesis": {"4.2": {"tolerance": 1.5}}}})
+    assert tables["tables"]["bahuleyan-thesis"]["4.2"]["tolerance"] == 1.5
+    assert tables["tables"]["bahuleyan-thesis"]["4.2"]["decimals"] == 2
+    with pytest.raises(config.ConfigError, match=r"memnet\.train\.lrr"):
+        config.load(REPO / "params.yaml", {"memnet": {"train": {"lrr": 0.01}}})

@@ -75,7 +75,7 @@ def test_table_4_1_variants_parse() -> None:
     from nlpbench import config
     from nlpbench.textgen.config import run_settings
 
-    params = config.load(Path(__file__).resolve().parents[1] / "params.yaml")
+    params = config.load(Path(__file__).resolve().parents[1] / "params.yaml", {"scale": "paper"})
     got = {}
     for name, run in params["textgen"]["runs"].items():
         if run["corpus"] == "snli":

@@ -292,9 +292,9 @@ def test_a_bad_run_override_stops_naming_the_key(override: dict, message: str) -
 def test_run_ids_follow_the_settings_and_the_smoke_subset() -> None:
     from nlpbench.textgen.config import all_runs, make_run
 
-    paper, cpu = config.load(REPO / "params.yaml"), config.load(REPO / "params.yaml", {"scale": "cpu"})
+    paper, cpu = config.load(REPO / "params.yaml", {"scale": "paper"}), config.load(REPO / "params.yaml", {"scale": "cpu"})
     assert make_run(paper, "snli-tanh-3000").run_id != make_run(cpu, "snli-tanh-3000").run_id
-    assert make_run(paper, "qg-ded").run_id == make_run(config.load(REPO / "params.yaml"), "qg-ded").run_id
+    assert make_run(paper, "qg-ded").run_id == make_run(config.load(REPO / "params.yaml", {"scale": "paper"}), "qg-ded").run_id
     smoke = config.load(REPO / "params.yaml", {"scale": "smoke"})
     assert set(all_runs(smoke)) == set(smoke["textgen"]["run_subset"])
     assert "snli-tanh-unstopped" in all_runs(paper) and "snli-tanh-unstopped" not in all_runs(cpu)

@@ -62,9 +62,56 @@ def set_dotted(cfg: dict, dotted: str, value: Any, where: str) -> None:
         node = node[key]
 
 
+# Keys whose value is a mapping that an override replaces whole (a declaration's or a scale's overrides, a game's
+# ranges, a table's columns), rather than a path to descend into.
+SETTABLE_MAPPINGS_SUFFIXES = ("overrides", "ranges", "transcript", "flag", "columns", "rows")
+
+
+def _is_whole_mapping(params: dict, dotted: str) -> bool:
+    """True when `dotted` names an existing key whose value is a mapping meant to be set whole."""
+    return dotted.rsplit(".", 1)[-1] in SETTABLE_MAPPINGS_SUFFIXES or dotted.startswith("dmn.train_overrides.")
+
+
+def _flatten_against(params: dict, overrides: dict, prefix: str = "") -> dict:
+    """Flatten nested overrides, descending a mapping only where params has a mapping that is not set whole."""
+    out = {}
+    for key, value in overrides.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and value and not _is_whole_mapping(params, name) \
+                and isinstance(_lookup(params, name), dict):
+            out.update(_flatten_against(params, value, f"{name}."))
+        else:
+            out[name] = value
+    return out
+
+
+def _lookup(params: dict, dotted: str):
+    node, parts = params, dotted.split(".")
+    while parts:
+        found = _split_key(node, parts) if isinstance(node, dict) else None
+        if found is None:
+            return None
+        key, parts = found
+        node = node[key]
+    return node
+
+
+def resolve_scale(params: dict, where: str) -> str:
+    """`scale: auto` follows the device: the documents' settings on a GPU, the cpu scale on a CPU."""
+    scale = params["scale"]
+    if scale == "auto":
+        from nlpbench.provenance import resolve_device
+        scale = "paper" if resolve_device(params["device"]) == "cuda" else "cpu"
+    if scale not in params["scales"]:
+        raise ConfigError(f"{where}: scale: unknown scale {scale!r} (known: auto, {', '.join(params['scales'])})")
+    return scale
+
+
 def load(path: str | Path = "params.yaml", overrides: dict | None = None) -> dict:
-    """Read params.yaml, apply `overrides` (e.g. Snakemake's --config), then the chosen scale; validate, and
-    let every family check what the schema cannot."""
+    """Read params.yaml, apply the chosen scale, then the user's `overrides` (Snakemake's --config, `--set`,
+    overrides.yaml: dotted keys or nested mappings); validate; let every family check what the schema cannot.
+
+    A value the user sets wins over the scale's (and is validated as any other)."""
     path = Path(path)
     try:
         params = yaml.safe_load(path.read_text())
@@ -74,14 +121,18 @@ def load(path: str | Path = "params.yaml", overrides: dict | None = None) -> dic
         raise ConfigError(f"{path}: expected a mapping at the top level")
     _validate(params, str(path))
     params = copy.deepcopy(params)
-    for key, value in (overrides or {}).items():
-        set_dotted(params, key, value, f"{path} (override)")
-    scale = params["scale"]
-    if scale not in params["scales"]:
-        raise ConfigError(f"{path}: scale: unknown scale {scale!r} (known: {', '.join(params['scales'])})")
+    user = _flatten_against(params, overrides or {})
+    if "scale" in user:
+        params["scale"] = user.pop("scale")
+    if "device" in user:
+        params["device"] = user.pop("device")
+    scale = resolve_scale(params, str(path))
+    params["scale"] = scale
     for key, value in params["scales"][scale].items():
         set_dotted(params, key, value, f"{path}: scales.{scale}")
-    _validate(params, f"{path} (scale {scale})")
+    for key, value in user.items():
+        set_dotted(params, key, value, f"{path} (override)")
+    _validate(params, f"{path} (scale {scale}, with overrides)" if user else f"{path} (scale {scale})")
     from . import registry   # the families' own checks (cross-references the schema cannot express)
     for family in registry.families_in(params):
         family.check(params)

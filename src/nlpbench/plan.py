@@ -5,9 +5,12 @@ The Snakefile, `nlpbench plan` and the tests read this one object; ids are uniqu
 
 from __future__ import annotations
 
+import functools
+import hashlib
 from dataclasses import dataclass
+from pathlib import Path
 
-from nlpbench import registry
+from nlpbench import config, registry
 from nlpbench.config import ConfigError
 from nlpbench.data.shared import SHARED_STEPS
 from nlpbench.family import DataStep, Family, Target, TrainGroup
@@ -53,3 +56,27 @@ def make(params: dict) -> Plan:
         plan.data[step_id] = SHARED_STEPS[step_id]
         plan.owner[step_id] = "core"
     return plan
+
+
+PACKAGE = Path(__file__).resolve().parent
+# the core modules that turn a family's cells into files (their code decides a table's content too)
+BUILDER_CORE = ("build.py", "tables.py", "paper.py", "results_index.py", "family.py")
+
+
+@functools.cache
+def builder_version(family: str) -> str:
+    """A digest of the code that builds a family's tables and outputs: the family's package, the core modules
+    that render them and the reference numbers. Training groups do not depend on it (their ids follow their
+    settings); tables and outputs do, so that changed code never leaves a stale table."""
+    h = hashlib.sha256()
+    files = [PACKAGE / f for f in BUILDER_CORE] + sorted((PACKAGE / family).rglob("*.py")) \
+        + sorted((PACKAGE / "reference").rglob("*.csv"))
+    for path in files:
+        h.update(path.relative_to(PACKAGE).as_posix().encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:12]
+
+
+def declaration_digest(params: dict, target: Target) -> str:
+    """A digest of everything params.yaml says about one table or output, with the scale it is built at."""
+    d = config.declaration(params, target.section, target.source, target.name)
+    return config.digest({"declaration": d.decl, "scale": params["scale"]})
