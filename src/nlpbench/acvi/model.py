@@ -17,6 +17,9 @@ from torch import nn
 from .attention import AdditiveScores, make_attention
 
 
+UNK_ID = 1  # vocab.Vocab's [UNK]
+
+
 @dataclass
 class ModelConfig:
     vocab_size: int = 50_000
@@ -105,6 +108,8 @@ class PointerGenerator(nn.Module):
             P_t, state, c_t, a_t, kl_t = self.step(batch["dec_in"][:, t], state, c_t, k_t, mem, batch["src_ext"],
                                                    batch["n_oov"], coverage=coverage, sample=sample, gumbel=gumbel)
             gold = batch["target"][:, t]
+            if not self.cfg.pointer:                    # plain seq2seq: a copied OOV target is just [UNK]
+                gold = gold.masked_fill(gold >= self.cfg.vocab_size, UNK_ID)
             nll.append(-torch.log(P_t.gather(1, gold[:, None]).squeeze(1) + 1e-12))
             cov.append(coverage_loss(a_t, k_t))                                                    # eq. 71
             kl.append(kl_t)
