@@ -218,7 +218,7 @@ def run(cfg: TrainConfig, out_dir: str | os.PathLike, *, stop_after: int | None 
         opt.step()
         step += 1
         if step % cfg.log_every == 0 or step == N:
-            row = {"step": step, **{k: float(v) for k, v in losses.items()}}
+            row = {"step": step, **{k: v.item() for k, v in losses.items()}}
             history.append(row)
             elapsed = time.perf_counter() - t0
             remaining = elapsed / (step - start_step) * (N - step)
