@@ -176,3 +176,26 @@ def test_structured_forward_backward_trains():
     batch = make_batch([(["w4", "w5", "w6"], ["w5", "w6"])], vocab, 10, 10)
     m(batch)["loss"].backward()
     assert m.attention.transition.grad is not None and m.attention.transition.grad.abs().sum() > 0
+
+
+@pytest.mark.parametrize("kind", ["asa", "acvi_thesis", "acvi_paper"])
+def test_video_captioner_learns_synthetic_captions(kind):
+    """SYNTHETIC features (data.synthetic_video_features): two clips, two captions; the captioner must learn to
+    tell them apart through the attention context."""
+    from nlpbench.acvi.data import synthetic_video_features
+    from nlpbench.acvi.video import VideoCaptioner, make_video_batch
+
+    feats = synthetic_video_features(2, frames=6, dim=16, seed=0)["features"]
+    caps = [["a", "man", "is", "firing", "a", "gun"], ["a", "woman", "is", "riding", "a", "horse"]]
+    vocab = Vocab.build(caps, 100)
+    torch.manual_seed(0)
+    m = VideoCaptioner(ModelConfig(vocab_size=len(vocab), emb_dim=8, hidden_dim=16, attn_dim=8, attention=kind,
+                                   kl_weight=0.0), feat_dim=16, dropout=0.0)
+    batch = make_video_batch(feats, caps, vocab)
+    opt = torch.optim.Adam(m.parameters(), lr=1e-2)
+    for _ in range(150):
+        loss = m(batch, sample=False)["loss"]
+        opt.zero_grad(); loss.backward(); opt.step()
+    m.eval()
+    outs = [vocab.words(beam_search(m, batch, i, width=3, max_steps=10)) for i in range(2)]
+    assert outs == caps

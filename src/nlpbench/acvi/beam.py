@@ -33,12 +33,10 @@ def beam_search(model: PointerGenerator, batch: dict, index: int, *, width: int 
     """Decode example `index` of a batch; returns extended-vocabulary ids without [START]/[STOP].
     n_samples = K (ACVI: sampled context vectors averaged, thesis eq. 88); 1 = the mean context, no sampling."""
     V = model.cfg.vocab_size
-    src = batch["src"][index:index + 1]
-    src_len = batch["src_len"][index:index + 1]
-    n = int(src_len[0])
-    src_ext = batch["src_ext"][index:index + 1, :n]
-    h, mask, state = model.encode(src[:, :n], src_len)
-    n_oov = len(batch["oovs"][index])
+    h, mask, state = model.encode_batch(batch, slice(index, index + 1))
+    n = h.shape[1]
+    src_ext = batch["src_ext"][index:index + 1, :n] if "src_ext" in batch else None
+    n_oov = len(batch["oovs"][index]) if "oovs" in batch else 0
     sample = n_samples > 1
 
     hyps = [Hypothesis([start_id])]
@@ -50,7 +48,8 @@ def beam_search(model: PointerGenerator, batch: dict, index: int, *, width: int 
         L = len(hyps)
         mem = model.memory(h.expand(L, -1, -1), mask.expand(L, -1))
         y_prev = torch.tensor([hy.tokens[-1] if hy.tokens[-1] < V else unk_id for hy in hyps])
-        P_t, new_state, c_new, a_t, _ = model.step(y_prev, states, c_t, k_t, mem, src_ext.expand(L, -1), n_oov,
+        ext = None if src_ext is None else src_ext.expand(L, -1)
+        P_t, new_state, c_new, a_t, _ = model.step(y_prev, states, c_t, k_t, mem, ext, n_oov,
                                                   coverage=coverage, sample=sample, n_samples=n_samples)
         logp = torch.log(P_t + 1e-12)
         top_lp, top_id = logp.topk(min(2 * width, logp.shape[1]), dim=1)

@@ -49,6 +49,7 @@ class PointerGenerator(nn.Module):
         self.V = nn.Linear(H + D, H)                                            # eq. 66: V [s_t; c_t] + b
         self.V_out = nn.Linear(H, cfg.vocab_size)                               # V' . + b'
         self.w_gen = nn.Linear(D + 2 * H + E, 1)                                # eq. 67: w_c, w_s, w_x, b_ptr
+        self.drop = nn.Identity()                                               # no regularization (T §7.4.1)
 
     # ---------------------------------------------------------------------------------------------- encoder
     def encode(self, src: torch.Tensor, src_len: torch.Tensor):
@@ -61,6 +62,11 @@ class PointerGenerator(nn.Module):
         h0 = F.relu(self.reduce_h(torch.cat([h_n[0], h_n[1]], -1)))
         c0 = F.relu(self.reduce_c(torch.cat([c_n[0], c_n[1]], -1)))
         return h, mask, (h0, c0)
+
+    def encode_batch(self, batch: dict, rows: slice = slice(None)):
+        """encode() on the batch's rows (the video captioner encodes frame features instead)."""
+        src_len = batch["src_len"][rows]
+        return self.encode(batch["src"][rows][:, : int(src_len.max())], src_len)
 
     def memory(self, h, mask):
         """Everything per source sequence that decoding steps reuse."""
@@ -82,7 +88,7 @@ class PointerGenerator(nn.Module):
         P_sum, c_sum, kl_sum = 0.0, 0.0, 0.0
         for _ in range(n_samples):
             c_t, a_t, kl_t = self.attention(e_t, mem["h"], mem["mask"], sample=sample, gumbel=gumbel, **kw)
-            P_vocab = torch.softmax(self.V_out(torch.tanh(self.V(torch.cat([h_dec, c_t], -1)))), -1)  # eq. 66
+            P_vocab = torch.softmax(self.V_out(torch.tanh(self.V(torch.cat([self.drop(h_dec), c_t], -1)))), -1)  # 66
             if self.cfg.pointer:
                 p_gen = torch.sigmoid(self.w_gen(torch.cat([c_t, s_t, x_t], -1)))                 # eq. 67
                 P_t = p_gen * P_vocab
@@ -98,15 +104,15 @@ class PointerGenerator(nn.Module):
     # -------------------------------------------------------------------------------------------- training
     def forward(self, batch: dict, *, coverage: bool = False, sample: bool = True, gumbel: bool = False) -> dict:
         """Teacher-forced loss: mean over steps and examples of -log P_t(w_t*) (+ lambda cov_t) (+ KL_t)."""
-        h, mask, state = self.encode(batch["src"], batch["src_len"])
+        h, mask, state = self.encode_batch(batch)
         mem = self.memory(h, mask)
         B, T = batch["dec_in"].shape
         c_t = h.new_zeros(B, h.shape[-1])
         k_t = h.new_zeros(B, h.shape[1])
         nll, cov, kl = [], [], []
         for t in range(T):
-            P_t, state, c_t, a_t, kl_t = self.step(batch["dec_in"][:, t], state, c_t, k_t, mem, batch["src_ext"],
-                                                   batch["n_oov"], coverage=coverage, sample=sample, gumbel=gumbel)
+            P_t, state, c_t, a_t, kl_t = self.step(batch["dec_in"][:, t], state, c_t, k_t, mem, batch.get("src_ext"),
+                                                   batch.get("n_oov", 0), coverage=coverage, sample=sample, gumbel=gumbel)
             gold = batch["target"][:, t]
             if not self.cfg.pointer:                    # plain seq2seq: a copied OOV target is just [UNK]
                 gold = gold.masked_fill(gold >= self.cfg.vocab_size, UNK_ID)
