@@ -47,7 +47,7 @@ def beam_search(model: PointerGenerator, batch: dict, index: int, *, width: int 
     for step in range(max_steps):
         L = len(hyps)
         mem = model.memory(h.expand(L, -1, -1), mask.expand(L, -1))
-        y_prev = torch.tensor([hy.tokens[-1] if hy.tokens[-1] < V else unk_id for hy in hyps])
+        y_prev = torch.tensor([hy.tokens[-1] if hy.tokens[-1] < V else unk_id for hy in hyps], device=h.device)
         ext = None if src_ext is None else src_ext.expand(L, -1)
         P_t, new_state, c_new, a_t, _ = model.step(y_prev, states, c_t, k_t, mem, ext, n_oov,
                                                   coverage=coverage, sample=sample, n_samples=n_samples)
@@ -71,7 +71,7 @@ def beam_search(model: PointerGenerator, batch: dict, index: int, *, width: int 
                 break
         if len(finished) >= width or not keep:
             break
-        rows = torch.tensor(src_rows)
+        rows = torch.tensor(src_rows, device=h.device)
         hyps = keep
         states = (new_state[0][rows], new_state[1][rows])
         c_t = c_new[rows]

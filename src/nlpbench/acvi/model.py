@@ -120,7 +120,7 @@ class PointerGenerator(nn.Module):
             cov.append(coverage_loss(a_t, k_t))                                                    # eq. 71
             kl.append(kl_t)
             k_t = k_t + a_t                                                                          # eq. 69
-        step_mask = (torch.arange(T)[None, :] < batch["dec_len"][:, None]).float()
+        step_mask = (torch.arange(T, device=h.device)[None, :] < batch["dec_len"][:, None]).float()
         n = step_mask.sum(1)
 
         def avg(xs):

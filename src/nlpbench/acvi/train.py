@@ -66,6 +66,7 @@ class TrainConfig:
     n_train: int | None = None
     n_eval: int | None = None
     mirror: str | None = None
+    device: str = "cpu"                 # "cuda" for paper scale (CPU: see defaults.yaml time estimates)
     copy_task: dict = field(default_factory=lambda: {"n_train": 2000, "n_eval": 50, "length": [4, 8],
                                                       "n_words": 30, "n_oov_words": 20})
 
@@ -146,6 +147,10 @@ def _batch_indices(step: int, n: int, batch_size: int, seed: int) -> list[int]:
     return perm[k * batch_size:(k + 1) * batch_size].tolist()
 
 
+def _to(batch: dict, device: str) -> dict:
+    return {k: v.to(device) if torch.is_tensor(v) else v for k, v in batch.items()}
+
+
 def _save_torch(obj, path: Path) -> None:
     with atomic_path(path) as tmp:
         torch.save(obj, tmp)
@@ -158,7 +163,7 @@ def evaluate(model: PointerGenerator, vocab: Vocab, pairs: Sequence, cfg: TrainC
     hyps, refs, srcs = [], [], []
     for start in range(0, len(pairs), 32):
         chunk = pairs[start:start + 32]
-        batch = make_batch(chunk, vocab, cfg.lengths_at(cfg.total_iters)[0], cfg.max_dec_steps)
+        batch = _to(make_batch(chunk, vocab, cfg.lengths_at(cfg.total_iters)[0], cfg.max_dec_steps), cfg.device)
         for i in range(len(chunk)):
             ids = beam_search(model, batch, i, width=cfg.beam_width, min_steps=cfg.min_dec_steps,
                               max_steps=cfg.max_dec_steps, coverage=coverage, n_samples=K)
@@ -190,15 +195,17 @@ def run(cfg: TrainConfig, out_dir: str | os.PathLike, *, stop_after: int | None 
     vocab = Vocab.build((s for p in train_pairs for s in p), cfg.vocab_size)
     cfg.model.vocab_size = len(vocab)
     _set_seed(cfg.seed)
-    model = PointerGenerator(cfg.model)
+    model = PointerGenerator(cfg.model).to(cfg.device)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     step, history = 0, []
     ckpt_path = out / "checkpoint.pt"
     if ckpt_path.is_file():
-        ckpt = torch.load(ckpt_path, weights_only=False)
+        ckpt = torch.load(ckpt_path, weights_only=False, map_location=cfg.device)
         model.load_state_dict(ckpt["model"])
         opt.load_state_dict(ckpt["optimizer"])
-        torch.set_rng_state(ckpt["rng"])
+        torch.set_rng_state(ckpt["rng"].cpu())
+        if cfg.device.startswith("cuda"):
+            torch.cuda.set_rng_state(ckpt["cuda_rng"].cpu())
         step, history = ckpt["step"], ckpt["history"]
         log.info("resumed at step %d", step)
 
@@ -211,6 +218,7 @@ def run(cfg: TrainConfig, out_dir: str | os.PathLike, *, stop_after: int | None 
         max_enc, max_dec = cfg.lengths_at(step)
         batch = make_batch([train_pairs[i] for i in _batch_indices(step, len(train_pairs), cfg.batch_size, cfg.seed)],
                            vocab, max_enc, max_dec)
+        batch = _to(batch, cfg.device)
         losses = model(batch, coverage=cfg.coverage_at(step), sample=True, gumbel=cfg.gumbel_at(step))
         opt.zero_grad()
         losses["loss"].backward()
@@ -226,6 +234,7 @@ def run(cfg: TrainConfig, out_dir: str | os.PathLike, *, stop_after: int | None 
                      step // per_epoch + 1, step, N, row["loss"], elapsed, remaining)
         if step % cfg.checkpoint_every == 0 or step == stop_after:
             _save_torch({"model": model.state_dict(), "optimizer": opt.state_dict(), "rng": torch.get_rng_state(),
+                         "cuda_rng": torch.cuda.get_rng_state() if cfg.device.startswith("cuda") else None,
                          "step": step, "history": history}, ckpt_path)
         if stop_after is not None and step >= stop_after and step < N:
             return None

@@ -31,7 +31,7 @@ class VideoCaptioner(PointerGenerator):
         feats = self.drop(feats[:, : int(lengths.max())])
         out, (h_n, c_n) = self.encoder(feats)  # every video has all its frames: no packing needed when equal
         h = self.drop(out)
-        mask = torch.arange(feats.shape[1])[None, :] < lengths[:, None]
+        mask = torch.arange(feats.shape[1], device=feats.device)[None, :] < lengths[:, None]
         h0 = torch.relu(self.reduce_h(torch.cat([h_n[0], h_n[1]], -1)))
         c0 = torch.relu(self.reduce_c(torch.cat([c_n[0], c_n[1]], -1)))
         return h, mask, (h0, c0)
