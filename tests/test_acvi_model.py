@@ -178,7 +178,7 @@ def test_structured_forward_backward_trains():
     assert m.attention.transition.grad is not None and m.attention.transition.grad.abs().sum() > 0
 
 
-@pytest.mark.parametrize("kind", ["asa", "acvi_thesis", "acvi_paper"])
+@pytest.mark.parametrize("kind", ["asa", "acvi_thesis", "acvi_paper", "variational"])
 def test_video_captioner_learns_synthetic_captions(kind):
     """SYNTHETIC features (data.synthetic_video_features): two clips, two captions; the captioner must learn to
     tell them apart through the attention context."""
@@ -190,12 +190,29 @@ def test_video_captioner_learns_synthetic_captions(kind):
     vocab = Vocab.build(caps, 100)
     torch.manual_seed(0)
     m = VideoCaptioner(ModelConfig(vocab_size=len(vocab), emb_dim=8, hidden_dim=16, attn_dim=8, attention=kind,
-                                   kl_weight=0.0), feat_dim=16, dropout=0.0)
+                                   kl_weight=1.0 if kind == "variational" else 0.0), feat_dim=16, dropout=0.0)
     batch = make_video_batch(feats, caps, vocab)
     opt = torch.optim.Adam(m.parameters(), lr=1e-2)
-    for _ in range(150):
-        loss = m(batch, sample=False)["loss"]
+    for _ in range(150 if kind != "variational" else 250):
+        loss = m(batch, sample=kind == "variational")["loss"]        # variational: trained through its ELBO
         opt.zero_grad(); loss.backward(); opt.step()
     m.eval()
-    outs = [vocab.words(beam_search(m, batch, i, width=3, max_steps=10)) for i in range(2)]
+    K = 10 if kind == "variational" else 1                           # sampled alignments at decoding
+    outs = [vocab.words(beam_search(m, batch, i, width=3, max_steps=10, n_samples=K)) for i in range(2)]
     assert outs == caps
+
+
+def test_variational_attention_elbo_terms_and_reinforce_gradient():
+    torch.manual_seed(0)
+    m = tiny_model("variational")
+    vocab = Vocab([f"w{i}" for i in range(4, 10)])
+    batch = make_batch([(["w4", "zz", "w6", "w7"], ["w6", "zz"]), (["w5", "w8"], ["w8"])], vocab, 10, 10)
+    out = m(batch, sample=True)
+    assert out["kl"].item() >= 0                      # the surrogate adds 0 to the value: only KL(q || p) shows
+    out["loss"].backward()
+    assert m.attention.W_qy.weight.grad.abs().sum() > 0      # the posterior network learns (KL + REINFORCE)
+    # The copy weights of a sampled alignment are one-hot; K = 50 prior samples average towards a_t.
+    h, mask, state = m.encode_batch(batch, slice(0, 1))
+    P, _, _, a, _ = m.step(batch["dec_in"][:1, 0], state, h.new_zeros(1, 12), None, m.memory(h, mask),
+                           batch["src_ext"][:1, :4], batch["n_oov"], coverage=False, sample=True, n_samples=50)
+    assert P.sum().item() == pytest.approx(1.0, abs=1e-5) and a.sum().item() == pytest.approx(1.0)

@@ -18,6 +18,12 @@ that the copy mechanism uses (eq. 68) and that coverage accumulates (eq. 69), an
                  B-4): unary potentials e_t^i, learned 2x2 transition potentials, marginals p(z_i = 1) by
                  forward-backward (as the gradient of log Z); a_t = marginals / their sum so copying and
                  coverage still get a distribution.
+  "variational"  Deng et al. 2018 categorical alignment z_t with prior p(z_t) = a_t and an amortised posterior
+                 q(z_t | y_t) that also sees the target word; c_t = h_z for a sampled z, copy from z
+                 (one-hot); ELBO E_q[log P(y|z)] - KL(q || p) with REINFORCE for q, the soft-attention output
+                 under q as the baseline (paper: "REINFORCE along with a specialized baseline"). The training
+                 step lives in model.PointerGenerator.variational_step (it needs the output distribution);
+                 at decoding z ~ p (K samples averaged) or, with sample=False, the soft mean.
 
 Sampling: `sample=True` draws (training, and each of the K decoding samples); `sample=False` uses the mean.
 """
@@ -30,7 +36,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-ATTENTIONS = ("asa", "acvi_thesis", "acvi_paper", "structured")
+ATTENTIONS = ("asa", "acvi_thesis", "acvi_paper", "structured", "variational")
 NEG_INF = -1e9
 LOG_2PI = math.log(2 * math.pi)
 
@@ -162,7 +168,36 @@ class StructuredAttention(nn.Module):
         return c, a, e.new_zeros(e.shape[0])
 
 
-def make_attention(kind: str, enc_dim: int, gumbel_tau: float = 0.5) -> nn.Module:
+class VariationalAttention(nn.Module):
+    """Categorical alignment variable (Deng et al. 2018): prior a_t = softmax(e_t), posterior with target info."""
+
+    def __init__(self, enc_dim: int, emb_dim: int, attn_dim: int):
+        super().__init__()
+        self.W_qh = nn.Linear(enc_dim, attn_dim, bias=False)
+        self.W_qy = nn.Linear(emb_dim, attn_dim)
+        self.v_q = nn.Linear(attn_dim, 1, bias=False)
+
+    def posterior(self, e, h, mask, y_emb):
+        """q(z_t = i | x, y_<t, y_t) = softmax(e_t^i + v_q^T tanh(W_qh h_i + W_qy emb(y_t)))."""
+        e_q = e + self.v_q(torch.tanh(self.W_qh(h) + self.W_qy(y_emb).unsqueeze(1))).squeeze(-1)
+        return masked_softmax(e_q, mask)
+
+    def forward(self, e, h, mask, sample=False, gumbel=False):
+        """Decoding path (no target): z ~ p = a_t, c_t = h_z, copy weights one-hot(z); or the soft mean."""
+        a = masked_softmax(e, mask)
+        if sample:
+            a = F.one_hot(torch.multinomial(a, 1).squeeze(1), a.shape[1]).to(a.dtype)
+        c = torch.bmm(a.unsqueeze(1), h).squeeze(1)
+        return c, a, e.new_zeros(e.shape[0])
+
+
+def categorical_kl(q: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+    """KL(q || p) = sum_i q_i (log q_i - log p_i), with 0 log 0 = 0, (B,)."""
+    return (q * (torch.log(q.clamp_min(1e-20)) - torch.log(p.clamp_min(1e-20)))).sum(-1)
+
+
+def make_attention(kind: str, enc_dim: int, gumbel_tau: float = 0.5, emb_dim: int = 128,
+                   attn_dim: int = 256) -> nn.Module:
     if kind == "asa":
         return SoftAttention()
     if kind == "acvi_thesis":
@@ -171,4 +206,6 @@ def make_attention(kind: str, enc_dim: int, gumbel_tau: float = 0.5) -> nn.Modul
         return ACVIPaper(enc_dim, gumbel_tau)
     if kind == "structured":
         return StructuredAttention()
-    raise ValueError(f"attention {kind!r}: expected one of {ATTENTIONS} (variational attention: not implemented)")
+    if kind == "variational":
+        return VariationalAttention(enc_dim, emb_dim, attn_dim)
+    raise ValueError(f"attention {kind!r}: expected one of {ATTENTIONS}")

@@ -1,10 +1,12 @@
 """Beam search for the pointer-generator (thesis §7.3.2 / paper §3: beam width 5; ACVI averages K samples).
 
-Follows See et al.'s decoder [ext]: the beam holds `width` live hypotheses; each step expands each by its
-2 x width best extended-vocabulary tokens; a hypothesis that emits [STOP] is finished, and kept only if it has at
-least `min_steps` tokens; search ends when `width` hypotheses are finished or after `max_steps` steps; the result is
-the finished (else live) hypothesis with the best average log-probability. A copied OOV (extended id >= V) is fed
-back as [UNK].
+Follows See et al.'s decoder [ext] with two changes. The beam holds `width` live hypotheses; each step expands
+each by its 2 x width best extended-vocabulary tokens, ranked by average log-probability. A [STOP] candidate is
+finished if it ranks within the top `width` (See et al. keep every [STOP] met while filling the beam) and has at
+least `min_steps` tokens. The search ends after `max_steps` steps, or once `width` hypotheses are finished and the
+best of them scores at least as well as the best live one (See et al. stop at `width` finished; on peaked models
+both of their rules let improbable early stops end the search). The result is the finished (else live) hypothesis
+with the best average log-probability. A copied OOV (extended id >= V) is fed back as [UNK].
 """
 
 from __future__ import annotations
@@ -59,17 +61,18 @@ def beam_search(model: PointerGenerator, batch: dict, index: int, *, width: int 
                 candidates.append(((sum(hy.log_probs) + lp) / (len(hy.log_probs) + 1), i, tok, lp))
         candidates.sort(key=lambda x: -x[0])
         keep, src_rows = [], []
-        for _, i, tok, lp in candidates:
+        for rank, (_, i, tok, lp) in enumerate(candidates):
             new = Hypothesis(hyps[i].tokens + [tok], hyps[i].log_probs + [lp])
             if tok == stop_id:
-                if step >= min_steps:
+                if step >= min_steps and rank < width:   # only a [STOP] that would have been in the beam
                     finished.append(new)
             else:
                 keep.append(new)
                 src_rows.append(i)
-            if len(keep) == width or len(finished) >= width:
+            if len(keep) == width:
                 break
-        if len(finished) >= width or not keep:
+        if not keep or (len(finished) >= width and max(f.avg_log_prob for f in finished)
+                                                   >= max(k.avg_log_prob for k in keep)):
             break
         rows = torch.tensor(src_rows, device=h.device)
         hyps = keep

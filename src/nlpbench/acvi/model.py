@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import AdditiveScores, make_attention
+from .attention import AdditiveScores, VariationalAttention, categorical_kl, make_attention, masked_softmax
 
 
 UNK_ID = 1  # vocab.Vocab's [UNK]
@@ -26,7 +26,7 @@ class ModelConfig:
     emb_dim: int = 128
     hidden_dim: int = 256       # LSTM state; h_i is 2 x hidden_dim
     attn_dim: int = 256         # W_h, W_s output size
-    attention: str = "asa"      # asa | acvi_thesis | acvi_paper | structured
+    attention: str = "asa"      # asa | acvi_thesis | acvi_paper | structured | variational
     pointer: bool = True        # False: plain seq2seq with attention (Table 20's seq2seq rows)
     gumbel_tau: float = 0.5
     kl_weight: float = 1.0
@@ -45,7 +45,7 @@ class PointerGenerator(nn.Module):
         self.input_feed = nn.Linear(E + D, E)
         self.decoder = nn.LSTMCell(E, H)
         self.scores = AdditiveScores(D, 2 * H, cfg.attn_dim)
-        self.attention = make_attention(cfg.attention, D, cfg.gumbel_tau)
+        self.attention = make_attention(cfg.attention, D, cfg.gumbel_tau, emb_dim=E, attn_dim=cfg.attn_dim)
         self.V = nn.Linear(H + D, H)                                            # eq. 66: V [s_t; c_t] + b
         self.V_out = nn.Linear(H, cfg.vocab_size)                               # V' . + b'
         self.w_gen = nn.Linear(D + 2 * H + E, 1)                                # eq. 67: w_c, w_s, w_x, b_ptr
@@ -74,32 +74,59 @@ class PointerGenerator(nn.Module):
         return {"h": h, "mask": mask, "Wh_h": self.scores.W_h(h), "comps": comps}
 
     # ------------------------------------------------------------------------------------------- one step
+    def output_distribution(self, h_dec, s_t, x_t, c_t, copy_weights, src_ext, n_oov: int) -> torch.Tensor:
+        """P_t over the extended vocabulary (eqs. 66-68); copy_weights is a_t (or a one-hot alignment)."""
+        P_vocab = torch.softmax(self.V_out(torch.tanh(self.V(torch.cat([self.drop(h_dec), c_t], -1)))), -1)  # 66
+        if not self.cfg.pointer:
+            return P_vocab
+        p_gen = torch.sigmoid(self.w_gen(torch.cat([c_t, s_t, x_t], -1)))                          # eq. 67
+        P_t = p_gen * P_vocab
+        if n_oov > 0:
+            P_t = torch.cat([P_t, P_t.new_zeros(P_t.shape[0], n_oov)], -1)
+        return P_t.scatter_add(1, src_ext, (1 - p_gen) * copy_weights)                             # eq. 68
+
     def step(self, y_prev, state, c_prev, k_t, mem, src_ext, n_oov: int, *, coverage: bool, sample: bool,
-             gumbel: bool = False, n_samples: int = 1):
+             gumbel: bool = False, n_samples: int = 1, y_target=None):
         """One decoder step. Returns (P_t over the extended vocabulary (B, V + n_oov), new state, c_t, a_t, kl_t).
 
-        n_samples > 1 (ACVI decoding, thesis eq. 88): P_t is averaged over K sampled context vectors; the state
-        fed forward uses their mean."""
+        n_samples > 1 (ACVI decoding, thesis eq. 88): P_t and a_t are averaged over K sampled context vectors;
+        the state fed forward uses their mean. y_target (training) is needed by variational attention only."""
         x_t = self.input_feed(torch.cat([self.embedding(y_prev), c_prev], -1))
         h_dec, c_dec = self.decoder(x_t, state)
         s_t = torch.cat([h_dec, c_dec], -1)
         e_t = self.scores(mem["Wh_h"], s_t, k_t if coverage else None)                        # eq. 63 / 70
+        if isinstance(self.attention, VariationalAttention) and y_target is not None and sample:
+            P_t, c_t, a_t, kl_t = self.variational_step(e_t, mem, h_dec, s_t, x_t, src_ext, n_oov, y_target)
+            return P_t, (h_dec, c_dec), c_t, a_t, kl_t
         kw = {"comps": mem["comps"]} if mem["comps"] is not None else {}
-        P_sum, c_sum, kl_sum = 0.0, 0.0, 0.0
+        P_sum, c_sum, a_sum, kl_sum = 0.0, 0.0, 0.0, 0.0
         for _ in range(n_samples):
             c_t, a_t, kl_t = self.attention(e_t, mem["h"], mem["mask"], sample=sample, gumbel=gumbel, **kw)
-            P_vocab = torch.softmax(self.V_out(torch.tanh(self.V(torch.cat([self.drop(h_dec), c_t], -1)))), -1)  # 66
-            if self.cfg.pointer:
-                p_gen = torch.sigmoid(self.w_gen(torch.cat([c_t, s_t, x_t], -1)))                 # eq. 67
-                P_t = p_gen * P_vocab
-                if n_oov > 0:
-                    P_t = torch.cat([P_t, P_t.new_zeros(P_t.shape[0], n_oov)], -1)
-                P_t = P_t.scatter_add(1, src_ext, (1 - p_gen) * a_t)                              # eq. 68
-            else:
-                P_t = P_vocab
-            P_sum, c_sum, kl_sum = P_sum + P_t, c_sum + c_t, kl_sum + kl_t
+            P_t = self.output_distribution(h_dec, s_t, x_t, c_t, a_t, src_ext, n_oov)
+            P_sum, c_sum, a_sum, kl_sum = P_sum + P_t, c_sum + c_t, a_sum + a_t, kl_sum + kl_t
         K = n_samples
-        return P_sum / K, (h_dec, c_dec), c_sum / K, a_t, kl_sum / K
+        return P_sum / K, (h_dec, c_dec), c_sum / K, a_sum / K, kl_sum / K
+
+    def variational_step(self, e_t, mem, h_dec, s_t, x_t, src_ext, n_oov, y_target):
+        """Training step of variational attention: z ~ q, P(y | z), KL(q || p) and a REINFORCE surrogate whose
+        value is 0 and whose gradient is (nll_z - baseline) grad log q(z); baseline = nll of the soft context
+        under q. Returns (P_t, c_t, prior a_t for coverage, kl_t)."""
+        h, mask = mem["h"], mem["mask"]
+        a_p = masked_softmax(e_t, mask)                                                            # prior
+        y_in = y_target.masked_fill(y_target >= self.cfg.vocab_size, UNK_ID)
+        q = self.attention.posterior(e_t, h, mask, self.embedding(y_in))
+        z = torch.multinomial(q.detach(), 1)                                                       # (B, 1)
+        one = torch.zeros_like(q).scatter_(1, z, 1.0)
+        c_z = torch.bmm(one.unsqueeze(1), h).squeeze(1)
+        P_z = self.output_distribution(h_dec, s_t, x_t, c_z, one, src_ext, n_oov)
+        gold = (y_target if self.cfg.pointer else y_in)[:, None]
+        with torch.no_grad():
+            c_soft = torch.bmm(q.unsqueeze(1), h).squeeze(1)
+            P_soft = self.output_distribution(h_dec, s_t, x_t, c_soft, q, src_ext, n_oov)
+            advantage = (torch.log(P_soft.gather(1, gold) + 1e-12) - torch.log(P_z.gather(1, gold) + 1e-12)).squeeze(1)
+        log_qz = torch.log(q.gather(1, z).squeeze(1).clamp_min(1e-20))
+        surrogate = advantage * (log_qz - log_qz.detach())
+        return P_z, c_z, a_p, categorical_kl(q, a_p) + surrogate
 
     # -------------------------------------------------------------------------------------------- training
     def forward(self, batch: dict, *, coverage: bool = False, sample: bool = True, gumbel: bool = False) -> dict:
@@ -112,7 +139,8 @@ class PointerGenerator(nn.Module):
         nll, cov, kl = [], [], []
         for t in range(T):
             P_t, state, c_t, a_t, kl_t = self.step(batch["dec_in"][:, t], state, c_t, k_t, mem, batch.get("src_ext"),
-                                                   batch.get("n_oov", 0), coverage=coverage, sample=sample, gumbel=gumbel)
+                                                   batch.get("n_oov", 0), coverage=coverage, sample=sample, gumbel=gumbel,
+                                                   y_target=batch["target"][:, t])
             gold = batch["target"][:, t]
             if not self.cfg.pointer:                    # plain seq2seq: a copied OOV target is just [UNK]
                 gold = gold.masked_fill(gold >= self.cfg.vocab_size, UNK_ID)
