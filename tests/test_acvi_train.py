@@ -67,7 +67,9 @@ def test_resume_after_kill_gives_identical_numbers(tmp_path):
     cfg = lambda: copy_cfg("acvi_paper", steps=16, coverage_iters=4, checkpoint_every=5, log_every=2,  # noqa: E731
                            copy_task={"n_train": 200, "n_eval": 5, "length": [3, 5], "n_words": 10, "n_oov_words": 5})
     full = run(cfg(), tmp_path / "full")
-    assert run(cfg(), tmp_path / "killed", stop_after=11) is None
+    assert full["before_coverage"]["steps"] == 16 and "bleu4" in full
+    assert run(cfg(), tmp_path / "killed", stop_after=11) is None        # killed in the main phase
+    assert run(cfg(), tmp_path / "killed", stop_after=18) is None        # again, after the pre-coverage eval
     assert not (tmp_path / "killed" / "metrics.json").exists()
     resumed = run(cfg(), tmp_path / "killed")
     drop = lambda m: {k: v for k, v in m.items() if k != "train_seconds_this_process"}  # noqa: E731

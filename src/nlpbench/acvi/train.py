@@ -28,7 +28,8 @@ from typing import Sequence
 import torch
 
 from nlpbench.io import atomic_path, read_json, write_json
-from nlpbench.metrics.rouge import rouge_f1
+from nlpbench.metrics.rouge import meteor, rouge_f1
+from nlpbench.metrics.text import corpus_bleu
 
 from .batching import make_batch
 from .beam import beam_search
@@ -62,6 +63,8 @@ class TrainConfig:
     n_samples: int = 10                 # K for ACVI decoding (thesis eq. 88); 1 for deterministic attention
     min_dec_steps: int = 0
     max_dec_steps: int = 100
+    eval_before_coverage: bool = True   # thesis Table 20's no-coverage rows = the same run before the coverage phase
+    eval_meteor: bool = False           # METEOR 1.5 exact + full (Java; the full mode adds ~20 s)
     # data sizes (None = all)
     n_train: int | None = None
     n_eval: int | None = None
@@ -173,8 +176,14 @@ def evaluate(model: PointerGenerator, vocab: Vocab, pairs: Sequence, cfg: TrainC
     model.train()
     as_sents = lambda toks: [" ".join(s) for s in split_sentences(toks)] or [""]  # noqa: E731
     rouge = rouge_f1([as_sents(h) for h in hyps], [as_sents(r) for r in refs])
+    extra = {}
+    if cfg.eval_meteor:
+        flat_h, flat_r = [" ".join(h) for h in hyps], [[" ".join(r)] for r in refs]
+        extra = {"meteor_exact": 100.0 * meteor(flat_h, flat_r, "exact"),
+                 "meteor_full": 100.0 * meteor(flat_h, flat_r, "full")}
     return {
         "rouge1": rouge["rouge1"], "rouge2": rouge["rouge2"], "rougeL": rouge["rougeL"],
+        "bleu4": 100.0 * corpus_bleu(hyps, refs, 4), **extra,
         "exact_match": 100.0 * sum(h == r for h, r in zip(hyps, refs)) / len(refs),
         "novel_word_rate": novel_word_rate(hyps, srcs),
         "oov_adoption_rate": oov_adoption_rate(hyps, srcs, set(vocab.itos)),
@@ -197,7 +206,7 @@ def run(cfg: TrainConfig, out_dir: str | os.PathLike, *, stop_after: int | None 
     _set_seed(cfg.seed)
     model = PointerGenerator(cfg.model).to(cfg.device)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
-    step, history = 0, []
+    step, history, before_coverage = 0, [], None
     ckpt_path = out / "checkpoint.pt"
     if ckpt_path.is_file():
         ckpt = torch.load(ckpt_path, weights_only=False, map_location=cfg.device)
@@ -206,7 +215,7 @@ def run(cfg: TrainConfig, out_dir: str | os.PathLike, *, stop_after: int | None 
         torch.set_rng_state(ckpt["rng"].cpu())
         if cfg.device.startswith("cuda"):
             torch.cuda.set_rng_state(ckpt["cuda_rng"].cpu())
-        step, history = ckpt["step"], ckpt["history"]
+        step, history, before_coverage = ckpt["step"], ckpt["history"], ckpt.get("before_coverage")
         log.info("resumed at step %d", step)
 
     N = cfg.total_iters
@@ -215,6 +224,10 @@ def run(cfg: TrainConfig, out_dir: str | os.PathLike, *, stop_after: int | None 
     start_step = step
     model.train()
     while step < N:
+        if (step == cfg.main_iters and cfg.coverage_iters > 0 and cfg.eval_before_coverage
+                and before_coverage is None):
+            before_coverage = evaluate(model, vocab, eval_pairs, cfg, coverage=False)
+            before_coverage["steps"] = step
         max_enc, max_dec = cfg.lengths_at(step)
         batch = make_batch([train_pairs[i] for i in _batch_indices(step, len(train_pairs), cfg.batch_size, cfg.seed)],
                            vocab, max_enc, max_dec)
@@ -235,11 +248,13 @@ def run(cfg: TrainConfig, out_dir: str | os.PathLike, *, stop_after: int | None 
         if step % cfg.checkpoint_every == 0 or step == stop_after:
             _save_torch({"model": model.state_dict(), "optimizer": opt.state_dict(), "rng": torch.get_rng_state(),
                          "cuda_rng": torch.cuda.get_rng_state() if cfg.device.startswith("cuda") else None,
-                         "step": step, "history": history}, ckpt_path)
+                         "step": step, "history": history, "before_coverage": before_coverage}, ckpt_path)
         if stop_after is not None and step >= stop_after and step < N:
             return None
     train_seconds = time.perf_counter() - t0
     metrics = evaluate(model, vocab, eval_pairs, cfg, coverage=cfg.coverage_iters > 0)
+    if before_coverage is not None:
+        metrics["before_coverage"] = before_coverage
     metrics.update({"steps": N, "train_seconds_this_process": train_seconds, "task": cfg.task,
                     "attention": cfg.model.attention, "vocab_size": len(vocab),
                     "synthetic": cfg.task == "copy"})
