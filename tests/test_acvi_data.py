@@ -110,3 +110,12 @@ def test_synthetic_video_features_are_labelled():
     assert v["features"].shape == (3, 24, 1024) and "synthetic" in v["label"] and v["label"] == SYNTHETIC_LABEL
     assert (v["features"] >= 0).all()
     assert synthetic_video_features(3, seed=1)["features"].equal(v["features"])
+
+
+def test_released_rows_scorer(cnndm):
+    from nlpbench.acvi.released import score_systems
+
+    articles, _ = cnndm
+    scores = score_systems(articles[:40], ("lead3", "pgn"))
+    assert scores["lead3"]["novel_word_rate"] == 0.0         # lead-3 copies the article verbatim
+    assert scores["pgn"]["n"] == 40 and 0 <= scores["pgn"]["novel_word_rate"] < 10

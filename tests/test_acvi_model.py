@@ -216,3 +216,13 @@ def test_variational_attention_elbo_terms_and_reinforce_gradient():
     P, _, _, a, _ = m.step(batch["dec_in"][:1, 0], state, h.new_zeros(1, 12), None, m.memory(h, mask),
                            batch["src_ext"][:1, :4], batch["n_oov"], coverage=False, sample=True, n_samples=50)
     assert P.sum().item() == pytest.approx(1.0, abs=1e-5) and a.sum().item() == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("kind", ATTENTIONS)
+def test_beam_search_decodes_with_every_attention(kind):
+    m = tiny_model(kind).eval()
+    vocab = Vocab([f"w{i}" for i in range(4, 10)])
+    batch = make_batch([(["w4", "zz", "w6", "w7"], ["w4"]), (["w5"], ["w5"])], vocab, 10, 10)
+    for i, K in ((0, 1), (1, 4)):
+        ids = beam_search(m, batch, i, width=5, min_steps=1, max_steps=5, coverage=True, n_samples=K)
+        assert 0 < len(ids) <= 5 and all(0 <= t < 10 + batch["n_oov"] for t in ids)
