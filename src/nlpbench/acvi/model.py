@@ -29,7 +29,7 @@ class ModelConfig:
     attention: str = "asa"      # asa | acvi_thesis | acvi_paper | structured | variational
     pointer: bool = True        # False: plain seq2seq with attention (Table 20's seq2seq rows)
     gumbel_tau: float = 0.5
-    kl_weight: float = 1.0
+    kl_weight: float = 1.0      # also scales variational attention's REINFORCE term (exact ELBO gradient at 1)
     cov_lambda: float = 1.0     # eq. 71
 
 
@@ -123,7 +123,8 @@ class PointerGenerator(nn.Module):
         with torch.no_grad():
             c_soft = torch.bmm(q.unsqueeze(1), h).squeeze(1)
             P_soft = self.output_distribution(h_dec, s_t, x_t, c_soft, q, src_ext, n_oov)
-            advantage = (torch.log(P_soft.gather(1, gold) + 1e-12) - torch.log(P_z.gather(1, gold) + 1e-12)).squeeze(1)
+            advantage = (torch.log(P_soft.gather(1, gold) + 1e-12)
+                         - torch.log(P_z.gather(1, gold) + 1e-12)).squeeze(1)                 # nll_z - nll_soft
         log_qz = torch.log(q.gather(1, z).squeeze(1).clamp_min(1e-20))
         surrogate = advantage * (log_qz - log_qz.detach())
         return P_z, c_z, a_p, categorical_kl(q, a_p) + surrogate
@@ -139,8 +140,8 @@ class PointerGenerator(nn.Module):
         nll, cov, kl = [], [], []
         for t in range(T):
             P_t, state, c_t, a_t, kl_t = self.step(batch["dec_in"][:, t], state, c_t, k_t, mem, batch.get("src_ext"),
-                                                   batch.get("n_oov", 0), coverage=coverage, sample=sample, gumbel=gumbel,
-                                                   y_target=batch["target"][:, t])
+                                                   batch.get("n_oov", 0), coverage=coverage, sample=sample,
+                                                   gumbel=gumbel, y_target=batch["target"][:, t])
             gold = batch["target"][:, t]
             if not self.cfg.pointer:                    # plain seq2seq: a copied OOV target is just [UNK]
                 gold = gold.masked_fill(gold >= self.cfg.vocab_size, UNK_ID)

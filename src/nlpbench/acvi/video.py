@@ -37,7 +37,8 @@ class VideoCaptioner(PointerGenerator):
         return h, mask, (h0, c0)
 
 
-def make_video_batch(features: torch.Tensor, captions: Sequence[Sequence[str]], vocab: Vocab, max_dec: int = 20) -> dict:
+def make_video_batch(features: torch.Tensor, captions: Sequence[Sequence[str]], vocab: Vocab,
+                     max_dec: int = 20) -> dict:
     """features (B, F, D) with one caption each; [STOP] appended unless the caption is cut at max_dec."""
     B = len(captions)
     dec_in, target = [], []
