@@ -1,0 +1,199 @@
+"""Data of the ACVI family: the CNN/DM mirror subset, Du et al. QG pairs, lead-3, synthetic video features.
+
+CNN/DM (spec §3.3). The full See et al. corpus (287k/13k/11k) is not reachable offline. The mirror holds 250 real
+test articles (artidoro/frank), each with the untokenised article lines, the lower-cased tokenised reference
+highlights and the outputs of 5 released systems, among them `pgn` = See et al.'s pointer-generator. We load them,
+verify each file against the mirror's MANIFEST.tsv sha256, and tokenise the articles as See et al. did
+(`tokenize.py`). References and system outputs are already lower-cased PTB tokens; they are re-split into
+sentences (for ROUGE-Lsum) by `split_sentences`.
+
+QG (Du et al. 2017, xinyadu/nqg): tokenised sentence -> question pairs, dev (10,570) and test (11,877). A real
+copy-heavy seq2seq corpus for the pointer-generator addition table; its train split is not in the mirror, so the
+addition table trains on dev and tests on test (documented in defaults.yaml).
+
+Video: `synthetic_video_features` makes 24 x 1024 tensors for smoke tests only (GoogLeNet features of MSVD are not
+available offline); every output says "synthetic".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import torch
+
+from nlpbench.data.fetch import MIRROR_ENV, ChecksumError, FetchError
+from nlpbench.io import write_json, write_text
+
+from .tokenize import fix_missing_period, ptb_tokenize, split_sentences
+
+DEFAULT_MIRROR = "/work/shared/data"
+CNNDM_FOLDER = "cnn_dm"
+CNNDM_JSON_DIR = "artidoro-frank/data/articles-wbertscore-json"
+CNNDM_SYSTEMS = ("pgn", "s2s", "bus", "bert_sum", "bart")  # keys of the released outputs in each file
+QG_FOLDER = "qg_du2017"
+QG_DIR = "xinyadu-nqg/data/processed"
+STATUS_FILE = "STATUS.json"
+
+
+def mirror_dir(explicit: str | os.PathLike | None = None) -> Path:
+    """`explicit`, else $NLPBENCH_MIRROR, else /work/shared/data."""
+    if explicit:
+        return Path(explicit)
+    return Path(os.environ.get(MIRROR_ENV) or DEFAULT_MIRROR)
+
+
+def read_manifest(folder: Path) -> dict[str, str]:
+    """{relative path: sha256} from `folder`/MANIFEST.tsv (columns path, bytes, lines, sha256)."""
+    path = folder / "MANIFEST.tsv"
+    if not path.is_file():
+        raise FetchError(f"no manifest {path}: the mirror folder is missing or incomplete "
+                         f"(set ${MIRROR_ENV} to the data mirror)")
+    rows = path.read_text(encoding="utf-8").splitlines()
+    header = rows[0].split("\t")
+    i_path, i_sha = header.index("path"), header.index("sha256")
+    return {r.split("\t")[i_path]: r.split("\t")[i_sha] for r in rows[1:] if r.strip()}
+
+
+def verified_bytes(folder: Path, rel: str, manifest: dict[str, str]) -> bytes:
+    """The bytes of folder/rel after checking them against the manifest's sha256."""
+    path = folder / rel
+    if rel not in manifest:
+        raise FetchError(f"{rel} is not listed in {folder / 'MANIFEST.tsv'}")
+    if not path.is_file():
+        raise FetchError(f"missing data file {path}")
+    data = path.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != manifest[rel]:
+        raise ChecksumError(f"{path}: sha256 {digest} differs from the manifest's {manifest[rel]}")
+    return data
+
+
+# ------------------------------------------------------------------------------------------------- CNN/DM
+@dataclass
+class Article:
+    """One CNN/DM test story: tokenised article sentences, reference and released system summaries (sentences)."""
+
+    id: str
+    article: list[list[str]]                      # sentences of lower-cased PTB tokens
+    reference: list[list[str]]
+    systems: dict[str, list[list[str]]] = field(default_factory=dict)
+
+    @property
+    def article_tokens(self) -> list[str]:
+        return [t for s in self.article for t in s]
+
+
+def _summary_sentences(text: str) -> list[list[str]]:
+    return split_sentences(text.lower().split())
+
+
+def load_cnndm(mirror: str | os.PathLike | None = None, tokenizer: str = "auto") -> tuple[list[Article], str]:
+    """The 250 mirror articles in file-name (hash) order, verified; (articles, tokenizer backend used)."""
+    folder = mirror_dir(mirror) / CNNDM_FOLDER
+    manifest = read_manifest(folder)
+    rels = sorted(r for r in manifest if r.startswith(CNNDM_JSON_DIR + "/") and r.endswith(".json"))
+    if not rels:
+        raise FetchError(f"{folder / 'MANIFEST.tsv'} lists no file under {CNNDM_JSON_DIR}")
+    raws = [json.loads(verified_bytes(folder, rel, manifest)) for rel in rels]
+    # One tokenizer call for all article lines (one JVM start).
+    lines, owner = [], []
+    for k, raw in enumerate(raws):
+        for line in raw["article_lines"]:
+            if line.strip():
+                lines.append(line)
+                owner.append(k)
+    tokens, backend = ptb_tokenize(lines, tokenizer)
+    per_article: list[list[str]] = [[] for _ in raws]
+    for k, toks in zip(owner, tokens):
+        per_article[k].extend(fix_missing_period(toks))
+    articles = []
+    for raw, toks in zip(raws, per_article):
+        if not toks:
+            raise FetchError(f"article {raw['id']} is empty after tokenisation")
+        systems = {name: _summary_sentences(raw[name]) for name in CNNDM_SYSTEMS if name in raw}
+        articles.append(Article(id=raw["id"], article=split_sentences(toks),
+                                reference=_summary_sentences(raw["pgn_reference"]), systems=systems))
+    return articles, backend
+
+
+def lead_k(article: Article, k: int = 3) -> list[list[str]]:
+    """The lead-k baseline: the article's first k sentences."""
+    return article.article[:k]
+
+
+def truncate(tokens: Sequence[str], max_len: int) -> list[str]:
+    """See et al.: the first max_len tokens (400 article / 100 summary tokens in the last training phase)."""
+    return list(tokens[:max_len])
+
+
+def prepare_cnndm(out_dir: str | os.PathLike, mirror: str | os.PathLike | None = None, *,
+                  tokenizer: str = "auto", max_enc_steps: int = 400, max_dec_steps: int = 100) -> dict:
+    """Write articles.jsonl (tokenised and untruncated), then STATUS.json last. Returns the status."""
+    out = Path(out_dir)
+    articles, backend = load_cnndm(mirror, tokenizer)
+    lines = [json.dumps(asdict(a), ensure_ascii=False) for a in articles]
+    write_text(out / "articles.jsonl", "\n".join(lines) + "\n")
+    n_tok = [len(a.article_tokens) for a in articles]
+    status = {
+        "dataset": "cnn_dm mirror subset (artidoro/frank, See et al. test split)",
+        "n_articles": len(articles), "tokenizer": backend,
+        "max_enc_steps": max_enc_steps, "max_dec_steps": max_dec_steps,
+        "mean_article_tokens": sum(n_tok) / len(n_tok),
+        "systems": list(CNNDM_SYSTEMS), "files": ["articles.jsonl"],
+    }
+    write_json(out / STATUS_FILE, status)
+    return status
+
+
+def read_prepared_cnndm(out_dir: str | os.PathLike) -> list[Article]:
+    out = Path(out_dir)
+    if not (out / STATUS_FILE).is_file():
+        raise FetchError(f"{out} has no {STATUS_FILE}: run prepare_cnndm first")
+    return [Article(**json.loads(line)) for line in (out / "articles.jsonl").read_text(encoding="utf-8").splitlines()]
+
+
+# ---------------------------------------------------------------------------------------------------- QG
+def load_qg(split: str, mirror: str | os.PathLike | None = None) -> list[tuple[list[str], list[str]]]:
+    """Du et al. (sentence tokens, question tokens) pairs of split "dev" or "test", verified."""
+    if split not in ("dev", "test"):
+        raise ValueError(f"QG split {split!r}: the mirror has dev and test only (no train)")
+    folder = mirror_dir(mirror) / QG_FOLDER
+    manifest = read_manifest(folder)
+    src = verified_bytes(folder, f"{QG_DIR}/src-{split}.txt", manifest).decode("utf-8").splitlines()
+    tgt = verified_bytes(folder, f"{QG_DIR}/tgt-{split}.txt", manifest).decode("utf-8").splitlines()
+    if len(src) != len(tgt):
+        raise FetchError(f"QG {split}: {len(src)} sentences but {len(tgt)} questions")
+    return [(s.split(), t.split()) for s, t in zip(src, tgt)]
+
+
+def prepare_qg(out_dir: str | os.PathLike, mirror: str | os.PathLike | None = None) -> dict:
+    out = Path(out_dir)
+    counts = {}
+    for split in ("dev", "test"):
+        pairs = load_qg(split, mirror)
+        if not pairs:
+            raise FetchError(f"QG {split} is empty")
+        write_text(out / f"{split}.jsonl", "\n".join(json.dumps({"src": s, "tgt": t}) for s, t in pairs) + "\n")
+        counts[split] = len(pairs)
+    status = {"dataset": "Du et al. 2017 QG (xinyadu/nqg processed)", "pairs": counts,
+              "files": ["dev.jsonl", "test.jsonl"]}
+    write_json(out / STATUS_FILE, status)
+    return status
+
+
+# ------------------------------------------------------------------------------------------------- video
+SYNTHETIC_LABEL = "synthetic: random stand-in features, NOT GoogLeNet features of MSVD"
+
+
+def synthetic_video_features(n_videos: int, frames: int = 24, dim: int = 1024, seed: int = 0) -> dict:
+    """{"features": (n, frames, dim) float tensor, "label": SYNTHETIC_LABEL} for smoke tests of the video model.
+    Non-negative like ReLU/pool features; each video has its own mean direction so captions can depend on it."""
+    g = torch.Generator().manual_seed(seed)
+    base = torch.rand(n_videos, 1, dim, generator=g)
+    feats = (base + 0.1 * torch.randn(n_videos, frames, dim, generator=g)).clamp_min(0.0)
+    return {"features": feats, "label": SYNTHETIC_LABEL}
