@@ -28,7 +28,6 @@ def test_dvc_repro_regenerates_tables_and_push_pull_work(tmp_path, mirror_dir):
         (work / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(REPO / rel, work / rel)
     params = yaml.safe_load((work / "params.yaml").read_text())
-    params["scale"] = "smoke"
     params["scales"]["smoke"]["memnet.train.epochs"] = 1
     # DVC's side of the DAG is what is tested here (test_pipeline.py covers every rule): one table, one task
     # (the other families' tables are left out: their rules are covered there too)
@@ -45,8 +44,16 @@ def test_dvc_repro_regenerates_tables_and_push_pull_work(tmp_path, mirror_dir):
     _run(["git", "init", "-q"], work, env)
     _run(["git", "add", "-A"], work, env)
     _run(["git", "commit", "-qm", "clone"], work, env)
-    _run([str(bindir / "dvc"), "repro"], work, env, timeout=1800)   # a guard: the machine may be shared
+    (work / "results" / "tolias-thesis").mkdir(parents=True)
+    (work / "results" / "tolias-thesis" / "timing.md").write_text("a committed file no stage rebuilds\n")
+    params_before = (work / "params.yaml").read_bytes()
+    # the README's form: DVC writes the override into overrides.yaml, never into params.yaml
+    _run([str(bindir / "dvc"), "exp", "run", "-S", "overrides.yaml:scale=smoke"], work, env, timeout=1800)
+    assert (work / "params.yaml").read_bytes() == params_before
+    assert yaml.safe_load((work / "overrides.yaml").read_text()) == {"scale": "smoke"}
+    assert (work / "results" / "tolias-thesis" / "timing.md").exists()     # results/ is git's, not DVC's
     assert (work / "results" / "tolias-thesis" / "2.md").exists()
+    assert "**scale**: smoke" in (work / "results" / "tolias-thesis" / "2.md").read_text()
     assert (work / "results" / "index.csv").exists()
     assert (work / "dvc.lock").exists()
     status = _run([str(bindir / "dvc"), "status"], work, env)

@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.mark.slow
 def test_smoke_dag_runs_from_download_to_tables(tmp_path, mirror_dir):
-    for item in ("Snakefile", "params.yaml", "pipeline"):
+    for item in ("Snakefile", "params.yaml", "overrides.yaml", "pipeline"):
         (shutil.copytree if (REPO / item).is_dir() else shutil.copy)(REPO / item, tmp_path / item)
     # an extra experiment on en-10k, whose task-3 training file the offline mirror lacks
     params = yaml.safe_load((tmp_path / "params.yaml").read_text())
@@ -127,3 +127,72 @@ def test_smoke_dag_runs_from_download_to_tables(tmp_path, mirror_dir):
     # a second invocation has nothing to do
     again = subprocess.run(cmd + ["-n"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
+
+    # a changed declaration (a column's metric) makes its table stale, and only its table (no training)
+    params = yaml.safe_load((tmp_path / "params.yaml").read_text())
+    params["tables"]["tolias-thesis"]["2"]["columns"]["t-MEM-NN / 10 samples"]["metric"] = "S1"
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    stale = subprocess.run(cmd + ["-n", "--quiet", "rules"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                           timeout=300)
+    jobs = {line.split()[0] for line in stale.stdout.splitlines() if line.split()[1:2] and line.split()[1].isdigit()}
+    assert stale.returncode == 0 and "table_tolias_thesis_2" in jobs, stale.stdout
+    assert not {j for j in jobs if j.startswith(("train_", "data_"))}, jobs
+
+    # a fresh clone has the committed results/ but not this clone's markers: the documented one-table command
+    # (the table's rule) builds it anyway
+    for marker in (tmp_path / "runs" / "_tables").rglob("*.done"):
+        marker.unlink()
+    one = subprocess.run([sys.executable, "-m", "snakemake", "table_tolias_thesis_16", "--cores", "1", "--config",
+                          "scale=smoke"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert one.returncode == 0 and (tmp_path / "runs/_tables/smoke/tolias-thesis/16.done").exists(), one.stderr[-2000:]
+
+
+def _readme_commands() -> list[str]:
+    readme = (REPO / "README.md").read_text()
+    block = readme[readme.index("source .venv/bin/activate"):]
+    block = block[:block.index("```")]
+    return [line.split("  #")[0].strip() for line in block.splitlines() if line.startswith("snakemake")]
+
+
+def _dry_run(command: str, cwd: Path, env: dict) -> subprocess.CompletedProcess:
+    import shlex
+    args = shlex.split(command)
+    return subprocess.run([sys.executable, "-m", *args, "-n", "--quiet", "rules"], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def _jobs(done: subprocess.CompletedProcess) -> set[str]:
+    return {ln.split()[0] for ln in done.stdout.splitlines() if ln.split()[1:2] and ln.split()[1].isdigit()}
+
+
+@pytest.mark.slow
+def test_the_readme_commands_run(tmp_path):
+    """README quick start: every snakemake command as written (dry run), the override reaching the runs, the
+    one-table command scheduling that table, and the ablation of 'Adding an ablation' pasted into params.yaml."""
+    for item in ("Snakefile", "params.yaml", "overrides.yaml", "pipeline"):
+        (shutil.copytree if (REPO / item).is_dir() else shutil.copy)(REPO / item, tmp_path / item)
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    commands = _readme_commands()
+    assert len(commands) == 4, commands
+    runs = {}
+    for command in commands:
+        done = _dry_run(command, tmp_path, env)
+        assert done.returncode == 0, f"{command}\n{done.stderr[-2000:]}"
+        runs[command] = _jobs(done)
+    plain, one, smoke, override = commands
+    assert "table_tolias_thesis_2" in runs[one] and "table_shen_thesis_6_2" not in runs[one]
+    assert any(j.startswith("train_") for j in runs[smoke])
+    # the lr override changes the memnet groups (new ids), so other training jobs are planned than without it
+    plain_train = {j for j in runs[plain] if j.startswith("train_memn2n")}
+    override_train = {j for j in runs[override] if j.startswith("train_memn2n")}
+    assert plain_train and override_train and plain_train != override_train
+
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("## Adding an ablation"):readme.index("## Adding a model family")]
+    snippet = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    text = (tmp_path / "params.yaml").read_text()
+    anchor = "  tolias-thesis:\n"
+    at = text.index(anchor, text.index("\ntables:\n")) + len(anchor)
+    (tmp_path / "params.yaml").write_text(text[:at] + snippet + text[at:])
+    done = _dry_run("snakemake table_tolias_thesis_hops_4 --cores 1", tmp_path, env)
+    assert done.returncode == 0 and "table_tolias_thesis_hops_4" in _jobs(done), done.stderr[-2000:]

@@ -33,7 +33,21 @@ def _overrides(pairs: list[str]) -> dict:
 
 
 def _params(args, **extra) -> dict:
-    return config.load(args.params, _overrides(args.set) | extra)
+    """params.yaml with the user's overrides: overrides.yaml (beside it), then --set, then `extra`."""
+    return config.load(args.params, _file_overrides(args) | _overrides(args.set) | extra)
+
+
+def _file_overrides(args) -> dict:
+    path = Path(args.overrides)
+    if not path.exists():
+        return {}
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise config.ConfigError(f"{path}: not valid YAML: {e}") from None
+    if not isinstance(data, dict):
+        raise config.ConfigError(f"{path}: expected a mapping of keys to values")
+    return data
 
 
 def _paths(args) -> Paths:
@@ -131,6 +145,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="nlpbench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--params", default="params.yaml", help="parameter file (default params.yaml)")
+    parser.add_argument("--overrides", default="overrides.yaml",
+                        help="file of overrides applied before --set (default overrides.yaml, if present)")
     parser.add_argument("--set", action="append", metavar="KEY=VALUE",
                         help="override a parameter, e.g. --set scale=smoke (repeatable)")
     parser.add_argument("--data", default="data", help="data directory (default data/)")
