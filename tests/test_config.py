@@ -261,6 +261,8 @@ def test_nested_overrides_mean_the_same_as_dotted_ones():
     dotted = config.load(REPO / "params.yaml", {"scale": "cpu", "memnet.train.lr": 0.01})
     nested = config.load(REPO / "params.yaml", {"scale": "cpu", "memnet": {"train": {"lr": 0.01}}})
     assert dotted == nested and nested["memnet"]["train"]["epochs"] == 100   # siblings kept
+    as_snakemake_hands_it = config.load(REPO / "params.yaml", {"scale": "cpu", "memnet": {"train": {"lr": "0.01"}}})
+    assert as_snakemake_hands_it == dotted                                   # its leaves arrive as strings
     tables = config.load(REPO / "params.yaml", {"tables": {"bahuleyan-thesis": {"4.2": {"tolerance": 1.5}}}})
     assert tables["tables"]["bahuleyan-thesis"]["4.2"]["tolerance"] == 1.5
     assert tables["tables"]["bahuleyan-thesis"]["4.2"]["decimals"] == 2

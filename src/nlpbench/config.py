@@ -81,8 +81,24 @@ def _flatten_against(params: dict, overrides: dict, prefix: str = "") -> dict:
                 and isinstance(_lookup(params, name), dict):
             out.update(_flatten_against(params, value, f"{name}."))
         else:
-            out[name] = value
+            out[name] = _typed(value)
     return out
+
+
+def _typed(value: Any) -> Any:
+    """Snakemake hands the leaves of a nested --config value over as strings ('0.01'): read a string as YAML
+    when it reads as a number, a boolean, null or a list, and keep any other string as it is."""
+    if isinstance(value, list):
+        return [_typed(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _typed(v) for k, v in value.items()}
+    if not isinstance(value, str):
+        return value
+    try:
+        parsed = yaml.safe_load(value)
+    except yaml.YAMLError:
+        return value
+    return parsed if parsed is None or isinstance(parsed, (bool, int, float, list)) else value
 
 
 def _lookup(params: dict, dotted: str):
