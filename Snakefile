@@ -7,6 +7,7 @@
 
 import re
 import shlex
+import sys
 import yaml
 from nlpbench import config as nb
 from nlpbench import plan as nb_plan
@@ -47,3 +48,13 @@ rule all:
         "results/index.csv",
         "results/README.md",
         [PLAN.marker(t, SCALE) for t in PLAN.targets.values() if not t.on_demand],
+
+
+onstart:   # the plan before the first job: scale, device, groups per family, and the estimated time
+    from nlpbench import status as nb_status
+    print(nb_status.report(PARAMS, PLAN, "cuda" if ON_GPU else "cpu", workflow.cores, per_table=False),
+          file=sys.stderr)
+
+
+onsuccess:   # measured group costs feed the next estimate (results/costs.tsv)
+    shell("nlpbench {SET} costs > /dev/null || true")

@@ -5,7 +5,8 @@
     nlpbench table <source> <table>      build one table of results/ from its runs
     nlpbench output <source> <name>      build one other output (qualitative table, figure, benchmark)
     nlpbench index                       rewrite results/index.csv and results/README.md
-    nlpbench plan | check                what the chosen scale builds | validate params.yaml
+    nlpbench plan | status | check       what the chosen scale builds | what is left, with an ETA | validate
+    nlpbench costs                       refresh results/costs.tsv (per-group costs) from a run's benchmark files
 """
 
 from __future__ import annotations
@@ -128,6 +129,22 @@ def cmd_plan(args) -> None:
             print(f"{what}\t{p.owner[key]}\t{key}")
 
 
+def cmd_status(args) -> None:
+    from nlpbench import plan, status
+    from nlpbench.provenance import resolve_device
+    params = _params(args)
+    print(status.report(params, plan.make(params), resolve_device(params["device"]), args.cores))
+
+
+def cmd_costs(args) -> None:
+    from nlpbench import plan, status
+    from nlpbench.provenance import device_label, resolve_device
+    params = _params(args)
+    n = status.refresh_costs(plan.make(params), params["scale"], device_label(resolve_device(params["device"])),
+                             Path(args.logs))
+    print(f"{status.COSTS}: {n} group cost(s) refreshed from {args.logs}/*.benchmark.tsv")
+
+
 def cmd_check(args) -> None:
     from nlpbench import plan
     params = _params(args)
@@ -173,6 +190,12 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("index", help="rewrite results/index.csv and results/README.md").set_defaults(func=cmd_index)
     sub.add_parser("plan", help="list the data steps, groups and targets of the chosen scale").set_defaults(
         func=cmd_plan)
+    p = sub.add_parser("status", help="groups trained and to train per family and table, and the ETA")
+    p.add_argument("--cores", type=int, default=0, help="training jobs side by side on a CPU (default: every core)")
+    p.set_defaults(func=cmd_status)
+    p = sub.add_parser("costs", help="refresh results/costs.tsv from the benchmark files of a pipeline run")
+    p.add_argument("--logs", default="logs/train", help="where the rules' benchmark files are (default logs/train)")
+    p.set_defaults(func=cmd_costs)
     sub.add_parser("check", help="validate params.yaml").set_defaults(func=cmd_check)
     args = parser.parse_args(argv)
     try:

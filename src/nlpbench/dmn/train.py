@@ -22,6 +22,7 @@ from torch.nn import functional as F
 
 from nlpbench import io
 from nlpbench.data.babi import Sample, Vocab, vectorize
+from nlpbench.progress import Progress
 from nlpbench.dmn.model import DMN, DMNConfig
 
 PURPOSES = {"init": 0, "data": 1, "dropout": 2}
@@ -210,10 +211,12 @@ class DMNTrainer:
             self.load_state(torch.load(path, weights_only=False, map_location=self.device), where=str(path))
             self.log(f"resumed from {path} at epoch {self.epoch}")
         new = 0
+        progress = Progress(self.tcfg.max_epochs, start=self.epoch)
         while not self.done and (max_new_epochs is None or new < max_new_epochs):
             rec = self.train_epoch()
             new += 1
-            self.log(f"epoch {rec['epoch']:3d} train ce {rec['train_ce']:.4f} val loss {rec['val_loss']:.4f} "
+            self.log(f"{progress.line(self.epoch, at_most=True)} (early stopping: patience {self.tcfg.patience}): "
+                     f"train ce {rec['train_ce']:.4f} val loss {rec['val_loss']:.4f} "
                      f"val acc {rec['val_acc']:.3f} {rec['ms_per_batch']:.1f} ms/batch")
             if path is not None and (self.done or self.epoch % self.tcfg.checkpoint_every == 0):
                 self.save(path)

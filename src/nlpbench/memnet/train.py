@@ -19,6 +19,7 @@ import torch
 from torch.nn import functional as F
 
 from nlpbench import io
+from nlpbench.progress import Progress
 from nlpbench.memnet.data import TaskTensors, gather, stack_sentences, stack_split
 from nlpbench.memnet.model import MemNet, MemNetConfig
 
@@ -247,10 +248,11 @@ class GroupTrainer:
         if checkpoint is not None and checkpoint.exists():
             self.load_state(torch.load(checkpoint, map_location=self.device, weights_only=False))
             self.log(f"resumed from {checkpoint} at epoch {self.epoch}")
+        progress = Progress(self.tcfg.epochs, start=self.epoch)
         while self.epoch < self.tcfg.epochs:
             rec = self.train_epoch()
             acc = rec["val_acc_mean_weights"]
-            self.log(f"epoch {rec['epoch']:3d} lr {rec['lr']:.5f} loss {sum(rec['loss']) / len(acc):.4f} "
+            self.log(f"{progress.line(self.epoch)}: lr {rec['lr']:.5f} loss {sum(rec['loss']) / len(acc):.4f} "
                      f"val acc (mean of runs) {sum(acc) / len(acc):.3f} {rec['ms_per_batch']:.1f} ms/batch")
             if checkpoint is not None and (self.epoch % self.tcfg.checkpoint_every == 0):
                 with io.atomic_path(checkpoint) as tmp:

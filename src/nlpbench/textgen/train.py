@@ -25,6 +25,7 @@ from nlpbench.textgen.corpora import PreparedCorpus, load_prepared
 from nlpbench.textgen.prep import BOS, EOS, PAD, UNK
 from nlpbench.metrics.text import bleu_eq416, corpus_bleu_1_to_4, diversity
 from nlpbench.textgen.model import Seq2SeqConfig, TextSeq2Seq
+from nlpbench.progress import Progress
 from nlpbench.provenance import device_label
 from nlpbench.textgen.schedules import kl_schedule, word_dropout_schedule
 from nlpbench.textgen.config import TextRun, corpus_dir, embeddings_path
@@ -236,6 +237,7 @@ def train_run(run: TextRun, params: dict, data_root: Path, runs_root: Path, devi
         log(f"{run.run_id}: resuming after epoch {state['epoch']}")
     log(f"{run.run_id}: {len(train)} training examples, {n_batches} iterations/epoch, {tr['epochs']} epochs, "
         f"|V| = {len(vocab)}, device {device}")
+    progress = Progress(tr["epochs"], start=state["epoch"])
     for epoch in range(state["epoch"] + 1, tr["epochs"] + 1):
         t0 = time.perf_counter()
         model.train()
@@ -272,7 +274,7 @@ def train_run(run: TextRun, params: dict, data_root: Path, runs_root: Path, devi
         if tr["select"] == "best_val" and (state["best"] is None or record["val_loss"] < state["best"]["val_loss"]):
             state["best"] = {"epoch": epoch, "val_loss": record["val_loss"],
                              "model": {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}}
-        log(f"epoch {epoch}: iteration {state['iteration']}, lambda {lam:.6f}, word dropout {p:.2f}, "
+        log(f"{progress.line(epoch)}: iteration {state['iteration']}, lambda {lam:.6f}, word dropout {p:.2f}, "
             f"val loss {record['val_loss']:.3f}, train KL {kl:.3f}, {time.perf_counter() - t0:.1f} s")
         state["epoch"] = epoch
         with io.atomic_path(ckpt) as tmp:

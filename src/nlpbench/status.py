@@ -1,0 +1,142 @@
+"""What the chosen scale still has to do, and how long it should take.
+
+Measured costs live in the repository (results/costs.tsv: one line per training group id, the wall time of its
+job as measured). A group id is a digest of everything that determines the group, so a measured id is exactly
+the same work; a group never measured is estimated by the median of its family's measured groups at the same
+scale. `nlpbench costs` refreshes the file from the `benchmark:` files a real run leaves under logs/train/.
+"""
+
+from __future__ import annotations
+
+import csv
+import io as _io
+import os
+import statistics
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from nlpbench import io
+from nlpbench.plan import Plan
+from nlpbench.progress import duration
+
+COSTS = Path("results") / "costs.tsv"
+COLUMNS = ["group", "family", "scale", "seconds", "device", "measured", "source"]
+
+
+def read_costs(path: Path = COSTS) -> dict[str, dict]:
+    """group id -> its row (seconds as float)."""
+    if not Path(path).exists():
+        return {}
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f, delimiter="\t"))
+    for i, row in enumerate(rows, start=2):
+        try:
+            row["seconds"] = float(row["seconds"])
+        except (KeyError, TypeError, ValueError):
+            raise ValueError(f"{path}, line {i}: seconds must be a number, got {row.get('seconds')!r}") from None
+    return {r["group"]: r for r in rows}
+
+
+def write_costs(costs: dict[str, dict], path: Path = COSTS) -> None:
+    buf = _io.StringIO()
+    w = csv.DictWriter(buf, COLUMNS, delimiter="\t", lineterminator="\n")
+    w.writeheader()
+    for gid in sorted(costs):
+        row = dict(costs[gid])
+        row["seconds"] = f"{row['seconds']:.1f}"
+        w.writerow({k: row.get(k, "") for k in COLUMNS})
+    io.write_text(path, buf.getvalue())
+
+
+def refresh_costs(plan: Plan, scale: str, device: str, logs: Path = Path("logs/train"),
+                  path: Path = COSTS) -> int:
+    """Add or update the measured cost of every group of `plan` that has a Snakemake benchmark file."""
+    costs = read_costs(path)
+    n = 0
+    for gid in plan.groups:
+        bench = Path(logs) / f"{gid}.benchmark.tsv"
+        if not bench.exists():
+            continue
+        with open(bench, newline="") as f:
+            rows = list(csv.DictReader(f, delimiter="\t"))
+        if not rows:
+            continue
+        seconds = float(rows[-1]["s"])
+        stamp = datetime.fromtimestamp(bench.stat().st_mtime, timezone.utc).strftime("%Y-%m-%d")
+        costs[gid] = {"group": gid, "family": plan.owner[gid], "scale": scale, "seconds": seconds,
+                      "device": device, "measured": stamp, "source": "benchmark file of a pipeline run"}
+        n += 1
+    if n:
+        write_costs(costs, path)
+    return n
+
+
+@dataclass
+class Estimate:
+    seconds: float            # job-seconds of the groups still to train
+    measured: int             # groups whose own cost is known
+    estimated: int            # groups estimated from their family's median
+    unknown: int              # groups with nothing to go on
+
+
+def estimate(plan: Plan, groups: list[str], scale: str, costs: dict[str, dict]) -> Estimate:
+    by_family: dict[str, list[float]] = {}
+    for row in costs.values():
+        if row["scale"] == scale:
+            by_family.setdefault(row["family"], []).append(row["seconds"])
+    total, measured, estimated, unknown = 0.0, 0, 0, 0
+    for gid in groups:
+        if gid in costs:
+            total += costs[gid]["seconds"]
+            measured += 1
+        elif by_family.get(plan.owner[gid]):
+            total += statistics.median(by_family[plan.owner[gid]])
+            estimated += 1
+        else:
+            unknown += 1
+    return Estimate(total, measured, estimated, unknown)
+
+
+def is_done(path: str) -> bool:
+    return Path(path).exists()
+
+
+def parallel_jobs(device: str, cores: int | None = None) -> int:
+    """Training jobs side by side: one per core on a CPU (one thread each), one at a time on a GPU."""
+    return 1 if device == "cuda" else max(1, cores or os.cpu_count() or 1)
+
+
+def report(params: dict, plan: Plan, device: str, cores: int | None = None, per_table: bool = True) -> str:
+    """The plan of the chosen scale: what is done, what is left per family and table, and the ETA."""
+    costs = read_costs()
+    jobs = parallel_jobs(device, cores)
+    todo = [g for g, grp in plan.groups.items() if not is_done(grp.done)]
+    est = estimate(plan, todo, params["scale"], costs)
+    families = sorted(set(plan.owner[k] for k in plan.groups) | set(plan.owner[k] for k in plan.targets))
+    lines = [f"nlpbench plan: scale {params['scale']}, device {device}, {jobs} training job(s) at a time"]
+    if params["scale"] == "paper" and device != "cuda":
+        lines.append("  the paper scale on a CPU: chosen explicitly; it is meant for a GPU (see the ETA below)")
+    lines.append(f"  {'family':<10} {'groups done':>12} {'to train':>9} {'tables+outputs built':>21}")
+    for fam in families:
+        gs = [g for g in plan.groups if plan.owner[g] == fam]
+        ts = [t for t in plan.targets.values() if plan.owner[t.key] == fam and not t.on_demand]
+        built = sum(is_done(plan.marker(t, params["scale"])) for t in ts)
+        done = sum(is_done(plan.groups[g].done) for g in gs)
+        lines.append(f"  {fam:<10} {f'{done}/{len(gs)}':>12} {len(gs) - done:>9} {f'{built}/{len(ts)}':>21}")
+    wall = est.seconds / jobs
+    basis = f"{est.measured} measured, {est.estimated} from their family's median" + (
+        f", {est.unknown} never measured (not counted)" if est.unknown else "")
+    lines.append(f"  estimated training time left: {duration(wall)} wall ({duration(est.seconds)} of jobs; "
+                 f"{len(todo)} groups: {basis}; costs from {COSTS})")
+    if per_table:
+        lines.append("  per table (groups trained / read):")
+        for t in plan.targets.values():
+            if t.on_demand or not t.groups:
+                continue
+            done = sum(is_done(plan.groups[g].done) for g in t.groups)
+            left = estimate(plan, [g for g in t.groups if not is_done(plan.groups[g].done)], params["scale"], costs)
+            state = "built" if is_done(plan.marker(t, params["scale"])) else (
+                "ready to build" if done == len(t.groups) else f"~{duration(left.seconds / jobs)} of training left")
+            lines.append(f"    {t.key:<28} {done:>3}/{len(t.groups):<3} {state}")
+    return "\n".join(lines)

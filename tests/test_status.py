@@ -1,0 +1,65 @@
+"""Progress lines, the measured costs file and the plan's ETA (nlpbench status, the Snakefile's onstart)."""
+
+from pathlib import Path
+
+import pytest
+
+from nlpbench import config, plan, status
+from nlpbench.progress import Progress, duration
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_progress_lines_count_epochs_and_project_the_rest(monkeypatch):
+    clock = iter([0.0, 60.0, 60.0])
+    monkeypatch.setattr("nlpbench.progress.time.perf_counter", lambda: next(clock))
+    p = Progress(total=10, start=4)            # a resumed run: 4 epochs were done before this process
+    assert p.line(6) == "epoch 6/10, elapsed 1m00s, remaining ~2m00s"       # 30 s an epoch, 4 left
+    assert p.line(4, at_most=True).endswith("remaining ?")
+    assert duration(3725) == "1h02m" and duration(59.6) == "1m00s"
+
+
+def test_the_committed_costs_cover_the_cpu_and_smoke_scales():
+    costs = status.read_costs(REPO / "results" / "costs.tsv")
+    for scale in ("cpu", "smoke"):
+        p = plan.make(config.load(REPO / "params.yaml", {"scale": scale}))
+        est = status.estimate(p, list(p.groups), scale, costs)
+        assert est.unknown == 0 and est.measured >= len(p.groups) // 2 and est.seconds > 0
+
+
+def test_estimates_use_measured_groups_then_their_family_median(tmp_path):
+    p = plan.make(config.load(REPO / "params.yaml", {"scale": "smoke"}))
+    memnet = [g for g in p.groups if p.owner[g] == "memnet"][:3]
+    dmn = [g for g in p.groups if p.owner[g] == "dmn"][:1]
+    costs = {memnet[0]: {"group": memnet[0], "family": "memnet", "scale": "smoke", "seconds": 10.0},
+             memnet[1]: {"group": memnet[1], "family": "memnet", "scale": "smoke", "seconds": 30.0}}
+    est = status.estimate(p, memnet + dmn, "smoke", costs)
+    assert (est.measured, est.estimated, est.unknown) == (2, 1, 1)
+    assert est.seconds == 10 + 30 + 20                      # the third memnet group: the median of the two
+
+
+def test_costs_refresh_from_benchmark_files_and_bad_lines_are_named(tmp_path):
+    p = plan.make(config.load(REPO / "params.yaml", {"scale": "smoke"}))
+    gid = next(iter(p.groups))
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / f"{gid}.benchmark.tsv").write_text("s\th:m:s\tmax_rss\n42.5\t0:00:42\t100\n")
+    out = tmp_path / "costs.tsv"
+    assert status.refresh_costs(p, "smoke", "cpu", logs, out) == 1
+    row = status.read_costs(out)[gid]
+    assert row["seconds"] == 42.5 and row["family"] == p.owner[gid] and row["scale"] == "smoke"
+    out.write_text(out.read_text().replace("42.5", "fast"))
+    with pytest.raises(ValueError, match=r"costs.tsv, line 2: seconds"):
+        status.read_costs(out)
+
+
+def test_the_report_names_scale_device_families_and_an_eta(tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO)
+    params = config.load(REPO / "params.yaml", {"scale": "smoke"})
+    text = status.report(params, plan.make(params), "cpu", cores=2)
+    assert "scale smoke, device cpu, 2 training job(s) at a time" in text
+    for fam in ("memnet", "dmn", "textgen"):
+        assert f"  {fam} " in text
+    assert "estimated training time left:" in text and "tolias-thesis/2 " in text
+    paper = config.load(REPO / "params.yaml", {"scale": "paper"})
+    assert "the paper scale on a CPU" in status.report(paper, plan.make(paper), "cpu", cores=2, per_table=False)
