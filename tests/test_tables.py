@@ -327,3 +327,19 @@ def test_dof_summary_counts_each_run_once_and_judges_the_claim(tmp_path):
     n_ok = sum(r["within_claim"] == "True" for r in rows)
     assert n_ok == per_task_groups
     assert f"Claim holds in {n_ok} of {expected} runs." in (tmp_path / "results" / "tolias-thesis" / "dof.md").read_text()
+
+
+def test_every_family_labels_smoke_tables_and_says_what_ok_means(tmp_path):
+    """Smoke tables carry the note that their numbers mean nothing, whatever the family; the status line says
+    that a counted cell has a value (nothing about being close to the paper)."""
+    from nlpbench import build, config
+    from nlpbench.family import Paths
+
+    params = config.load(Path(__file__).resolve().parents[1] / "params.yaml", {"scale": "smoke"})
+    paths = Paths(data=tmp_path / "data", runs=tmp_path / "runs", results=tmp_path / "results")
+    for source, table in (("tolias-thesis", "2"), ("shen-thesis", "6.5"), ("bahuleyan-thesis", "4.2")):
+        md = build.table(params, source, table, paths)["md"].read_text()
+        assert "mean nothing about the models" in md, source
+        assert "0 with a reproduced value" in md and " ok" not in md.split("## Provenance")[0]
+    cpu = config.load(Path(__file__).resolve().parents[1] / "params.yaml", {"scale": "cpu"})
+    assert "mean nothing" not in build.table(cpu, "tolias-thesis", "2", paths)["md"].read_text()

@@ -9,12 +9,17 @@ from nlpbench import paper, registry, results_index, tables
 from nlpbench.family import Paths
 
 
+SMOKE_NOTE = ("Scale `smoke`: every rule of the pipeline on a few examples for an epoch or two. These numbers test "
+              "the pipeline and mean nothing about the models; the differences from the paper are not results.")
+
+
 def table(params: dict, source: str, name: str, paths: Paths) -> dict[str, Path]:
     """Write results/<source>/<name>.{csv,md,json} (and any figure drawn from the CSV); returns the paths."""
     from nlpbench import config
     d = config.declaration(params, "tables", source, name)
     parts = registry.get(d.family).table(source, name, params, paths)
-    result = tables.build_table(parts.spec, parts.cells, parts.provenance, parts.notes)
+    notes = ([SMOKE_NOTE] if params["scale"] == "smoke" else []) + parts.notes
+    result = tables.build_table(parts.spec, parts.cells, parts.provenance, notes)
     out = tables.write_table(result, paths.results)
     for i, draw in enumerate(parts.after):
         out[f"figure{i or ''}"] = draw(paths.results)

@@ -396,7 +396,7 @@ def render_markdown(result: TableResult) -> str:
     spec = result.spec
     out = [f"# {source_label(spec.source)} — Table {spec.table}: {spec.title}", ""]
     mad, xad = result.mean_abs_diff, result.max_abs_diff
-    summary = [f"{len(result.lines)} cells", f"{result.count('ok')} ok"]
+    summary = [f"{len(result.lines)} cells", f"{result.count('ok')} with a reproduced value"]
     summary += [f"{result.count(s)} {'not applicable' if s == 'not_applicable' else STATUS_TEXT[s]}"
                 for s in CELL_STATUSES[1:] if result.count(s)]
     if mad is not None:

@@ -488,6 +488,9 @@ def _claim_own_pattern(grid: dict, rows: list[str], columns: list[str]) -> tuple
     return hits, n, misses
 
 
+OURS, PAPERS = "in our numbers", "in the paper's numbers"   # whose cells a claim line judges
+
+
 def claim_notes(params: dict, table: str, cells: list[tables.Cell], runs_root: Path) -> list[str]:
     """Whether the thesis's headline claim for this table holds, for our cells and for the printed ones."""
     decl = dmn_tables(params)[table]
@@ -498,7 +501,7 @@ def claim_notes(params: dict, table: str, cells: list[tables.Cell], runs_root: P
     pattern_cols = [c for c in run_cols if decl["columns"][c]["data"].startswith("pattern")]
     out = []
     if claim == "own_pattern_best":
-        for label, grid in (("reproduced", ours), ("paper", printed)):
+        for label, grid in ((OURS, ours), (PAPERS, printed)):
             hits, n, misses = _claim_own_pattern(grid, rows, pattern_cols)
             if n:
                 out.append(f"Claim (§6.3.3) 'each network scores best on the pattern it was trained on', {label}: "
@@ -506,7 +509,7 @@ def claim_notes(params: dict, table: str, cells: list[tables.Cell], runs_root: P
                            + ".")
     elif claim == "augmented_evens":
         aug = next(c for c in run_cols if decl["columns"][c]["data"] == "augmented")
-        for label, grid in (("reproduced", ours), ("paper", printed)):
+        for label, grid in ((OURS, ours), (PAPERS, printed)):
             s_aug = _spread(grid, rows, aug)
             spreads = [s for s in (_spread(grid, rows, c) for c in pattern_cols) if s is not None]
             if s_aug is None or not spreads:
@@ -524,7 +527,7 @@ def claim_notes(params: dict, table: str, cells: list[tables.Cell], runs_root: P
         other = decl["compare_with"]
         other_cells, _ = table_cells(params, other, runs_root)
         other_cols = list(dmn_tables(params)[other]["columns"])
-        for label, grid, ogrid in (("reproduced", ours, _grid(other_cells)), ("paper", printed, _paper_grid(other))):
+        for label, grid, ogrid in ((OURS, ours, _grid(other_cells)), (PAPERS, printed, _paper_grid(other))):
             mine = [s for s in (_spread(grid, rows, c) for c in run_cols) if s is not None]
             theirs = [s for s in (_spread(ogrid, rows, c) for c in other_cols) if s is not None]
             if not mine or not theirs:
@@ -537,7 +540,7 @@ def claim_notes(params: dict, table: str, cells: list[tables.Cell], runs_root: P
                        "networks still score best on their own pattern.")
     elif claim in ("first_beats_second", "ensemble_passes_all"):
         a, b = decl["claim_columns"]
-        for label, grid, cols in (("reproduced", ours, (a, b)), ("paper", printed, tuple(decl["claim_paper_columns"]))):
+        for label, grid, cols in ((OURS, ours, (a, b)), (PAPERS, printed, tuple(decl["claim_paper_columns"]))):
             both = [r for r in rows if (r, cols[0]) in grid and (r, cols[1]) in grid]
             if not both:
                 continue
@@ -545,10 +548,15 @@ def claim_notes(params: dict, table: str, cells: list[tables.Cell], runs_root: P
             ties = [r for r in both if grid[(r, cols[0])] == grid[(r, cols[1])]]
             ma = statistics.mean(grid[(r, cols[0])] for r in both)
             mb = statistics.mean(grid[(r, cols[1])] for r in both)
-            text = (f"{label}: over tasks {' '.join(both)}, {cols[0]} is higher on {len(wins)} "
-                    f"({' '.join(wins) or 'none'}), equal on {len(ties)}, mean {ma:.1f} against {mb:.1f} for {cols[1]}")
+            losses = len(both) - len(wins) - len(ties)
             if claim == "ensemble_passes_all":
                 passed = [r for r in both if grid[(r, cols[0])] >= 95.0]
+                verdict = "holds" if len(passed) == len(both) and ma > mb else "does not hold"
+            else:
+                verdict = "holds" if ma > mb and len(wins) > losses else "does not hold"
+            text = (f"{label}: {verdict}: over tasks {' '.join(both)}, {cols[0]} is higher on {len(wins)} "
+                    f"({' '.join(wins) or 'none'}), equal on {len(ties)}, mean {ma:.1f} against {mb:.1f} for {cols[1]}")
+            if claim == "ensemble_passes_all":
                 text += f"; {cols[0]} passes (>= 95%) {len(passed)} of {len(both)} tasks"
             out.append(f"Claim ({decl.get('claim_text', '')}) {text}.")
     return out
