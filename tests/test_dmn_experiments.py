@@ -14,6 +14,7 @@ from nlpbench import config, io
 from nlpbench import build
 from nlpbench.dmn import experiments as dx
 from nlpbench.family import Paths
+from nlpbench.results_index import write_index
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -130,6 +131,7 @@ def test_pattern_tables_read_each_networks_test_patterns_and_judge_the_claims(pa
            "test patterns) 1.0 points for MoDMN+ against 40.0 for DMN+ (Table 6.2)" in md4
     sidecar = io.read_json(results / "shen-thesis" / "fig6.8.output.json")
     assert sidecar["kind"] == "figure" and sidecar["status"] == "generated" and "6.4.csv" in sidecar["files"]
+    write_index(results)                                   # as the pipeline's index rule does
     readme = (results / "README.md").read_text()
     assert "fig6.8.png" in readme and "6.4" in readme
 

@@ -338,8 +338,26 @@ def test_every_family_labels_smoke_tables_and_says_what_ok_means(tmp_path):
     params = config.load(Path(__file__).resolve().parents[1] / "params.yaml", {"scale": "smoke"})
     paths = Paths(data=tmp_path / "data", runs=tmp_path / "runs", results=tmp_path / "results")
     for source, table in (("tolias-thesis", "2"), ("shen-thesis", "6.5"), ("bahuleyan-thesis", "4.2")):
-        md = build.table(params, source, table, paths)["md"].read_text()
+        md = build.table(params, source, table, paths, allow_empty=True)["md"].read_text()
         assert "mean nothing about the models" in md, source
         assert "0 with a reproduced value" in md and " ok" not in md.split("## Provenance")[0]
     cpu = config.load(Path(__file__).resolve().parents[1] / "params.yaml", {"scale": "cpu"})
-    assert "mean nothing" not in build.table(cpu, "tolias-thesis", "2", paths)["md"].read_text()
+    assert "mean nothing" not in build.table(cpu, "tolias-thesis", "2", paths, allow_empty=True)["md"].read_text()
+
+
+def test_a_table_with_nothing_trained_never_replaces_an_existing_one(tmp_path):
+    from nlpbench import build, config
+    from nlpbench.config import ConfigError
+    from nlpbench.family import Paths
+
+    params = config.load(Path(__file__).resolve().parents[1] / "params.yaml", {"scale": "cpu"})
+    paths = Paths(data=tmp_path / "data", runs=tmp_path / "runs", results=tmp_path / "results")
+    committed = paths.results / "tolias-thesis" / "2.md"
+    committed.parent.mkdir(parents=True)
+    committed.write_text("the committed table\n")
+    with pytest.raises(ConfigError, match=r"2\.md: nothing trained for this table at scale cpu"):
+        build.table(params, "tolias-thesis", "2", paths)
+    assert committed.read_text() == "the committed table\n"
+    assert not (paths.results / "index.csv").exists()          # only `nlpbench index` writes the index
+    build.table(params, "tolias-thesis", "2", paths, allow_empty=True)
+    assert "not run" in committed.read_text()

@@ -1,23 +1,35 @@
 """From a family's answers to files under results/: one table (its cells rendered beside the paper's numbers)
-or one other output; then the index. The one place that writes a table, whatever its family."""
+or one other output. The one place that writes a table, whatever its family. The index (results/index.csv and
+README.md) is written only by `nlpbench index`, so that tables built side by side never race on it."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from nlpbench import paper, registry, results_index, tables
+from nlpbench.config import ConfigError
 from nlpbench.family import Paths
+
+NO_VALUE = ("not_run", "cited", "not_applicable")   # cell statuses that say nothing was trained for the cell
 
 
 SMOKE_NOTE = ("Scale `smoke`: every rule of the pipeline on a few examples for an epoch or two. These numbers test "
               "the pipeline and mean nothing about the models; the differences from the paper are not results.")
 
 
-def table(params: dict, source: str, name: str, paths: Paths) -> dict[str, Path]:
-    """Write results/<source>/<name>.{csv,md,json} (and any figure drawn from the CSV); returns the paths."""
+def table(params: dict, source: str, name: str, paths: Paths, allow_empty: bool = False) -> dict[str, Path]:
+    """Write results/<source>/<name>.{csv,md,json} (and any figure drawn from the CSV); returns the paths.
+
+    A table none of whose runs exists is not written over an existing one (a committed table, say) unless
+    `allow_empty`: that would replace numbers with 'not run' cells."""
     from nlpbench import config
     d = config.declaration(params, "tables", source, name)
     parts = registry.get(d.family).table(source, name, params, paths)
+    target = paths.results / source / f"{name}.md"
+    if not allow_empty and target.exists() and all(c.status in NO_VALUE for c in parts.cells):
+        raise ConfigError(f"{target}: nothing trained for this table at scale {params['scale']} (no run under "
+                          f"{paths.runs}/ has a result for it), so it was left as it is; train its groups first "
+                          "(`nlpbench plan`), or pass --allow-empty to write the empty table")
     notes = ([SMOKE_NOTE] if params["scale"] == "smoke" else []) + parts.notes
     result = tables.build_table(parts.spec, parts.cells, parts.provenance, notes)
     out = tables.write_table(result, paths.results)
@@ -28,13 +40,10 @@ def table(params: dict, source: str, name: str, paths: Paths) -> dict[str, Path]
         results_index.register_output(paths.results, source, name, d.decl.get("title", name), "addition",
                                       [out["md"].name, out["csv"].name],
                                       f"{result.count('ok')} of {len(result.lines)} cells run", params["scale"])
-    results_index.write_index(paths.results)
     return out
 
 
 def output(params: dict, source: str, name: str, paths: Paths) -> list[Path]:
     from nlpbench import config
     d = config.declaration(params, "outputs", source, name)
-    written = registry.get(d.family).output(source, name, params, paths)
-    results_index.write_index(paths.results)
-    return written
+    return registry.get(d.family).output(source, name, params, paths)

@@ -98,8 +98,8 @@ def cmd_train(args) -> None:
 def cmd_table(args) -> None:
     from nlpbench import build
     params = _params(args)
-    out = build.table(params, args.source, args.table, _paths(args))
-    print("wrote " + ", ".join(str(v) for v in out.values()))
+    out = build.table(params, args.source, args.table, _paths(args), allow_empty=args.allow_empty)
+    print("wrote " + ", ".join(str(v) for v in out.values()) + " (`nlpbench index` refreshes results/index.csv)")
 
 
 def cmd_output(args) -> None:
@@ -181,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("table", help="build one table into results/<source>/")
     p.add_argument("source", help="e.g. tolias-thesis")
     p.add_argument("table", help="e.g. 2")
+    p.add_argument("--allow-empty", action="store_true",
+                   help="write the table even when none of its runs exists (it replaces an existing one)")
     p.set_defaults(func=cmd_table)
     p = sub.add_parser("output", help="build one other output (qualitative table, figure, transcript, benchmark)")
     p.add_argument("source")
