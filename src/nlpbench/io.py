@@ -1,4 +1,7 @@
-"""Atomic file output: a killed run never leaves a half-written file behind."""
+"""Atomic file output: a killed run never leaves a half-written file behind.
+
+Files get the mode an ordinary `open(path, "w")` would give them (0666 less the umask).
+"""
 
 from __future__ import annotations
 
@@ -10,13 +13,22 @@ from pathlib import Path
 from typing import Any, Iterator
 
 
+def current_umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 @contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path beside `path`; move it onto `path` only if the block succeeds."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
+    try:
+        os.fchmod(fd, 0o666 & ~current_umask())       # mkstemp makes it 0600
+    finally:
+        os.close(fd)
     tmp_path = Path(tmp)
     try:
         yield tmp_path
