@@ -272,3 +272,50 @@ def test_empty_out_dir_counts_as_absent(tmp_path: Path, mirror_dir: Path) -> Non
     out.mkdir()
     status = prepare_babi(out, mirror=mirror_dir)
     assert (out / "STATUS.json").is_file() and len(status["missing"]) == 3
+
+
+# --- leftovers and advice --------------------------------------------------------------------
+
+
+def _dead_pid() -> int:
+    import subprocess
+    import sys
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
+
+
+def test_a_killed_preparations_partial_folder_is_removed_by_the_next_run(tmp_path: Path) -> None:
+    import os
+    import socket
+    out = tmp_path / "data" / "babi"
+    host = socket.gethostname()
+    dead = out.parent / f".babi.{host}-{_dead_pid()}.k1l2.partial"        # killed: its process is gone
+    legacy = out.parent / ".babi.x7_q2abc.partial"                       # from before owners were named
+    live = out.parent / f".babi.{host}-{os.getpid()}.a1b2.partial"       # a preparation still running
+    other = out.parent / ".babi.otherhost-1.a1b2.partial"                # another machine's, recent
+    for d in (dead, legacy, live, other):
+        (d / "en").mkdir(parents=True)
+        (d / "en" / "qa1.txt").write_text("x")
+    (tmp_path / "empty-mirror").mkdir()
+    with pytest.raises(DownloadError):
+        prepare_babi(out, mirror=tmp_path / "empty-mirror", url=(tmp_path / "offline.tar.gz").as_uri())
+    assert [n for n in siblings(out) if n.endswith(".partial")] == sorted(p.name for p in (live, other))
+
+
+def test_a_bad_mirror_archive_is_not_called_ours_to_delete(babi_root: Path, tmp_path: Path) -> None:
+    """The mirror is read-only and not ours: the advice is to replace its file or use another mirror."""
+    bad = (babi_root / QA1_TRAIN).read_bytes().replace(b"bathroom", b"bedroom", 1)
+    mirror = fake_mirror(tmp_path, {f"tasks_1-20_v1-2/{QA1_TRAIN}": bad})
+    with pytest.warns(UserWarning), pytest.raises(ChecksumError) as err:
+        prepare_babi(tmp_path / "data" / "babi", mirror=mirror)
+    message = str(err.value)
+    assert "delete" not in message and "mirror's copy is corrupt or not the official" in message
+    assert fetch.BABI_URL in message and "--mirror" in message
+
+
+def test_no_archive_anywhere_names_the_cli_flag(tmp_path: Path, no_env_mirror: None) -> None:
+    (tmp_path / "mirror").mkdir()
+    with pytest.raises(DownloadError) as err:
+        prepare_babi(tmp_path / "data" / "babi", mirror=tmp_path / "mirror", url=(tmp_path / "x.tgz").as_uri())
+    assert "--mirror" in str(err.value) and "mirror=" not in str(err.value)

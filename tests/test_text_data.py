@@ -401,3 +401,14 @@ def test_malformed_csv_named(tmp_path: Path) -> None:
         warnings.simplefilter("ignore")
         with pytest.raises(FetchError, match=r"df_qgen_val\.csv: expected CSV columns"):
             tc.prepare_qg(tmp_path / "qg", mirror, manifest=manifest, allow_download=False)
+
+
+def test_a_bad_mirror_file_is_not_called_ours_to_delete(mirror_dir: Path, tmp_path: Path) -> None:
+    data = bytearray((mirror_dir / ts.SNLI_SAMPLE).read_bytes())
+    data[1000] ^= 0x20
+    mirror = _mirror_with(tmp_path, mirror_dir, {ts.SNLI_SAMPLE: bytes(data)})
+    with pytest.raises(ChecksumError) as err:
+        tc.prepare_snli(tmp_path / "out", mirror, allow_download=False)
+    message = str(err.value)
+    assert "delete" not in message and "mirror's file is corrupt or not the official one" in message
+    assert ts.SNLI_SAMPLE_URL in message and "--mirror" in message

@@ -5,11 +5,14 @@ from __future__ import annotations
 import gzip
 import hashlib
 import os
+import re
 import shutil
+import socket
 import tarfile
 import tempfile
 import urllib.error
 import urllib.request
+import time
 import warnings
 import zlib
 from dataclasses import dataclass
@@ -186,6 +189,15 @@ def _read_status(out_dir: Path) -> dict | None:
     return status
 
 
+def _remedy(archive: Path, downloaded: bool) -> str:
+    """What to do about a bad archive: a download can be deleted and fetched again; a mirror's file is not ours
+    to delete."""
+    if downloaded:
+        return f"delete {archive} and run the data step again to download it anew"
+    return (f"the mirror's copy is corrupt or not the official bAbI v1.2 archive: replace it with the official "
+            f"file ({BABI_URL}), or use another mirror (--mirror or ${MIRROR_ENV})")
+
+
 def _locate_archive(out_dir: Path, mirror: Path | None, url: str) -> tuple[Path, str, str | None]:
     """(archive path, source description, required sha256 or None); downloads when no mirror has it."""
     if mirror is not None:
@@ -205,10 +217,53 @@ def _locate_archive(out_dir: Path, mirror: Path | None, url: str) -> tuple[Path,
             where = f"mirror {mirror} has neither {BABI_MIRROR_PARTIAL} nor {BABI_MIRROR_FULL}" if mirror else "no mirror"
             raise DownloadError(
                 f"cannot get the bAbI archive: {where}, and downloading {url} failed ({e}). "
-                f"Connect to the network, or set ${MIRROR_ENV} (or pass mirror=) to a directory "
+                f"Connect to the network, or set ${MIRROR_ENV} (or pass --mirror) to a directory "
                 f"containing {BABI_MIRROR_PARTIAL}."
             ) from e
     return dest, url, None
+
+
+_STALE_OTHER_HOST_S = 24 * 3600
+
+
+def partial_dir(out_dir: Path) -> Path:
+    """A new private folder beside `out_dir` for a preparation in progress, named after this host and process;
+    `remove_stale_partials` removes it if this process dies (a killed fetch)."""
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.{socket.gethostname()}-{os.getpid()}.", suffix=".partial",
+                                 dir=out_dir.parent))
+
+
+def remove_stale_partials(out_dir: Path) -> list[Path]:
+    """Remove the `.<name>.*.partial` folders beside `out_dir` that no live preparation owns: this host's whose
+    process is gone, other hosts' older than a day, and unnamed ones (from before owners were recorded)."""
+    removed = []
+    if not out_dir.parent.is_dir():
+        return removed
+    host = socket.gethostname()
+    owner = re.compile(rf"\.{re.escape(out_dir.name)}\.(?P<host>.+)-(?P<pid>\d+)\.\w+\.partial")
+    for path in out_dir.parent.glob(f".{out_dir.name}.*.partial"):
+        m = owner.fullmatch(path.name)
+        if m is None:
+            stale = True
+        elif m["host"] == host:
+            stale = not _process_alive(int(m["pid"]))
+        else:
+            stale = time.time() - path.stat().st_mtime > _STALE_OTHER_HOST_S
+        if stale:
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:     # alive, another user's
+        return True
+    return True
 
 
 def _member_rel(name: str, archive: Path) -> str | None:
@@ -222,7 +277,7 @@ def _member_rel(name: str, archive: Path) -> str | None:
     return "/".join(parts[1:])
 
 
-def _extract_verified(archive: Path, dest: Path, manifest: dict[str, ManifestEntry]) -> list[str]:
+def _extract_verified(archive: Path, dest: Path, manifest: dict[str, ManifestEntry], remedy: str) -> list[str]:
     """Unpack the manifest's files from `archive` into `dest`, verifying each; return their paths."""
     present: set[str] = set()
     try:
@@ -239,14 +294,14 @@ def _extract_verified(archive: Path, dest: Path, manifest: dict[str, ManifestEnt
                 assert source is not None  # regular files always have data
                 with source, open(target, "wb") as out:
                     sha256, sha1 = _hash_stream(source, member.size, (out,))
-                _verify_member(archive, member.name, manifest[rel], sha256, sha1)
+                _verify_member(archive, member.name, manifest[rel], sha256, sha1, remedy)
                 present.add(rel)
     except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as e:
-        raise FetchError(f"{archive}: cannot read the archive ({e}); delete it and fetch it again") from e
+        raise FetchError(f"{archive}: cannot read the archive ({e}); {remedy}") from e
     return sorted(present)
 
 
-def _verify_member(archive: Path, name: str, entry: ManifestEntry, sha256: str, sha1: str) -> None:
+def _verify_member(archive: Path, name: str, entry: ManifestEntry, sha256: str, sha1: str, remedy: str) -> None:
     if entry.sha256:
         kind, expected, actual = "sha256", entry.sha256, sha256
     else:
@@ -254,8 +309,7 @@ def _verify_member(archive: Path, name: str, entry: ManifestEntry, sha256: str, 
     if actual != expected:
         raise ChecksumError(
             f"{archive}: member {name} fails verification: expected {kind} {expected}, got {actual} "
-            "(from nlpbench/data/babi_manifest.tsv). The archive is corrupt or not the official bAbI v1.2 "
-            "release; delete it and fetch it again."
+            f"(from nlpbench/data/babi_manifest.tsv); {remedy}."
         )
 
 
@@ -268,13 +322,15 @@ def prepare_babi(out_dir: str | os.PathLike, mirror: str | os.PathLike | None = 
     status = _read_status(out_dir)
     if status is not None:
         return status
+    remove_stale_partials(out_dir)
     manifest = load_babi_manifest()
     archive, source, required_sha = _locate_archive(out_dir, resolve_mirror(mirror), url)
+    remedy = _remedy(archive, downloaded=source == url)
     archive_sha = sha256_file(archive)
     if required_sha is not None and archive_sha != required_sha:
         raise ChecksumError(
             f"{archive}: sha256 mismatch: expected {required_sha}, got {archive_sha}. "
-            "The mirror copy is damaged or replaced; restore it or point $NLPBENCH_MIRROR elsewhere."
+            f"The mirror's copy is damaged or replaced; restore it, or use another mirror (--mirror or ${MIRROR_ENV})."
         )
     if required_sha is None and archive_sha != BABI_OFFICIAL_SHA256:
         warnings.warn(
@@ -282,10 +338,9 @@ def prepare_babi(out_dir: str | os.PathLike, mirror: str | os.PathLike | None = 
             "relying on the per-file checksums of babi_manifest.tsv",
             stacklevel=2,
         )
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".partial", dir=out_dir.parent))
+    tmp = partial_dir(out_dir)
     try:
-        present = _extract_verified(archive, tmp, manifest)
+        present = _extract_verified(archive, tmp, manifest, remedy)
         missing = sorted(set(manifest) - set(present))
         unexpected = [rel for rel in missing if rel not in BABI_MIRROR_GAPS]
         if unexpected:

@@ -21,12 +21,11 @@ import json
 import os
 import random
 import shutil
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, NamedTuple, Sequence
 
-from nlpbench.data.fetch import STATUS_FILE, FetchError, resolve_mirror
+from nlpbench.data.fetch import STATUS_FILE, FetchError, partial_dir, remove_stale_partials, resolve_mirror
 from nlpbench.textgen.prep import SPECIALS, TextRules, Vocab, normalize, tokenize
 from nlpbench.textgen.sources import (
     CORNELL_URL,
@@ -280,6 +279,7 @@ def prepare_corpus(corpus: str, out_dir: str | os.PathLike, mirror: str | os.Pat
             raise FetchError(f"{out_dir} was prepared with another configuration ({existing.get('config')}); "
                              "remove it to prepare it again")
         return existing
+    remove_stale_partials(out_dir)
     fetch = SourceFetcher(resolve_mirror(mirror), out_dir.parent / "downloads", allow_download,
                      manifest if manifest is not None else load_text_manifest(), urls or {})
     if corpus == "snli":
@@ -289,8 +289,7 @@ def prepare_corpus(corpus: str, out_dir: str | os.PathLike, mirror: str | os.Pat
     else:
         result = _prepare_paired(fetch, config, DIALOG_FILES, DIALOG_COLUMNS,
                                  fallback=lambda: _cornell_fallback(fetch, config))
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".partial", dir=out_dir.parent))
+    tmp = partial_dir(out_dir)
     try:
         status = _write(tmp, result, config, fetch)
         for p in tmp.iterdir():
