@@ -319,3 +319,11 @@ def test_no_archive_anywhere_names_the_cli_flag(tmp_path: Path, no_env_mirror: N
     with pytest.raises(DownloadError) as err:
         prepare_babi(tmp_path / "data" / "babi", mirror=tmp_path / "mirror", url=(tmp_path / "x.tgz").as_uri())
     assert "--mirror" in str(err.value) and "mirror=" not in str(err.value)
+
+
+def test_a_failed_download_leaves_no_empty_downloads_folder(tmp_path: Path, no_env_mirror: None) -> None:
+    (tmp_path / "empty-mirror").mkdir()
+    with pytest.raises(DownloadError):
+        prepare_babi(tmp_path / "data" / "babi", mirror=tmp_path / "empty-mirror",
+                     url=(tmp_path / "offline.tar.gz").as_uri())
+    assert not (tmp_path / "data").exists() or list((tmp_path / "data").iterdir()) == []

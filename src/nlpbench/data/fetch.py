@@ -110,23 +110,35 @@ def git_blob_sha1(path: str | os.PathLike) -> str:
 def download(url: str, dest: str | os.PathLike, sha256: str | None = None, timeout: float = 60.0) -> Path:
     """Download `url` to `dest` through a temporary file beside it; verify `sha256` before renaming."""
     dest = Path(dest)
-    with atomic_path(dest) as tmp:
-        try:
-            with urllib.request.urlopen(url, timeout=timeout) as response, open(tmp, "wb") as out:
-                digest = hashlib.sha256()
-                while chunk := response.read(_CHUNK):
-                    digest.update(chunk)
-                    out.write(chunk)
-        except (urllib.error.URLError, OSError, ValueError) as e:
-            raise DownloadError(f"could not download {url} to {dest}: {e}") from e
-        actual = digest.hexdigest()
-        if sha256 is not None and actual != sha256.lower():
-            raise ChecksumError(
-                f"{dest}: sha256 mismatch for the download of {url}: expected {sha256}, got {actual}. "
-                "The download was deleted; retry, or put a verified copy in a mirror directory "
-                f"(${MIRROR_ENV})."
-            )
+    made = _missing_parents(dest)
+    try:
+        with atomic_path(dest) as tmp:
+            try:
+                with urllib.request.urlopen(url, timeout=timeout) as response, open(tmp, "wb") as out:
+                    digest = hashlib.sha256()
+                    while chunk := response.read(_CHUNK):
+                        digest.update(chunk)
+                        out.write(chunk)
+            except (urllib.error.URLError, OSError, ValueError) as e:
+                raise DownloadError(f"could not download {url} to {dest}: {e}") from e
+            actual = digest.hexdigest()
+            if sha256 is not None and actual != sha256.lower():
+                raise ChecksumError(
+                    f"{dest}: sha256 mismatch for the download of {url}: expected {sha256}, got {actual}. "
+                    "The download was deleted; retry, or put a verified copy in a mirror directory "
+                    f"(${MIRROR_ENV})."
+                )
+    except BaseException:
+        for folder in made:             # no empty downloads/ folder stays behind a failed download
+            if folder.is_dir() and not any(folder.iterdir()):
+                folder.rmdir()
+        raise
     return dest
+
+
+def _missing_parents(path: Path) -> list[Path]:
+    """The folders above `path` that do not exist yet, innermost first."""
+    return [p for p in path.parents if not p.exists()]
 
 
 def load_babi_manifest(path: str | os.PathLike | None = None) -> dict[str, ManifestEntry]:

@@ -8,11 +8,13 @@ text_manifest.tsv, preprocesses them (textgen.prep), and writes `out_dir/` atomi
                                    (length-limited, out-of-vocabulary -> <unk>); ref is the untruncated target
                                    without <unk> (the BLEU reference of the authors' QG/dialog evaluation, spec §6.1)
     vocab.tsv                      token<TAB>training count, id = line number, specials first
-    STATUS.json                    version full | mirror | none, present / missing splits, sources and checksums
+    STATUS.json                    version full | mirror, present / missing splits, sources and checksums
 
-A missing training file is not an error: STATUS.json lists it, `version` says `mirror` (cpu/smoke scale only: the
-splits are stand-ins made from what the mirror has) and `needs_data()` tells the table code what is lacking.
-A file that is present but fails its checksum raises ChecksumError naming the file.
+A missing file is not an error while a training split can be made: STATUS.json lists it, `version` says `mirror`
+(cpu/smoke scale only: the splits are stand-ins made from what the mirror has) and `needs_data()` tells the table
+code what is lacking. With no training data at all the preparation fails (FetchError naming the missing files and
+where they were looked for) and writes nothing. A file that is present but fails its checksum raises ChecksumError
+naming the file.
 """
 
 from __future__ import annotations
@@ -253,6 +255,14 @@ def _write(tmp: Path, result: dict, config: CorpusConfig, fetch: SourceFetcher) 
     return status
 
 
+def _no_training_data(corpus: str, fetch: SourceFetcher) -> str:
+    files = "; ".join(f"{m['path']} ({m['split']}): {m['reason']}" for m in fetch.missing_files)
+    where = f"mirror {fetch.mirror}" if fetch.mirror else "no mirror (--mirror or $NLPBENCH_MIRROR)"
+    how = "downloads allowed" if fetch.allow_download else "downloads disabled"
+    return (f"{corpus}: no training data found ({where}; {how}), so nothing was prepared. Missing: {files}. "
+            "Put the files in the mirror or allow downloads, then run the data step again.")
+
+
 def _config_json(config: CorpusConfig) -> dict:
     return json.loads(json.dumps(asdict(config)))  # tuples -> lists, as read back from STATUS.json
 
@@ -289,6 +299,8 @@ def prepare_corpus(corpus: str, out_dir: str | os.PathLike, mirror: str | os.Pat
     else:
         result = _prepare_paired(fetch, config, DIALOG_FILES, DIALOG_COLUMNS,
                                  fallback=lambda: _cornell_fallback(fetch, config))
+    if "train" not in result["splits"]:
+        raise FetchError(_no_training_data(corpus, fetch))
     tmp = partial_dir(out_dir)
     try:
         status = _write(tmp, result, config, fetch)
@@ -335,6 +347,9 @@ def _finished_status(out_dir: Path) -> dict | None:
     status = read_json(path)
     if not isinstance(status, dict) or not {"corpus", "version", "splits", "config"} <= status.keys():
         raise FetchError(f"{path}: not a text-corpus status file")
+    if "train" not in status["splits"]:     # written before an empty preparation became an error
+        raise FetchError(f"{out_dir} holds no training data (prepared when its files could not be found); delete "
+                         f"{out_dir} and run the data step again")
     for split in status["splits"].values():
         if not (out_dir / split["file"]).is_file():
             raise FetchError(f"{out_dir}: {split['file']} is listed in {STATUS_FILE} but missing; remove {out_dir}")
