@@ -327,3 +327,44 @@ def test_a_failed_download_leaves_no_empty_downloads_folder(tmp_path: Path, no_e
         prepare_babi(tmp_path / "data" / "babi", mirror=tmp_path / "empty-mirror",
                      url=(tmp_path / "offline.tar.gz").as_uri())
     assert not (tmp_path / "data").exists() or list((tmp_path / "data").iterdir()) == []
+
+
+# --- prepared files are re-verified before use -----------------------------------------------
+
+
+QA1_TEST = "en/qa1_single-supporting-fact_test.txt"
+
+
+@pytest.fixture
+def small_babi(babi_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """bAbI task 1 (en) prepared through prepare_babi with a manifest of its two files."""
+    mirror = fake_mirror(tmp_path, {f"tasks_1-20_v1-2/{rel}": (babi_root / rel).read_bytes()
+                                    for rel in (QA1_TRAIN, QA1_TEST)})
+    full = load_babi_manifest()
+    monkeypatch.setattr(fetch, "load_babi_manifest", lambda: {rel: full[rel] for rel in (QA1_TRAIN, QA1_TEST)})
+    out = tmp_path / "data" / "babi"
+    with pytest.warns(UserWarning):
+        prepare_babi(out, mirror=mirror)
+    return out
+
+
+@pytest.mark.parametrize("edit", ["answer", "truncate", "delete"])
+def test_a_prepared_babi_file_edited_or_deleted_stops_its_use(small_babi: Path, edit: str) -> None:
+    from nlpbench.data import babi
+    path = small_babi / QA1_TRAIN
+    recorded = json.loads((small_babi / "STATUS.json").read_text()).get("files", {}).get(QA1_TRAIN)
+    assert recorded == {"bytes": path.stat().st_size, "sha256": sha256_file(path)}
+    assert len(babi.load_task(small_babi, "en", 1)[0]) == 1000
+    text = path.read_text()
+    if edit == "answer":              # same size: only the hash sees it
+        path.write_text(text.replace("\thallway\t", "\tkitchen\t", 1))
+    elif edit == "truncate":
+        path.write_text(text[: len(text) // 2])
+    else:
+        path.unlink()
+    with pytest.raises(fetch.PreparedDataChanged) as err:
+        babi.load_task(small_babi, "en", 1)
+    message = str(err.value)
+    assert message.startswith(f"{path} was {'deleted' if edit == 'delete' else 'changed'}")
+    assert "after the data step prepared it" in message
+    assert f"delete {small_babi} and run the data step again (nlpbench data babi)" in message

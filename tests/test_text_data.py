@@ -426,3 +426,24 @@ def test_a_bad_mirror_file_is_not_called_ours_to_delete(mirror_dir: Path, tmp_pa
     message = str(err.value)
     assert "delete" not in message and "mirror's file is corrupt or not the official one" in message
     assert ts.SNLI_SAMPLE_URL in message and "--mirror" in message
+
+
+@pytest.mark.parametrize("edit", ["train.tsv", "vocab.tsv", "delete test.tsv"])
+def test_a_prepared_file_edited_or_deleted_stops_its_use(mirror_dir: Path, tmp_path: Path, edit: str) -> None:
+    from nlpbench.data.fetch import PreparedDataChanged
+    out = tmp_path / "snli"
+    status = tc.prepare_snli(out, _mirror_with(tmp_path, mirror_dir, {ts.SNLI_SAMPLE: None}), allow_download=False)
+    assert sorted(status["files"]) == ["test.tsv", "train.tsv", "valid.tsv", "vocab.tsv"]
+    tc.load_prepared(out)
+    name = edit.removeprefix("delete ")
+    path = out / name
+    if edit.startswith("delete"):
+        path.unlink()
+    else:                                   # one character, same size: only the hash sees it
+        data = bytearray(path.read_bytes())
+        data[200] = ord("x") if data[200] != ord("x") else ord("y")
+        path.write_bytes(bytes(data))
+    with pytest.raises(PreparedDataChanged) as err:
+        tc.load_prepared(out)
+    assert str(err.value).startswith(f"{path} was {'deleted' if edit.startswith('delete') else 'changed'}")
+    assert f"delete {out} and run the data step again (nlpbench data snli)" in str(err.value)

@@ -18,7 +18,7 @@ import zlib
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path, PurePosixPath
-from typing import IO
+from typing import IO, Iterable, Mapping
 
 from nlpbench.io import atomic_path, read_json, write_json
 
@@ -53,6 +53,10 @@ class ChecksumError(FetchError):
 
 class DownloadError(FetchError):
     """A download failed (no network, bad URL, server error)."""
+
+
+class PreparedDataChanged(FetchError):
+    """A prepared file was edited or deleted after its preparation (differs from its STATUS.json record)."""
 
 
 class UnsafeArchiveError(FetchError):
@@ -105,6 +109,30 @@ def git_blob_sha1(path: str | os.PathLike) -> str:
     """What `git hash-object FILE` prints: sha1 of b"blob <size>\\0" + the file's bytes."""
     with open(path, "rb") as f:
         return _hash_stream(f, os.fstat(f.fileno()).st_size)[1]
+
+
+def file_records(root: Path, rels: Iterable[str]) -> dict[str, dict]:
+    """{relative path: {"bytes", "sha256"}} of prepared files, for STATUS.json (checked by verify_prepared)."""
+    return {rel: {"bytes": (root / rel).stat().st_size, "sha256": sha256_file(root / rel)} for rel in rels}
+
+
+def verify_prepared(root: Path, records: Mapping[str, dict | None], step: str) -> None:
+    """Check prepared files against their STATUS.json records ({"bytes", "sha256"}; None: existence only):
+    PreparedDataChanged naming the first file that was deleted or edited since its preparation."""
+    for rel, record in records.items():
+        path = root / rel
+        if not path.is_file():
+            problem = "deleted"
+        elif record is None:
+            continue
+        elif (size := path.stat().st_size) != record["bytes"]:
+            problem = f"changed (now {size} bytes, {STATUS_FILE} records {record['bytes']})"
+        elif sha256_file(path) != record["sha256"]:
+            problem = f"changed (its sha256 differs from the one {STATUS_FILE} records)"
+        else:
+            continue
+        raise PreparedDataChanged(f"{path} was {problem} after the data step prepared it; delete {root} and run "
+                                  f"the data step again (nlpbench data {step})")
 
 
 def download(url: str, dest: str | os.PathLike, sha256: str | None = None, timeout: float = 60.0) -> Path:
@@ -195,9 +223,7 @@ def _read_status(out_dir: Path) -> dict | None:
     status = read_json(status_path)
     if not isinstance(status, dict) or not {"source", "archive_sha256", "present", "missing"} <= status.keys():
         raise FetchError(f"{status_path}: not a bAbI status file (needs source, archive_sha256, present, missing)")
-    for rel in status["present"]:
-        if not (out_dir / rel).is_file():
-            raise FetchError(f"{out_dir}: {rel} is listed as present in {STATUS_FILE} but missing; remove {out_dir}")
+    verify_prepared(out_dir, {rel: None for rel in status["present"]}, "babi")
     return status
 
 
@@ -289,9 +315,10 @@ def _member_rel(name: str, archive: Path) -> str | None:
     return "/".join(parts[1:])
 
 
-def _extract_verified(archive: Path, dest: Path, manifest: dict[str, ManifestEntry], remedy: str) -> list[str]:
-    """Unpack the manifest's files from `archive` into `dest`, verifying each; return their paths."""
-    present: set[str] = set()
+def _extract_verified(archive: Path, dest: Path, manifest: dict[str, ManifestEntry], remedy: str
+                      ) -> dict[str, dict]:
+    """Unpack the manifest's files from `archive` into `dest`, verifying each; return their file_records."""
+    present: dict[str, dict] = {}
     try:
         with tarfile.open(archive, "r:*") as tar:
             for member in tar:
@@ -307,10 +334,10 @@ def _extract_verified(archive: Path, dest: Path, manifest: dict[str, ManifestEnt
                 with source, open(target, "wb") as out:
                     sha256, sha1 = _hash_stream(source, member.size, (out,))
                 _verify_member(archive, member.name, manifest[rel], sha256, sha1, remedy)
-                present.add(rel)
+                present[rel] = {"bytes": member.size, "sha256": sha256}
     except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as e:
         raise FetchError(f"{archive}: cannot read the archive ({e}); {remedy}") from e
-    return sorted(present)
+    return dict(sorted(present.items()))
 
 
 def _verify_member(archive: Path, name: str, entry: ManifestEntry, sha256: str, sha1: str, remedy: str) -> None:
@@ -352,7 +379,8 @@ def prepare_babi(out_dir: str | os.PathLike, mirror: str | os.PathLike | None = 
         )
     tmp = partial_dir(out_dir)
     try:
-        present = _extract_verified(archive, tmp, manifest, remedy)
+        files = _extract_verified(archive, tmp, manifest, remedy)
+        present = list(files)
         missing = sorted(set(manifest) - set(present))
         unexpected = [rel for rel in missing if rel not in BABI_MIRROR_GAPS]
         if unexpected:
@@ -360,7 +388,8 @@ def prepare_babi(out_dir: str | os.PathLike, mirror: str | os.PathLike | None = 
                 f"{archive}: lacks {len(unexpected)} bAbI file(s) that the official archive has, e.g. "
                 f"{', '.join(unexpected[:5])}; use the official archive ({BABI_URL})"
             )
-        status = {"source": source, "archive_sha256": archive_sha, "present": present, "missing": missing}
+        status = {"source": source, "archive_sha256": archive_sha, "present": present, "missing": missing,
+                  "files": files}
         write_json(tmp / STATUS_FILE, status)
         (tmp / STATUS_FILE).chmod(0o644)
         tmp.chmod(0o755)  # mkdtemp makes it private

@@ -27,7 +27,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, NamedTuple, Sequence
 
-from nlpbench.data.fetch import STATUS_FILE, FetchError, partial_dir, remove_stale_partials, resolve_mirror
+from nlpbench.data.fetch import (STATUS_FILE, FetchError, file_records, partial_dir, remove_stale_partials,
+                                 resolve_mirror, verify_prepared)
 from nlpbench.textgen.prep import SPECIALS, TextRules, Vocab, normalize, tokenize
 from nlpbench.textgen.sources import (
     CORNELL_URL,
@@ -250,6 +251,7 @@ def _write(tmp: Path, result: dict, config: CorpusConfig, fetch: SourceFetcher) 
         "vocab": None if vocab is None else {"file": "vocab.tsv", "size": len(vocab), "limit": config.vocab_size,
                                              "fit_on": "train", "specials": list(SPECIALS)},
         "config": _config_json(config),
+        "files": file_records(tmp, [o["file"] for o in outputs.values()] + (["vocab.tsv"] if vocab else [])),
     }
     write_json(tmp / STATUS_FILE, status)
     return status
@@ -350,9 +352,7 @@ def _finished_status(out_dir: Path) -> dict | None:
     if "train" not in status["splits"]:     # written before an empty preparation became an error
         raise FetchError(f"{out_dir} holds no training data (prepared when its files could not be found); delete "
                          f"{out_dir} and run the data step again")
-    for split in status["splits"].values():
-        if not (out_dir / split["file"]).is_file():
-            raise FetchError(f"{out_dir}: {split['file']} is listed in {STATUS_FILE} but missing; remove {out_dir}")
+    verify_prepared(out_dir, {split["file"]: None for split in status["splits"].values()}, status["corpus"])
     return status
 
 
@@ -389,6 +389,7 @@ def load_prepared(out_dir: str | os.PathLike) -> PreparedCorpus:
     status = _finished_status(out_dir)
     if status is None:
         raise FetchError(f"{out_dir} does not exist; run the data step first")
+    verify_prepared(out_dir, status.get("files", {}), status["corpus"])     # edited since? (sizes, sha256)
     vocab = Vocab.load(out_dir / "vocab.tsv") if status.get("vocab") else None
     splits = {}
     for split, info in status["splits"].items():
