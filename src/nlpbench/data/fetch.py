@@ -10,9 +10,9 @@ import shutil
 import socket
 import tarfile
 import tempfile
+import time
 import urllib.error
 import urllib.request
-import time
 import warnings
 import zlib
 from dataclasses import dataclass
