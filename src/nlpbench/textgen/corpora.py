@@ -260,9 +260,10 @@ def _write(tmp: Path, result: dict, config: CorpusConfig, fetch: SourceFetcher) 
 def _no_training_data(corpus: str, fetch: SourceFetcher) -> str:
     files = "; ".join(f"{m['path']} ({m['split']}): {m['reason']}" for m in fetch.missing_files)
     where = f"mirror {fetch.mirror}" if fetch.mirror else "no mirror (--mirror or $NLPBENCH_MIRROR)"
-    how = "downloads allowed" if fetch.allow_download else "downloads disabled"
+    how, fix = (("downloads allowed", "connect to the network") if fetch.allow_download else
+                ("downloads disabled", "allow downloads"))
     return (f"{corpus}: no training data found ({where}; {how}), so nothing was prepared. Missing: {files}. "
-            "Put the files in the mirror or allow downloads, then run the data step again.")
+            f"Put the files in the mirror or {fix}, then run the data step again.")
 
 
 def _config_json(config: CorpusConfig) -> dict:
