@@ -368,3 +368,20 @@ def test_a_prepared_babi_file_edited_or_deleted_stops_its_use(small_babi: Path, 
     assert message.startswith(f"{path} was {'deleted' if edit == 'delete' else 'changed'}")
     assert "after the data step prepared it" in message
     assert f"delete {small_babi} and run the data step again (nlpbench data babi)" in message
+
+
+def test_a_prepared_folder_follows_the_umask(babi_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Shared data folders: a group-writable umask gives a group-writable preparation (it was 0755/0644)."""
+    import os
+    import stat
+    mirror = fake_mirror(tmp_path, {f"tasks_1-20_v1-2/{QA1_TRAIN}": (babi_root / QA1_TRAIN).read_bytes()})
+    monkeypatch.setattr(fetch, "load_babi_manifest", lambda: {QA1_TRAIN: load_babi_manifest()[QA1_TRAIN]})
+    out = tmp_path / "data" / "babi"
+    old = os.umask(0o002)
+    try:
+        with pytest.warns(UserWarning):
+            prepare_babi(out, mirror=mirror)
+    finally:
+        os.umask(old)
+    modes = {p.relative_to(out).as_posix(): stat.S_IMODE(p.stat().st_mode) for p in [out, *out.rglob("*")]}
+    assert modes == {".": 0o775, "en": 0o775, QA1_TRAIN: 0o664, "STATUS.json": 0o664}

@@ -20,7 +20,7 @@ from importlib import resources
 from pathlib import Path, PurePosixPath
 from typing import IO, Iterable, Mapping
 
-from nlpbench.io import atomic_path, read_json, write_json
+from nlpbench.io import atomic_path, current_umask, read_json, write_json
 
 MIRROR_ENV = "NLPBENCH_MIRROR"
 
@@ -391,8 +391,7 @@ def prepare_babi(out_dir: str | os.PathLike, mirror: str | os.PathLike | None = 
         status = {"source": source, "archive_sha256": archive_sha, "present": present, "missing": missing,
                   "files": files}
         write_json(tmp / STATUS_FILE, status)
-        (tmp / STATUS_FILE).chmod(0o644)
-        tmp.chmod(0o755)  # mkdtemp makes it private
+        tmp.chmod(0o777 & ~current_umask())  # mkdtemp makes it private; its files already follow the umask
         try:
             os.rename(tmp, out_dir)
         except OSError:

@@ -49,7 +49,7 @@ from nlpbench.textgen.sources import (
     read_csv_pairs,
     read_snli_zip,
 )
-from nlpbench.io import read_json, write_json
+from nlpbench.io import current_umask, read_json, write_json
 
 SPLITS = ("train", "valid", "test")
 
@@ -307,9 +307,7 @@ def prepare_corpus(corpus: str, out_dir: str | os.PathLike, mirror: str | os.Pat
     tmp = partial_dir(out_dir)
     try:
         status = _write(tmp, result, config, fetch)
-        for p in tmp.iterdir():
-            p.chmod(0o644)
-        tmp.chmod(0o755)
+        tmp.chmod(0o777 & ~current_umask())  # mkdtemp makes it private; its files already follow the umask
         try:
             os.rename(tmp, out_dir)
         except OSError:
