@@ -13,6 +13,7 @@ import torch
 from nlpbench import config, io
 from nlpbench import build
 from nlpbench.dmn import experiments as dx
+from nlpbench.data.fetch import FetchError
 from nlpbench.family import Paths
 from nlpbench.results_index import write_index
 
@@ -192,3 +193,16 @@ def test_derived_data_rule_writes_the_patterns_from_real_data(params, babi_root,
     assert sum(hist.values()) == 10000 and max(hist, key=hist.get) == "4"
     with pytest.raises(config.ConfigError, match="unknown DMN data set 'patterns-nope'"):
         dx.make_dataset("patterns-nope", params, babi_root, tmp_path)
+
+
+def test_no_derived_data_from_an_empty_babi_file(params, tmp_path):
+    """An empty task-16 file derives nothing and writes no manifest (the data step's "done")."""
+    pid = next(d for d in dx.all_datasets(params) if d.startswith("patterns-"))
+    variant = dx.all_datasets(params)[pid][1]["patterns"]["variant"]
+    babi_dir = tmp_path / "babi" / variant
+    babi_dir.mkdir(parents=True)
+    for split in ("train", "test"):
+        (babi_dir / f"qa16_basic-induction_{split}.txt").write_text("")
+    with pytest.raises(FetchError, match="qa16_basic-induction_train.txt: no questions"):
+        dx.make_dataset(pid, params, tmp_path / "babi", tmp_path / "dmn", log=lambda s: None)
+    assert not (tmp_path / "dmn" / pid / "manifest.json").exists()

@@ -272,3 +272,116 @@ def test_empty_out_dir_counts_as_absent(tmp_path: Path, mirror_dir: Path) -> Non
     out.mkdir()
     status = prepare_babi(out, mirror=mirror_dir)
     assert (out / "STATUS.json").is_file() and len(status["missing"]) == 3
+
+
+# --- leftovers and advice --------------------------------------------------------------------
+
+
+def _dead_pid() -> int:
+    import subprocess
+    import sys
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
+
+
+def test_a_killed_preparations_partial_folder_is_removed_by_the_next_run(tmp_path: Path) -> None:
+    import os
+    import socket
+    out = tmp_path / "data" / "babi"
+    host = socket.gethostname()
+    dead = out.parent / f".babi.{host}-{_dead_pid()}.k1l2.partial"        # killed: its process is gone
+    legacy = out.parent / ".babi.x7_q2abc.partial"                       # from before owners were named
+    live = out.parent / f".babi.{host}-{os.getpid()}.a1b2.partial"       # a preparation still running
+    other = out.parent / ".babi.otherhost-1.a1b2.partial"                # another machine's, recent
+    for d in (dead, legacy, live, other):
+        (d / "en").mkdir(parents=True)
+        (d / "en" / "qa1.txt").write_text("x")
+    (tmp_path / "empty-mirror").mkdir()
+    with pytest.raises(DownloadError):
+        prepare_babi(out, mirror=tmp_path / "empty-mirror", url=(tmp_path / "offline.tar.gz").as_uri())
+    assert [n for n in siblings(out) if n.endswith(".partial")] == sorted(p.name for p in (live, other))
+
+
+def test_a_bad_mirror_archive_is_not_called_ours_to_delete(babi_root: Path, tmp_path: Path) -> None:
+    """The mirror is read-only and not ours: the advice is to replace its file or use another mirror."""
+    bad = (babi_root / QA1_TRAIN).read_bytes().replace(b"bathroom", b"bedroom", 1)
+    mirror = fake_mirror(tmp_path, {f"tasks_1-20_v1-2/{QA1_TRAIN}": bad})
+    with pytest.warns(UserWarning), pytest.raises(ChecksumError) as err:
+        prepare_babi(tmp_path / "data" / "babi", mirror=mirror)
+    message = str(err.value)
+    assert "delete" not in message and "mirror's copy is corrupt or not the official" in message
+    assert fetch.BABI_URL in message and "--mirror" in message
+
+
+def test_no_archive_anywhere_names_the_cli_flag(tmp_path: Path, no_env_mirror: None) -> None:
+    (tmp_path / "mirror").mkdir()
+    with pytest.raises(DownloadError) as err:
+        prepare_babi(tmp_path / "data" / "babi", mirror=tmp_path / "mirror", url=(tmp_path / "x.tgz").as_uri())
+    assert "--mirror" in str(err.value) and "mirror=" not in str(err.value)
+
+
+def test_a_failed_download_leaves_no_empty_downloads_folder(tmp_path: Path, no_env_mirror: None) -> None:
+    (tmp_path / "empty-mirror").mkdir()
+    with pytest.raises(DownloadError):
+        prepare_babi(tmp_path / "data" / "babi", mirror=tmp_path / "empty-mirror",
+                     url=(tmp_path / "offline.tar.gz").as_uri())
+    assert not (tmp_path / "data").exists() or list((tmp_path / "data").iterdir()) == []
+
+
+# --- prepared files are re-verified before use -----------------------------------------------
+
+
+QA1_TEST = "en/qa1_single-supporting-fact_test.txt"
+
+
+@pytest.fixture
+def small_babi(babi_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """bAbI task 1 (en) prepared through prepare_babi with a manifest of its two files."""
+    mirror = fake_mirror(tmp_path, {f"tasks_1-20_v1-2/{rel}": (babi_root / rel).read_bytes()
+                                    for rel in (QA1_TRAIN, QA1_TEST)})
+    full = load_babi_manifest()
+    monkeypatch.setattr(fetch, "load_babi_manifest", lambda: {rel: full[rel] for rel in (QA1_TRAIN, QA1_TEST)})
+    out = tmp_path / "data" / "babi"
+    with pytest.warns(UserWarning):
+        prepare_babi(out, mirror=mirror)
+    return out
+
+
+@pytest.mark.parametrize("edit", ["answer", "truncate", "delete"])
+def test_a_prepared_babi_file_edited_or_deleted_stops_its_use(small_babi: Path, edit: str) -> None:
+    from nlpbench.data import babi
+    path = small_babi / QA1_TRAIN
+    recorded = json.loads((small_babi / "STATUS.json").read_text()).get("files", {}).get(QA1_TRAIN)
+    assert recorded == {"bytes": path.stat().st_size, "sha256": sha256_file(path)}
+    assert len(babi.load_task(small_babi, "en", 1)[0]) == 1000
+    text = path.read_text()
+    if edit == "answer":              # same size: only the hash sees it
+        path.write_text(text.replace("\thallway\t", "\tkitchen\t", 1))
+    elif edit == "truncate":
+        path.write_text(text[: len(text) // 2])
+    else:
+        path.unlink()
+    with pytest.raises(fetch.PreparedDataChanged) as err:
+        babi.load_task(small_babi, "en", 1)
+    message = str(err.value)
+    assert message.startswith(f"{path} was {'deleted' if edit == 'delete' else 'changed'}")
+    assert "after the data step prepared it" in message
+    assert f"delete {small_babi} and run the data step again (nlpbench data babi)" in message
+
+
+def test_a_prepared_folder_follows_the_umask(babi_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Shared data folders: a group-writable umask gives a group-writable preparation (it was 0755/0644)."""
+    import os
+    import stat
+    mirror = fake_mirror(tmp_path, {f"tasks_1-20_v1-2/{QA1_TRAIN}": (babi_root / QA1_TRAIN).read_bytes()})
+    monkeypatch.setattr(fetch, "load_babi_manifest", lambda: {QA1_TRAIN: load_babi_manifest()[QA1_TRAIN]})
+    out = tmp_path / "data" / "babi"
+    old = os.umask(0o002)
+    try:
+        with pytest.warns(UserWarning):
+            prepare_babi(out, mirror=mirror)
+    finally:
+        os.umask(old)
+    modes = {p.relative_to(out).as_posix(): stat.S_IMODE(p.stat().st_mode) for p in [out, *out.rglob("*")]}
+    assert modes == {".": 0o775, "en": 0o775, QA1_TRAIN: 0o664, "STATUS.json": 0o664}

@@ -1,5 +1,7 @@
 """MemN2N / t-MEM-NN: the equations, learning on real bAbI data, and group training == training alone."""
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -167,3 +169,39 @@ def test_rows_without_noise_never_reach_the_loss(tasks_1_4):
         unread[q[name]] = False
         assert unread.any() and w.grad[0, unread].abs().max() == 0, name
         assert w.grad[0, q[name]].abs().sum() > 0, name
+
+
+def test_a_group_killed_between_its_runs_saves_completes_with_the_same_numbers(babi_root, tmp_path, monkeypatch):
+    """Killed after one run's metrics.json and before the next's, a group resumes from its checkpoint (which
+    holds both runs) to the numbers of an uninterrupted pass; it used to fail on every rerun with a size
+    mismatch (the checkpoint's 2 runs loaded into a 1-run model)."""
+    import yaml
+    from nlpbench import io
+    from nlpbench.memnet import experiments
+    from nlpbench.memnet.groups import make_group, memnet_settings
+
+    params = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
+    settings = memnet_settings(params, {"train.epochs": 2, "train.checkpoint_every": 1}, "test")
+    group = make_group("memn2n", "en", (1,), (0, 1), settings)
+    quiet = dict(log=lambda s: None)
+    experiments.train_group(group, babi_root, tmp_path / "straight", **quiet)
+
+    save_run = experiments.save_run
+
+    def killed_after_the_first(trainer, k, *args):
+        if k == 1:
+            raise KeyboardInterrupt("killed between two runs' saves")
+        save_run(trainer, k, *args)
+    monkeypatch.setattr(experiments, "save_run", killed_after_the_first)
+    with pytest.raises(KeyboardInterrupt):
+        experiments.train_group(group, babi_root, tmp_path / "killed", **quiet)
+    monkeypatch.setattr(experiments, "save_run", save_run)
+    summary = experiments.train_group(group, babi_root, tmp_path / "killed", **quiet)
+
+    assert summary["runs"] == {"1-0": "ok", "1-1": "ok"}
+    for seed in (0, 1):
+        straight, resumed = (io.read_json(group.run_dir(tmp_path / root, 1, seed) / "metrics.json")
+                             for root in ("straight", "killed"))
+        for key in ("val_acc", "test_acc", "final_train_loss", "epochs"):
+            assert resumed[key] == straight[key], (seed, key)
+    assert not (tmp_path / "killed" / group.group_id / "_checkpoint.pt").exists()

@@ -148,14 +148,28 @@ def test_missing_test_split_reported_not_crashed(mirror_dir: Path, tmp_path: Pat
     assert tc.needs_data(status, "cpu") == ["qg: no test split"]
 
 
-def test_nothing_available_reported_not_crashed(tmp_path: Path) -> None:
+def test_nothing_available_is_an_error_and_marks_nothing_done(tmp_path: Path) -> None:
+    """No training data: a FetchError naming the missing files and where they were looked for; no STATUS.json
+    (nothing for a later step to take as done), no partial folder, no empty downloads/ folder."""
     (tmp_path / "empty").mkdir()
-    status = tc.prepare_snli(tmp_path / "snli", tmp_path / "empty", allow_download=False)
-    assert status["version"] == "none" and status["scales"] == [] and status["splits"] == {}
-    assert status["missing"] == list(tc.SPLITS) and status["vocab"] is None
-    assert {m["path"] for m in status["missing_files"]} == {ts.SNLI_ZIP, ts.SNLI_SAMPLE}
-    assert sorted(p.name for p in (tmp_path / "snli").iterdir()) == [STATUS_FILE]
-    assert tc.needs_data(status, "smoke") == [f"snli: no {s} split" for s in tc.SPLITS]
+    with pytest.raises(FetchError) as err:
+        tc.prepare_snli(tmp_path / "data" / "snli", tmp_path / "empty", allow_download=False)
+    message = str(err.value)
+    assert ts.SNLI_ZIP in message and ts.SNLI_SAMPLE in message and str(tmp_path / "empty") in message
+    assert not (tmp_path / "data").exists() or list((tmp_path / "data").iterdir()) == []
+    offline = {key: (tmp_path / "offline" / Path(key).name).as_uri() for key in (ts.SNLI_ZIP, ts.SNLI_SAMPLE)}
+    with pytest.raises(FetchError, match="downloads allowed"):
+        tc.prepare_snli(tmp_path / "data" / "snli", tmp_path / "empty", urls=offline)
+    assert not (tmp_path / "data").exists() or list((tmp_path / "data").iterdir()) == []
+
+
+def test_an_empty_preparation_left_by_an_older_version_names_what_to_delete(tmp_path: Path) -> None:
+    out = tmp_path / "snli"
+    out.mkdir()
+    (out / STATUS_FILE).write_text(json.dumps({"corpus": "snli", "version": "none", "splits": {}, "config": {}}))
+    for call in (lambda: tc.load_prepared(out), lambda: tc.prepare_snli(out, tmp_path, allow_download=False)):
+        with pytest.raises(FetchError, match=f"{out} holds no training data .* delete {out} and run the data step"):
+            call()
 
 
 def test_missing_mirror_directory_is_an_error(tmp_path: Path) -> None:
@@ -401,3 +415,35 @@ def test_malformed_csv_named(tmp_path: Path) -> None:
         warnings.simplefilter("ignore")
         with pytest.raises(FetchError, match=r"df_qgen_val\.csv: expected CSV columns"):
             tc.prepare_qg(tmp_path / "qg", mirror, manifest=manifest, allow_download=False)
+
+
+def test_a_bad_mirror_file_is_not_called_ours_to_delete(mirror_dir: Path, tmp_path: Path) -> None:
+    data = bytearray((mirror_dir / ts.SNLI_SAMPLE).read_bytes())
+    data[1000] ^= 0x20
+    mirror = _mirror_with(tmp_path, mirror_dir, {ts.SNLI_SAMPLE: bytes(data)})
+    with pytest.raises(ChecksumError) as err:
+        tc.prepare_snli(tmp_path / "out", mirror, allow_download=False)
+    message = str(err.value)
+    assert "delete" not in message and "mirror's file is corrupt or not the official one" in message
+    assert ts.SNLI_SAMPLE_URL in message and "--mirror" in message
+
+
+@pytest.mark.parametrize("edit", ["train.tsv", "vocab.tsv", "delete test.tsv"])
+def test_a_prepared_file_edited_or_deleted_stops_its_use(mirror_dir: Path, tmp_path: Path, edit: str) -> None:
+    from nlpbench.data.fetch import PreparedDataChanged
+    out = tmp_path / "snli"
+    status = tc.prepare_snli(out, _mirror_with(tmp_path, mirror_dir, {ts.SNLI_SAMPLE: None}), allow_download=False)
+    assert sorted(status["files"]) == ["test.tsv", "train.tsv", "valid.tsv", "vocab.tsv"]
+    tc.load_prepared(out)
+    name = edit.removeprefix("delete ")
+    path = out / name
+    if edit.startswith("delete"):
+        path.unlink()
+    else:                                   # one character, same size: only the hash sees it
+        data = bytearray(path.read_bytes())
+        data[200] = ord("x") if data[200] != ord("x") else ord("y")
+        path.write_bytes(bytes(data))
+    with pytest.raises(PreparedDataChanged) as err:
+        tc.load_prepared(out)
+    assert str(err.value).startswith(f"{path} was {'deleted' if edit.startswith('delete') else 'changed'}")
+    assert f"delete {out} and run the data step again (nlpbench data snli)" in str(err.value)

@@ -298,3 +298,33 @@ def test_run_ids_follow_the_settings_and_the_smoke_subset() -> None:
     smoke = config.load(REPO / "params.yaml", {"scale": "smoke"})
     assert set(all_runs(smoke)) == set(smoke["textgen"]["run_subset"])
     assert "snli-tanh-unstopped" in all_runs(paper) and "snli-tanh-unstopped" not in all_runs(cpu)
+
+
+_EMBED_IN_A_FRESH_PROCESS = """
+import hashlib, sys
+from types import SimpleNamespace
+from nlpbench.textgen.corpora import Example
+from nlpbench.textgen.prep import SPECIALS, Vocab
+from nlpbench.textgen.train import train_embeddings
+words = "a man plays the guitar on stage while a woman sings and dogs run in the park".split()
+examples = [Example(tuple(words[i:i + 5]), (), tuple(words[i + 2:i + 8])) for i in range(0, 12)]
+examples.append(Example(("the", "dog"), (), ("the", "dog")))       # src == ref: counted once
+corpus = SimpleNamespace(splits={"train": examples}, vocab=Vocab(SPECIALS + tuple(sorted(set(words)))))
+emb = {"fit_on": "train", "dim": 8, "window": 2, "sg": 0, "min_count": 1, "epochs": 3}
+print(hashlib.sha256(train_embeddings(corpus, emb, seed=3).numpy().tobytes()).hexdigest())
+"""
+
+
+def test_embeddings_do_not_depend_on_the_hash_seed() -> None:
+    """The same seed gives the same word2vec vectors in any process, whatever PYTHONHASHSEED (no set orders
+    word2vec's input)."""
+    import os
+    import subprocess
+    import sys
+
+    procs = [subprocess.Popen([sys.executable, "-c", _EMBED_IN_A_FRESH_PROCESS], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONHASHSEED": h, "PYTHONPATH": str(REPO / "src")})
+             for h in ("1", "2")]                 # two processes at once: most of the time is importing torch
+    digests = {p.communicate()[0] for p in procs}
+    assert all(p.returncode == 0 for p in procs)
+    assert len(digests) == 1, digests

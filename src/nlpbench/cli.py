@@ -21,6 +21,7 @@ from nlpbench import config
 from nlpbench.data.babi import BabiFormatError, MissingDataError
 from nlpbench.data.fetch import FetchError
 from nlpbench.family import Paths
+from nlpbench.io import OutputError
 
 
 def _overrides(pairs: list[str]) -> dict:
@@ -202,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         args.func(args)
-    except (config.ConfigError, FetchError, MissingDataError, BabiFormatError) as e:
+    except (config.ConfigError, FetchError, MissingDataError, BabiFormatError, OutputError) as e:
         print(f"nlpbench: {e}", file=sys.stderr)
         return 2
     return 0

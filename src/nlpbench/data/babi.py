@@ -10,7 +10,8 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from nlpbench.data.fetch import BABI_URL
+from nlpbench.data.fetch import BABI_URL, STATUS_FILE, verify_prepared
+from nlpbench.io import read_json
 
 TASK_NAMES: dict[int, str] = {
     1: "single-supporting-fact",
@@ -84,9 +85,21 @@ def task_file(root: str | os.PathLike, variant: str, task: int, split: str) -> P
     if split not in SPLITS:
         raise ValueError(f"unknown bAbI split {split!r}; expected one of {', '.join(SPLITS)}")
     path = Path(root) / variant / f"qa{task}_{TASK_NAMES[task]}_{split}.txt"
+    _verify_prepared(Path(root), f"{variant}/{path.name}")
     if not path.is_file():
         raise MissingDataError(path)
     return path
+
+
+def _verify_prepared(root: Path, rel: str) -> None:
+    """A file of a prepared bAbI folder is as prepare_babi wrote it (size and sha256 in STATUS.json; folders
+    prepared before those were recorded: present); a folder without STATUS.json is not checked."""
+    if not (root / STATUS_FILE).is_file():
+        return
+    status = read_json(root / STATUS_FILE)
+    records = status.get("files") or dict.fromkeys(status.get("present", ()))
+    if rel in records:
+        verify_prepared(root, {rel: records[rel]}, "babi")
 
 
 def tokenize(text: str) -> list[str]:

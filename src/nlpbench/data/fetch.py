@@ -5,9 +5,12 @@ from __future__ import annotations
 import gzip
 import hashlib
 import os
+import re
 import shutil
+import socket
 import tarfile
 import tempfile
+import time
 import urllib.error
 import urllib.request
 import warnings
@@ -15,9 +18,9 @@ import zlib
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path, PurePosixPath
-from typing import IO
+from typing import IO, Iterable, Mapping
 
-from nlpbench.io import atomic_path, read_json, write_json
+from nlpbench.io import atomic_path, current_umask, read_json, write_json
 
 MIRROR_ENV = "NLPBENCH_MIRROR"
 
@@ -50,6 +53,10 @@ class ChecksumError(FetchError):
 
 class DownloadError(FetchError):
     """A download failed (no network, bad URL, server error)."""
+
+
+class PreparedDataChanged(FetchError):
+    """A prepared file was edited or deleted after its preparation (differs from its STATUS.json record)."""
 
 
 class UnsafeArchiveError(FetchError):
@@ -104,26 +111,62 @@ def git_blob_sha1(path: str | os.PathLike) -> str:
         return _hash_stream(f, os.fstat(f.fileno()).st_size)[1]
 
 
+def file_records(root: Path, rels: Iterable[str]) -> dict[str, dict]:
+    """{relative path: {"bytes", "sha256"}} of prepared files, for STATUS.json (checked by verify_prepared)."""
+    return {rel: {"bytes": (root / rel).stat().st_size, "sha256": sha256_file(root / rel)} for rel in rels}
+
+
+def verify_prepared(root: Path, records: Mapping[str, dict | None], step: str) -> None:
+    """Check prepared files against their STATUS.json records ({"bytes", "sha256"}; None: existence only):
+    PreparedDataChanged naming the first file that was deleted or edited since its preparation."""
+    for rel, record in records.items():
+        path = root / rel
+        if not path.is_file():
+            problem = "deleted"
+        elif record is None:
+            continue
+        elif (size := path.stat().st_size) != record["bytes"]:
+            problem = f"changed (now {size} bytes, {STATUS_FILE} records {record['bytes']})"
+        elif sha256_file(path) != record["sha256"]:
+            problem = f"changed (its sha256 differs from the one {STATUS_FILE} records)"
+        else:
+            continue
+        raise PreparedDataChanged(f"{path} was {problem} after the data step prepared it; delete {root} and run "
+                                  f"the data step again (nlpbench data {step})")
+
+
 def download(url: str, dest: str | os.PathLike, sha256: str | None = None, timeout: float = 60.0) -> Path:
     """Download `url` to `dest` through a temporary file beside it; verify `sha256` before renaming."""
     dest = Path(dest)
-    with atomic_path(dest) as tmp:
-        try:
-            with urllib.request.urlopen(url, timeout=timeout) as response, open(tmp, "wb") as out:
-                digest = hashlib.sha256()
-                while chunk := response.read(_CHUNK):
-                    digest.update(chunk)
-                    out.write(chunk)
-        except (urllib.error.URLError, OSError, ValueError) as e:
-            raise DownloadError(f"could not download {url} to {dest}: {e}") from e
-        actual = digest.hexdigest()
-        if sha256 is not None and actual != sha256.lower():
-            raise ChecksumError(
-                f"{dest}: sha256 mismatch for the download of {url}: expected {sha256}, got {actual}. "
-                "The download was deleted; retry, or put a verified copy in a mirror directory "
-                f"(${MIRROR_ENV})."
-            )
+    made = _missing_parents(dest)
+    try:
+        with atomic_path(dest) as tmp:
+            try:
+                with urllib.request.urlopen(url, timeout=timeout) as response, open(tmp, "wb") as out:
+                    digest = hashlib.sha256()
+                    while chunk := response.read(_CHUNK):
+                        digest.update(chunk)
+                        out.write(chunk)
+            except (urllib.error.URLError, OSError, ValueError) as e:
+                raise DownloadError(f"could not download {url} to {dest}: {e}") from e
+            actual = digest.hexdigest()
+            if sha256 is not None and actual != sha256.lower():
+                raise ChecksumError(
+                    f"{dest}: sha256 mismatch for the download of {url}: expected {sha256}, got {actual}. "
+                    "The download was deleted; retry, or put a verified copy in a mirror directory "
+                    f"(${MIRROR_ENV})."
+                )
+    except BaseException:
+        for folder in made:             # no empty downloads/ folder stays behind a failed download
+            if folder.is_dir() and not any(folder.iterdir()):
+                folder.rmdir()
+        raise
     return dest
+
+
+def _missing_parents(path: Path) -> list[Path]:
+    """The folders above `path` that do not exist yet, innermost first."""
+    return [p for p in path.parents if not p.exists()]
 
 
 def load_babi_manifest(path: str | os.PathLike | None = None) -> dict[str, ManifestEntry]:
@@ -180,10 +223,17 @@ def _read_status(out_dir: Path) -> dict | None:
     status = read_json(status_path)
     if not isinstance(status, dict) or not {"source", "archive_sha256", "present", "missing"} <= status.keys():
         raise FetchError(f"{status_path}: not a bAbI status file (needs source, archive_sha256, present, missing)")
-    for rel in status["present"]:
-        if not (out_dir / rel).is_file():
-            raise FetchError(f"{out_dir}: {rel} is listed as present in {STATUS_FILE} but missing; remove {out_dir}")
+    verify_prepared(out_dir, {rel: None for rel in status["present"]}, "babi")
     return status
+
+
+def _remedy(archive: Path, downloaded: bool) -> str:
+    """What to do about a bad archive: a download can be deleted and fetched again; a mirror's file is not ours
+    to delete."""
+    if downloaded:
+        return f"delete {archive} and run the data step again to download it anew"
+    return (f"the mirror's copy is corrupt or not the official bAbI v1.2 archive: replace it with the official "
+            f"file ({BABI_URL}), or use another mirror (--mirror or ${MIRROR_ENV})")
 
 
 def _locate_archive(out_dir: Path, mirror: Path | None, url: str) -> tuple[Path, str, str | None]:
@@ -205,10 +255,53 @@ def _locate_archive(out_dir: Path, mirror: Path | None, url: str) -> tuple[Path,
             where = f"mirror {mirror} has neither {BABI_MIRROR_PARTIAL} nor {BABI_MIRROR_FULL}" if mirror else "no mirror"
             raise DownloadError(
                 f"cannot get the bAbI archive: {where}, and downloading {url} failed ({e}). "
-                f"Connect to the network, or set ${MIRROR_ENV} (or pass mirror=) to a directory "
+                f"Connect to the network, or set ${MIRROR_ENV} (or pass --mirror) to a directory "
                 f"containing {BABI_MIRROR_PARTIAL}."
             ) from e
     return dest, url, None
+
+
+_STALE_OTHER_HOST_S = 24 * 3600
+
+
+def partial_dir(out_dir: Path) -> Path:
+    """A new private folder beside `out_dir` for a preparation in progress, named after this host and process;
+    `remove_stale_partials` removes it if this process dies (a killed fetch)."""
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.{socket.gethostname()}-{os.getpid()}.", suffix=".partial",
+                                 dir=out_dir.parent))
+
+
+def remove_stale_partials(out_dir: Path) -> list[Path]:
+    """Remove the `.<name>.*.partial` folders beside `out_dir` that no live preparation owns: this host's whose
+    process is gone, other hosts' older than a day, and unnamed ones (from before owners were recorded)."""
+    removed = []
+    if not out_dir.parent.is_dir():
+        return removed
+    host = socket.gethostname()
+    owner = re.compile(rf"\.{re.escape(out_dir.name)}\.(?P<host>.+)-(?P<pid>\d+)\.\w+\.partial")
+    for path in out_dir.parent.glob(f".{out_dir.name}.*.partial"):
+        m = owner.fullmatch(path.name)
+        if m is None:
+            stale = True
+        elif m["host"] == host:
+            stale = not _process_alive(int(m["pid"]))
+        else:
+            stale = time.time() - path.stat().st_mtime > _STALE_OTHER_HOST_S
+        if stale:
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:     # alive, another user's
+        return True
+    return True
 
 
 def _member_rel(name: str, archive: Path) -> str | None:
@@ -222,9 +315,10 @@ def _member_rel(name: str, archive: Path) -> str | None:
     return "/".join(parts[1:])
 
 
-def _extract_verified(archive: Path, dest: Path, manifest: dict[str, ManifestEntry]) -> list[str]:
-    """Unpack the manifest's files from `archive` into `dest`, verifying each; return their paths."""
-    present: set[str] = set()
+def _extract_verified(archive: Path, dest: Path, manifest: dict[str, ManifestEntry], remedy: str
+                      ) -> dict[str, dict]:
+    """Unpack the manifest's files from `archive` into `dest`, verifying each; return their file_records."""
+    present: dict[str, dict] = {}
     try:
         with tarfile.open(archive, "r:*") as tar:
             for member in tar:
@@ -239,14 +333,14 @@ def _extract_verified(archive: Path, dest: Path, manifest: dict[str, ManifestEnt
                 assert source is not None  # regular files always have data
                 with source, open(target, "wb") as out:
                     sha256, sha1 = _hash_stream(source, member.size, (out,))
-                _verify_member(archive, member.name, manifest[rel], sha256, sha1)
-                present.add(rel)
+                _verify_member(archive, member.name, manifest[rel], sha256, sha1, remedy)
+                present[rel] = {"bytes": member.size, "sha256": sha256}
     except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as e:
-        raise FetchError(f"{archive}: cannot read the archive ({e}); delete it and fetch it again") from e
-    return sorted(present)
+        raise FetchError(f"{archive}: cannot read the archive ({e}); {remedy}") from e
+    return dict(sorted(present.items()))
 
 
-def _verify_member(archive: Path, name: str, entry: ManifestEntry, sha256: str, sha1: str) -> None:
+def _verify_member(archive: Path, name: str, entry: ManifestEntry, sha256: str, sha1: str, remedy: str) -> None:
     if entry.sha256:
         kind, expected, actual = "sha256", entry.sha256, sha256
     else:
@@ -254,8 +348,7 @@ def _verify_member(archive: Path, name: str, entry: ManifestEntry, sha256: str, 
     if actual != expected:
         raise ChecksumError(
             f"{archive}: member {name} fails verification: expected {kind} {expected}, got {actual} "
-            "(from nlpbench/data/babi_manifest.tsv). The archive is corrupt or not the official bAbI v1.2 "
-            "release; delete it and fetch it again."
+            f"(from nlpbench/data/babi_manifest.tsv); {remedy}."
         )
 
 
@@ -268,13 +361,15 @@ def prepare_babi(out_dir: str | os.PathLike, mirror: str | os.PathLike | None = 
     status = _read_status(out_dir)
     if status is not None:
         return status
+    remove_stale_partials(out_dir)
     manifest = load_babi_manifest()
     archive, source, required_sha = _locate_archive(out_dir, resolve_mirror(mirror), url)
+    remedy = _remedy(archive, downloaded=source == url)
     archive_sha = sha256_file(archive)
     if required_sha is not None and archive_sha != required_sha:
         raise ChecksumError(
             f"{archive}: sha256 mismatch: expected {required_sha}, got {archive_sha}. "
-            "The mirror copy is damaged or replaced; restore it or point $NLPBENCH_MIRROR elsewhere."
+            f"The mirror's copy is damaged or replaced; restore it, or use another mirror (--mirror or ${MIRROR_ENV})."
         )
     if required_sha is None and archive_sha != BABI_OFFICIAL_SHA256:
         warnings.warn(
@@ -282,10 +377,10 @@ def prepare_babi(out_dir: str | os.PathLike, mirror: str | os.PathLike | None = 
             "relying on the per-file checksums of babi_manifest.tsv",
             stacklevel=2,
         )
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".partial", dir=out_dir.parent))
+    tmp = partial_dir(out_dir)
     try:
-        present = _extract_verified(archive, tmp, manifest)
+        files = _extract_verified(archive, tmp, manifest, remedy)
+        present = list(files)
         missing = sorted(set(manifest) - set(present))
         unexpected = [rel for rel in missing if rel not in BABI_MIRROR_GAPS]
         if unexpected:
@@ -293,10 +388,10 @@ def prepare_babi(out_dir: str | os.PathLike, mirror: str | os.PathLike | None = 
                 f"{archive}: lacks {len(unexpected)} bAbI file(s) that the official archive has, e.g. "
                 f"{', '.join(unexpected[:5])}; use the official archive ({BABI_URL})"
             )
-        status = {"source": source, "archive_sha256": archive_sha, "present": present, "missing": missing}
+        status = {"source": source, "archive_sha256": archive_sha, "present": present, "missing": missing,
+                  "files": files}
         write_json(tmp / STATUS_FILE, status)
-        (tmp / STATUS_FILE).chmod(0o644)
-        tmp.chmod(0o755)  # mkdtemp makes it private
+        tmp.chmod(0o777 & ~current_umask())  # mkdtemp makes it private; its files already follow the umask
         try:
             os.rename(tmp, out_dir)
         except OSError:

@@ -30,6 +30,7 @@ import torch
 
 from nlpbench import config, io, paper, results_index, tables
 from nlpbench.data import babi
+from nlpbench.data.fetch import FetchError
 from nlpbench.dmn import fact_order
 from nlpbench.family import TableParts
 from nlpbench.provenance import code_commit, device_label, now_utc
@@ -233,6 +234,10 @@ def make_dataset(data_id: str, params: dict, data_root: Path, out_root: Path,
     kind, settings = sets[data_id]
     cfg = pattern_config(settings)
     train, _ = babi.load_task(data_root, settings["patterns"]["variant"], 16)
+    if not train:       # nothing derived from nothing: no manifest (the step's "done") for an empty data set
+        path = babi.task_file(data_root, settings["patterns"]["variant"], 16, "train")
+        raise FetchError(f"{path}: no questions, so no DMN data set {data_id!r} can be derived; delete {data_root} "
+                         "and run the data step babi again")
     hist = fact_order.pattern_histogram(train)
     log(f"task 16 ({settings['patterns']['variant']}, {len(train)} training questions): natural pattern "
         f"histogram {hist}")

@@ -58,6 +58,11 @@ def train_group(group: Group, data_root: Path, runs_root: Path, device: str = "c
     s = group.settings
     group_dir = Path(runs_root) / group.group_id
     summary_path = group_dir / "group.json"
+    checkpoint = group_dir / "_checkpoint.pt"
+    # Runs of an interrupted pass (the checkpoint holds them, at the end of training once their saves began)
+    # are trained or evaluated again from it, complete or not: the pass resumes with the runs it had.
+    resumed = (set(torch.load(checkpoint, map_location="cpu", weights_only=False).get("run_ids", ()))
+               if checkpoint.exists() else set())
     datasets, runs, pending, records = [], [], [], {}
     for task in (["joint"] if group.joint else group.tasks):
         try:
@@ -75,11 +80,12 @@ def train_group(group: Group, data_root: Path, runs_root: Path, device: str = "c
         datasets.append(data)
         for seed in group.seeds:
             run_dir = group.run_dir(runs_root, task, seed)
+            run_id = f"{group.group_id}/{group.run_name(task, seed)}"
             done = run_dir / "metrics.json"
-            if done.exists() and io.read_json(done).get("status") == "ok":
+            if run_id not in resumed and done.exists() and io.read_json(done).get("status") == "ok":
                 records[(task, seed)] = io.read_json(done)
                 continue
-            runs.append(Run(f"{group.group_id}/{group.run_name(task, seed)}", len(datasets) - 1, seed))
+            runs.append(Run(run_id, len(datasets) - 1, seed))
             pending.append((task, seed, run_dir, data))
     wall = 0.0
     if runs:
@@ -87,7 +93,7 @@ def train_group(group: Group, data_root: Path, runs_root: Path, device: str = "c
         trainer = GroupTrainer(runs, datasets, model_cfg, train_cfg, bayes_cfg, device, log)
         log(f"{group.group_id}: training {len(runs)} runs together on {device}")
         t0 = time.perf_counter()
-        trainer.fit(group_dir / "_checkpoint.pt")
+        trainer.fit(checkpoint)
         metrics = trainer.evaluate()
         wall = time.perf_counter() - t0
         ms_per_batch = statistics.mean(h["ms_per_batch"] for h in trainer.history) if trainer.history else None
@@ -98,7 +104,7 @@ def train_group(group: Group, data_root: Path, runs_root: Path, device: str = "c
                                                     "variant": group.variant, "task": task, "seed": seed,
                                                     "settings": s})
             records[(task, seed)] = m
-        (group_dir / "_checkpoint.pt").unlink(missing_ok=True)
+        checkpoint.unlink(missing_ok=True)
     previous = io.read_json(summary_path) if summary_path.exists() else {}
     summary = {"group": group.group_id, "model": group.model, "variant": group.variant,
                "tasks": list(group.tasks), "seeds": list(group.seeds), "device": device_label(device),

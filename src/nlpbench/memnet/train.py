@@ -159,8 +159,8 @@ class GroupTrainer:
 
     # -- state for resuming ------------------------------------------------------------------------------
     def state(self) -> dict:
-        return {"epoch": self.epoch, "model": self.model.state_dict(), "opt": self.opt.state_dict(),
-                "prior_log_nu": self.prior_log_nu, "history": self.history,
+        return {"run_ids": [r.run_id for r in self.runs], "epoch": self.epoch, "model": self.model.state_dict(),
+                "opt": self.opt.state_dict(), "prior_log_nu": self.prior_log_nu, "history": self.history,
                 "gens": {p: [g.get_state() for g in gs] for p, gs in self.gens.items()}}
 
     def load_state(self, state: dict) -> None:
@@ -173,6 +173,15 @@ class GroupTrainer:
         for p, gs in self.gens.items():
             for g, s in zip(gs, state["gens"][p]):
                 g.set_state(s)
+
+    def holds_these_runs(self, state: dict) -> bool:
+        """Whether a checkpoint's state is of this trainer's runs (checkpoints written before run ids were
+        recorded: whether its tensors have this group's shapes)."""
+        if "run_ids" in state:
+            return state["run_ids"] == [r.run_id for r in self.runs]
+        own = self.model.state_dict()
+        theirs = state["model"]
+        return own.keys() == theirs.keys() and all(own[k].shape == theirs[k].shape for k in own)
 
     # -- forward pass ------------------------------------------------------------------------------------
     def forward(self, batch: dict[str, torch.Tensor], weights: dict[str, torch.Tensor], attention: bool = False):
@@ -245,16 +254,24 @@ class GroupTrainer:
         return record
 
     def fit(self, checkpoint: Path | None = None) -> None:
+        """Train to `epochs`, saving `checkpoint` every `checkpoint_every` epochs and at the end; resume from it
+        when it holds exactly these runs (else start afresh: another set of runs cannot be loaded)."""
         if checkpoint is not None and checkpoint.exists():
-            self.load_state(torch.load(checkpoint, map_location=self.device, weights_only=False))
-            self.log(f"resumed from {checkpoint} at epoch {self.epoch}")
+            state = torch.load(checkpoint, map_location=self.device, weights_only=False)
+            if self.holds_these_runs(state):
+                self.load_state(state)
+                self.log(f"resumed from {checkpoint} at epoch {self.epoch}")
+            else:
+                self.log(f"not resuming from {checkpoint}: it holds other runs ({state.get('run_ids', 'unrecorded')})"
+                         f" than this pass ({[r.run_id for r in self.runs]}); starting afresh")
         progress = Progress(self.tcfg.epochs, start=self.epoch)
         while self.epoch < self.tcfg.epochs:
             rec = self.train_epoch()
             acc = rec["val_acc_mean_weights"]
             self.log(f"{progress.line(self.epoch)}: lr {rec['lr']:.5f} loss {sum(rec['loss']) / len(acc):.4f} "
                      f"val acc (mean of runs) {sum(acc) / len(acc):.3f} {rec['ms_per_batch']:.1f} ms/batch")
-            if checkpoint is not None and (self.epoch % self.tcfg.checkpoint_every == 0):
+            if checkpoint is not None and (self.epoch % self.tcfg.checkpoint_every == 0
+                                           or self.epoch == self.tcfg.epochs):
                 with io.atomic_path(checkpoint) as tmp:
                     torch.save(self.state(), tmp)
 

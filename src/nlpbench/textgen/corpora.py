@@ -8,11 +8,13 @@ text_manifest.tsv, preprocesses them (textgen.prep), and writes `out_dir/` atomi
                                    (length-limited, out-of-vocabulary -> <unk>); ref is the untruncated target
                                    without <unk> (the BLEU reference of the authors' QG/dialog evaluation, spec §6.1)
     vocab.tsv                      token<TAB>training count, id = line number, specials first
-    STATUS.json                    version full | mirror | none, present / missing splits, sources and checksums
+    STATUS.json                    version full | mirror, present / missing splits, sources and checksums
 
-A missing training file is not an error: STATUS.json lists it, `version` says `mirror` (cpu/smoke scale only: the
-splits are stand-ins made from what the mirror has) and `needs_data()` tells the table code what is lacking.
-A file that is present but fails its checksum raises ChecksumError naming the file.
+A missing file is not an error while a training split can be made: STATUS.json lists it, `version` says `mirror`
+(cpu/smoke scale only: the splits are stand-ins made from what the mirror has) and `needs_data()` tells the table
+code what is lacking. With no training data at all the preparation fails (FetchError naming the missing files and
+where they were looked for) and writes nothing. A file that is present but fails its checksum raises ChecksumError
+naming the file.
 """
 
 from __future__ import annotations
@@ -21,12 +23,12 @@ import json
 import os
 import random
 import shutil
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, NamedTuple, Sequence
 
-from nlpbench.data.fetch import STATUS_FILE, FetchError, resolve_mirror
+from nlpbench.data.fetch import (STATUS_FILE, FetchError, file_records, partial_dir, remove_stale_partials,
+                                 resolve_mirror, verify_prepared)
 from nlpbench.textgen.prep import SPECIALS, TextRules, Vocab, normalize, tokenize
 from nlpbench.textgen.sources import (
     CORNELL_URL,
@@ -47,7 +49,7 @@ from nlpbench.textgen.sources import (
     read_csv_pairs,
     read_snli_zip,
 )
-from nlpbench.io import read_json, write_json
+from nlpbench.io import current_umask, read_json, write_json
 
 SPLITS = ("train", "valid", "test")
 
@@ -249,9 +251,19 @@ def _write(tmp: Path, result: dict, config: CorpusConfig, fetch: SourceFetcher) 
         "vocab": None if vocab is None else {"file": "vocab.tsv", "size": len(vocab), "limit": config.vocab_size,
                                              "fit_on": "train", "specials": list(SPECIALS)},
         "config": _config_json(config),
+        "files": file_records(tmp, [o["file"] for o in outputs.values()] + (["vocab.tsv"] if vocab else [])),
     }
     write_json(tmp / STATUS_FILE, status)
     return status
+
+
+def _no_training_data(corpus: str, fetch: SourceFetcher) -> str:
+    files = "; ".join(f"{m['path']} ({m['split']}): {m['reason']}" for m in fetch.missing_files)
+    where = f"mirror {fetch.mirror}" if fetch.mirror else "no mirror (--mirror or $NLPBENCH_MIRROR)"
+    how, fix = (("downloads allowed", "connect to the network") if fetch.allow_download else
+                ("downloads disabled", "allow downloads"))
+    return (f"{corpus}: no training data found ({where}; {how}), so nothing was prepared. Missing: {files}. "
+            f"Put the files in the mirror or {fix}, then run the data step again.")
 
 
 def _config_json(config: CorpusConfig) -> dict:
@@ -280,6 +292,7 @@ def prepare_corpus(corpus: str, out_dir: str | os.PathLike, mirror: str | os.Pat
             raise FetchError(f"{out_dir} was prepared with another configuration ({existing.get('config')}); "
                              "remove it to prepare it again")
         return existing
+    remove_stale_partials(out_dir)
     fetch = SourceFetcher(resolve_mirror(mirror), out_dir.parent / "downloads", allow_download,
                      manifest if manifest is not None else load_text_manifest(), urls or {})
     if corpus == "snli":
@@ -289,13 +302,12 @@ def prepare_corpus(corpus: str, out_dir: str | os.PathLike, mirror: str | os.Pat
     else:
         result = _prepare_paired(fetch, config, DIALOG_FILES, DIALOG_COLUMNS,
                                  fallback=lambda: _cornell_fallback(fetch, config))
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".partial", dir=out_dir.parent))
+    if "train" not in result["splits"]:
+        raise FetchError(_no_training_data(corpus, fetch))
+    tmp = partial_dir(out_dir)
     try:
         status = _write(tmp, result, config, fetch)
-        for p in tmp.iterdir():
-            p.chmod(0o644)
-        tmp.chmod(0o755)
+        tmp.chmod(0o777 & ~current_umask())  # mkdtemp makes it private; its files already follow the umask
         try:
             os.rename(tmp, out_dir)
         except OSError:
@@ -336,9 +348,10 @@ def _finished_status(out_dir: Path) -> dict | None:
     status = read_json(path)
     if not isinstance(status, dict) or not {"corpus", "version", "splits", "config"} <= status.keys():
         raise FetchError(f"{path}: not a text-corpus status file")
-    for split in status["splits"].values():
-        if not (out_dir / split["file"]).is_file():
-            raise FetchError(f"{out_dir}: {split['file']} is listed in {STATUS_FILE} but missing; remove {out_dir}")
+    if "train" not in status["splits"]:     # written before an empty preparation became an error
+        raise FetchError(f"{out_dir} holds no training data (prepared when its files could not be found); delete "
+                         f"{out_dir} and run the data step again")
+    verify_prepared(out_dir, {split["file"]: None for split in status["splits"].values()}, status["corpus"])
     return status
 
 
@@ -375,6 +388,7 @@ def load_prepared(out_dir: str | os.PathLike) -> PreparedCorpus:
     status = _finished_status(out_dir)
     if status is None:
         raise FetchError(f"{out_dir} does not exist; run the data step first")
+    verify_prepared(out_dir, status.get("files", {}), status["corpus"])     # edited since? (sizes, sha256)
     vocab = Vocab.load(out_dir / "vocab.tsv") if status.get("vocab") else None
     splits = {}
     for split, info in status["splits"].items():

@@ -122,24 +122,25 @@ def load_text_manifest() -> dict[str, TextManifestEntry]:
     return parse_text_manifest(text, f"nlpbench/textgen/{MANIFEST_NAME}")
 
 
-def verify_file(path: Path, entry: TextManifestEntry) -> dict:
-    """Check `path` against its manifest entry; return {"sha256", "verified_by"}; raise ChecksumError naming it."""
+def verify_file(path: Path, entry: TextManifestEntry, remedy: str = "replace it with the recorded file") -> dict:
+    """Check `path` against its manifest entry; return {"sha256", "verified_by"}; raise ChecksumError naming it
+    and ending with `remedy` (what the user can do about it)."""
     where = f"{path} (manifest entry {entry.path}, nlpbench/textgen/{MANIFEST_NAME})"
     size = path.stat().st_size
     if entry.bytes is not None and size != entry.bytes:
         raise ChecksumError(f"{where}: size {size} bytes, expected {entry.bytes}; the copy is damaged or not "
-                            "the recorded file; delete it and fetch it again")
+                            f"the recorded file; {remedy}")
     sha256 = sha256_file(path)
     if entry.sha256:
         if sha256 != entry.sha256:
             raise ChecksumError(f"{where}: sha256 mismatch: expected {entry.sha256}, got {sha256}; the copy is "
-                                "damaged or not the recorded file; delete it and fetch it again")
+                                f"damaged or not the recorded file; {remedy}")
         return {"sha256": sha256, "verified_by": "sha256"}
     if entry.git_sha1:
         blob = git_blob_sha1(path)
         if not blob.startswith(entry.git_sha1):
             raise ChecksumError(f"{where}: git blob SHA-1 {blob} does not match the recorded {entry.git_sha1}; "
-                                "the copy is damaged or not the recorded file; delete it and fetch it again")
+                                f"the copy is damaged or not the recorded file; {remedy}")
         kind = "git_sha1" if len(entry.git_sha1) == 40 else f"git_sha1 prefix ({len(entry.git_sha1)} hex)"
         return {"sha256": sha256, "verified_by": kind}
     warnings.warn(f"{path}: no published checksum for {entry.path}; accepted unverified "
@@ -181,10 +182,14 @@ class SourceFetcher:
             self.missing_files.append({"split": split, "path": key, "url": url,
                                        "reason": f"{where}, and downloads are disabled"})
             return None
+        downloaded = path.parent == self.downloads
+        remedy = ("it was deleted, so the next run downloads it again" if downloaded else
+                  f"the mirror's file is corrupt or not the official one: replace it with the official file ({url}), "
+                  "or use another mirror (--mirror or $NLPBENCH_MIRROR)")
         try:
-            checked = verify_file(path, entry)
+            checked = verify_file(path, entry, remedy)
         except ChecksumError:
-            if path.parent == self.downloads:
+            if downloaded:
                 path.unlink()  # a bad download is not kept: the next run fetches it again
             raise
         record = {"split": split, "path": key, "from": origin, **checked}
@@ -217,7 +222,9 @@ def read_snli_zip(path: Path) -> list[str]:
                             pair = json.loads(line)
                             sentences += [pair["sentence1"], pair["sentence2"]]
     except (zipfile.BadZipFile, KeyError, json.JSONDecodeError) as e:
-        raise FetchError(f"{path}: not a readable SNLI 1.0 archive ({e!r}); delete it and fetch it again") from e
+        raise FetchError(f"{path}: not a readable SNLI 1.0 archive ({e!r}); replace it with the official file "
+                         f"({SNLI_URL}): in the mirror, or, if downloaded, by deleting it and running the data step "
+                         "again") from e
     return sentences
 
 

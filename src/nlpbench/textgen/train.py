@@ -57,14 +57,21 @@ class Batchable:
         return [list(ex.tgt if kind == "tgt" else ex.ref) for ex in self.examples]
 
 
+def word2vec_sentences(corpus: PreparedCorpus, split_names: list[str]) -> list[list[str]]:
+    """word2vec's input: each example's source, then its reference when it differs (autoencoding corpora have
+    src == ref), in corpus order. The order fixes the vocabulary and the training, so no set may decide it
+    (a set of strings iterates in the order of Python's salted hash, which changes with PYTHONHASHSEED)."""
+    return [list(s) for name in split_names for ex in corpus.splits[name]
+            for s in ((ex.src,) if ex.src == ex.ref else (ex.src, ex.ref))]
+
+
 def train_embeddings(corpus: PreparedCorpus, emb: dict, seed: int) -> torch.Tensor:
     """word2vec (gensim; CBOW window 5, 300-d, §3.1/§4.5.2/§3.4) on the training split's text, one row per vocabulary
     id; words word2vec did not see (the specials) get U(-0.05, 0.05) as in the authors' code."""
     from gensim.models import Word2Vec
 
     split_names = ["train"] if emb["fit_on"] == "train" else list(corpus.splits)
-    sentences = [list(s) for name in split_names for ex in corpus.splits[name] for s in {ex.src, ex.ref}]
-    model = Word2Vec(sentences=sentences, vector_size=emb["dim"], window=emb["window"], sg=emb["sg"],
+    model = Word2Vec(sentences=word2vec_sentences(corpus, split_names), vector_size=emb["dim"], window=emb["window"], sg=emb["sg"],
                      min_count=emb["min_count"], epochs=emb["epochs"], workers=1, seed=seed,
                      hashfxn=lambda s: zlib.crc32(s.encode()))        # deterministic (not Python's salted hash)
     g = torch.Generator().manual_seed(seed)
