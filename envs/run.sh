@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # nlpbench quick start on a fresh machine (Python >= 3.11 and pip; Java for the METEOR/CIDEr scorers).
 #   bash envs/run.sh tables [snakemake args]   install into .venv if needed, then regenerate every table
+#                                              (scale auto: cpu on a CPU, paper on a GPU)
 #   bash envs/run.sh test   [pytest args]      install into .venv if needed, then run the test suite
 # Offline: export NLPBENCH_MIRROR=/path/to/mirror (a directory holding babi/tasks_1-20_v1-2*.tar.gz).
 set -euo pipefail
@@ -25,7 +26,8 @@ shift || true
 case "$cmd" in
   tables)
     install
-    PATH="$PWD/$VENV/bin:$PATH" exec snakemake --cores all --resources gpu=1 "$@"
+    # the plan (scale, device, groups per family, ETA) is printed before the first job; one line per job after
+    PATH="$PWD/$VENV/bin:$PATH" exec snakemake --cores all --resources gpu=1 --quiet rules "$@"
     ;;
   test)
     install
