@@ -28,7 +28,7 @@ for _t in PLAN.targets.values():
             options=f"--threads {TRAIN_THREADS}" if _t.on_demand else ("--allow-empty" if _t.section == "tables" else ""),
         shell:   # (the shell string is formatted when the job runs: loop variables belong in params)
             "nlpbench {SET} {params.command} {params.source} {params.name} {params.options} > {log} 2>&1 "
-            "&& date -u > {output.done}"
+            "|| (tail -n 15 {log} >&2; exit 1); date -u > {output.done}"
 
 
 rule index:
@@ -40,4 +40,4 @@ rule index:
     log:
         "logs/index.log",
     shell:
-        "nlpbench index > {log} 2>&1"
+        "nlpbench index > {log} 2>&1 || (tail -n 15 {log} >&2; exit 1)"

@@ -196,3 +196,25 @@ def test_the_readme_commands_run(tmp_path):
     (tmp_path / "params.yaml").write_text(text[:at] + snippet + text[at:])
     done = _dry_run("snakemake table_tolias_thesis_hops_4 --cores 1", tmp_path, env)
     assert done.returncode == 0 and "table_tolias_thesis_hops_4" in _jobs(done), done.stderr[-2000:]
+
+
+def test_a_failed_data_step_says_why_on_the_console(tmp_path):
+    """An empty mirror: the step fails, its reason reaches the console (not only its log), nothing is marked done."""
+    for item in ("Snakefile", "params.yaml", "overrides.yaml", "pipeline"):
+        (shutil.copytree if (REPO / item).is_dir() else shutil.copy)(REPO / item, tmp_path / item)
+    (tmp_path / "empty").mkdir()
+    env = {**os.environ, "NLPBENCH_MIRROR": str(tmp_path / "empty"),
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    done = subprocess.run([sys.executable, "-m", "snakemake", "data_babi", "--cores", "1", "--config", "scale=smoke"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode != 0
+    assert "nlpbench: cannot get the bAbI archive" in done.stderr + done.stdout
+    assert not (tmp_path / "data" / "babi" / "STATUS.json").exists()
+
+
+def test_dvc_lock_is_never_committed():
+    """dvc.lock records the hashes of data/ and runs/ of the machine that ran the pipeline, which no clone has (the
+    default remote is local): a committed one can only be stale. DVC writes it on the first `dvc repro`."""
+    tracked = subprocess.run(["git", "ls-files", "dvc.lock"], cwd=REPO, capture_output=True, text=True).stdout
+    ignored = subprocess.run(["git", "check-ignore", "-q", "dvc.lock"], cwd=REPO).returncode == 0
+    assert tracked.strip() == "" and ignored
