@@ -16,7 +16,6 @@ history.json, metrics.json (last: its presence means the run is complete).
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import random

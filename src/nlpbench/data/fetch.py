@@ -18,7 +18,7 @@ import zlib
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path, PurePosixPath
-from typing import IO, Iterable, Mapping
+from typing import IO, Callable, Iterable, Mapping
 
 from nlpbench.io import atomic_path, current_umask, read_json, write_json
 
@@ -272,6 +272,21 @@ def partial_dir(out_dir: Path) -> Path:
                                  dir=out_dir.parent))
 
 
+def publish_partial(tmp: Path, out_dir: Path, status: dict, finished: Callable[[Path], dict | None]) -> dict:
+    """Turn the filled partial folder `tmp` into `out_dir` in one rename, its mode following the umask (mkdtemp
+    makes it private; its files already follow the umask). If another process finished first, keep theirs and
+    return its status (`finished` reads it)."""
+    tmp.chmod(0o777 & ~current_umask())
+    try:
+        os.rename(tmp, out_dir)
+    except OSError:
+        if out_dir.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+            return finished(out_dir) or status
+        raise
+    return status
+
+
 def remove_stale_partials(out_dir: Path) -> list[Path]:
     """Remove the `.<name>.*.partial` folders beside `out_dir` that no live preparation owns: this host's whose
     process is gone, other hosts' older than a day, and unnamed ones (from before owners were recorded)."""
@@ -391,14 +406,7 @@ def prepare_babi(out_dir: str | os.PathLike, mirror: str | os.PathLike | None = 
         status = {"source": source, "archive_sha256": archive_sha, "present": present, "missing": missing,
                   "files": files}
         write_json(tmp / STATUS_FILE, status)
-        tmp.chmod(0o777 & ~current_umask())  # mkdtemp makes it private; its files already follow the umask
-        try:
-            os.rename(tmp, out_dir)
-        except OSError:
-            if out_dir.exists():  # another process finished first
-                shutil.rmtree(tmp, ignore_errors=True)
-                return _read_status(out_dir) or status
-            raise
+        return publish_partial(tmp, out_dir, status, _read_status)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

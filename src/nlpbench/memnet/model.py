@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
-from torch.nn import functional as F
 
 from nlpbench.nn.gaussian import GaussianMatrix
 from nlpbench.nn.position import position_weights

@@ -103,7 +103,6 @@ def all_runs(params: dict) -> dict[str, TextRun]:
     nothing reads is not trained)."""
     if "textgen" not in params:
         return {}
-    tg = params["textgen"]
     names = [n for t in tg_tables(params) for n in table_runs(params, t)] + [n for o in tg_outputs(params)
                                                                                for n in output_runs(params, o)]
     return {name: make_run(params, name) for name in active(params, list(dict.fromkeys(names)))}

@@ -27,8 +27,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, NamedTuple, Sequence
 
-from nlpbench.data.fetch import (STATUS_FILE, FetchError, file_records, partial_dir, remove_stale_partials,
-                                 resolve_mirror, verify_prepared)
+from nlpbench.data.fetch import (STATUS_FILE, FetchError, file_records, partial_dir, publish_partial,
+                                 remove_stale_partials, resolve_mirror, verify_prepared)
 from nlpbench.textgen.prep import SPECIALS, TextRules, Vocab, normalize, tokenize
 from nlpbench.textgen.sources import (
     CORNELL_URL,
@@ -49,7 +49,7 @@ from nlpbench.textgen.sources import (
     read_csv_pairs,
     read_snli_zip,
 )
-from nlpbench.io import current_umask, read_json, write_json
+from nlpbench.io import read_json, write_json
 
 SPLITS = ("train", "valid", "test")
 
@@ -307,18 +307,10 @@ def prepare_corpus(corpus: str, out_dir: str | os.PathLike, mirror: str | os.Pat
     tmp = partial_dir(out_dir)
     try:
         status = _write(tmp, result, config, fetch)
-        tmp.chmod(0o777 & ~current_umask())  # mkdtemp makes it private; its files already follow the umask
-        try:
-            os.rename(tmp, out_dir)
-        except OSError:
-            if out_dir.exists():  # another process finished first
-                shutil.rmtree(tmp, ignore_errors=True)
-                return _finished_status(out_dir) or status
-            raise
+        return publish_partial(tmp, out_dir, status, _finished_status)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return status
 
 
 def prepare_snli(out_dir: str | os.PathLike, mirror: str | os.PathLike | None = None, **kwargs) -> dict:
