@@ -36,6 +36,7 @@ def test_estimates_use_measured_groups_then_their_family_median(tmp_path):
     est = status.estimate(p, memnet + dmn, "smoke", costs)
     assert (est.measured, est.estimated, est.unknown) == (2, 1, 1)
     assert est.seconds == 10 + 30 + 20                      # the third memnet group: the median of the two
+    assert est.wall(2) == 30 and est.wall(10) == 30          # never less than the longest group
 
 
 def test_costs_refresh_from_benchmark_files_and_bad_lines_are_named(tmp_path):

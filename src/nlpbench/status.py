@@ -78,6 +78,11 @@ class Estimate:
     measured: int             # groups whose own cost is known
     estimated: int            # groups estimated from their family's median
     unknown: int              # groups with nothing to go on
+    longest: float = 0.0      # the longest single group: no schedule finishes before it does
+
+    def wall(self, jobs: int) -> float:
+        """Wall time with `jobs` side by side: the work spread over them, or the longest group if that is more."""
+        return max(self.seconds / jobs, self.longest)
 
 
 def estimate(plan: Plan, groups: list[str], scale: str, costs: dict[str, dict]) -> Estimate:
@@ -85,17 +90,19 @@ def estimate(plan: Plan, groups: list[str], scale: str, costs: dict[str, dict]) 
     for row in costs.values():
         if row["scale"] == scale:
             by_family.setdefault(row["family"], []).append(row["seconds"])
-    total, measured, estimated, unknown = 0.0, 0, 0, 0
+    total, measured, estimated, unknown, longest = 0.0, 0, 0, 0, 0.0
     for gid in groups:
         if gid in costs:
-            total += costs[gid]["seconds"]
+            cost = costs[gid]["seconds"]
             measured += 1
         elif by_family.get(plan.owner[gid]):
-            total += statistics.median(by_family[plan.owner[gid]])
+            cost = statistics.median(by_family[plan.owner[gid]])
             estimated += 1
         else:
             unknown += 1
-    return Estimate(total, measured, estimated, unknown)
+            continue
+        total, longest = total + cost, max(longest, cost)
+    return Estimate(total, measured, estimated, unknown, longest)
 
 
 def is_done(path: str) -> bool:
@@ -124,7 +131,7 @@ def report(params: dict, plan: Plan, device: str, cores: int | None = None, per_
         built = sum(is_done(plan.marker(t, params["scale"])) for t in ts)
         done = sum(is_done(plan.groups[g].done) for g in gs)
         lines.append(f"  {fam:<10} {f'{done}/{len(gs)}':>12} {len(gs) - done:>9} {f'{built}/{len(ts)}':>21}")
-    wall = est.seconds / jobs
+    wall = est.wall(jobs)
     basis = f"{est.measured} measured, {est.estimated} from their family's median" + (
         f", {est.unknown} never measured (not counted)" if est.unknown else "")
     lines.append(f"  estimated training time left: {duration(wall)} wall ({duration(est.seconds)} of jobs; "
@@ -137,6 +144,6 @@ def report(params: dict, plan: Plan, device: str, cores: int | None = None, per_
             done = sum(is_done(plan.groups[g].done) for g in t.groups)
             left = estimate(plan, [g for g in t.groups if not is_done(plan.groups[g].done)], params["scale"], costs)
             state = "built" if is_done(plan.marker(t, params["scale"])) else (
-                "ready to build" if done == len(t.groups) else f"~{duration(left.seconds / jobs)} of training left")
+                "ready to build" if done == len(t.groups) else f"~{duration(left.wall(jobs))} of training left")
             lines.append(f"    {t.key:<28} {done:>3}/{len(t.groups):<3} {state}")
     return "\n".join(lines)
