@@ -268,3 +268,11 @@ def test_nested_overrides_mean_the_same_as_dotted_ones():
     assert tables["tables"]["bahuleyan-thesis"]["4.2"]["decimals"] == 2
     with pytest.raises(config.ConfigError, match=r"memnet\.train\.lrr"):
         config.load(REPO / "params.yaml", {"memnet": {"train": {"lrr": 0.01}}})
+
+
+def test_the_readme_shows_the_real_code_of_the_smallest_family():
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("## Adding a model family"):]
+    shown = section.split("```python\n", 1)[1].split("```", 1)[0]
+    assert shown.rstrip() == (PACKAGE / "dmn" / "family.py").read_text().rstrip()
+    assert '"dmn": "nlpbench.dmn.family:DMN"' in section and registry.FAMILIES["dmn"] == "nlpbench.dmn.family:DMN"
