@@ -48,7 +48,7 @@ def test_dvc_repro_regenerates_tables_and_push_pull_work(tmp_path, mirror_dir):
     (work / "results" / "tolias-thesis" / "timing.md").write_text("a committed file no stage rebuilds\n")
     params_before = (work / "params.yaml").read_bytes()
     # the README's form: DVC writes the override into overrides.yaml, never into params.yaml
-    _run([str(bindir / "dvc"), "exp", "run", "-S", "overrides.yaml:scale=smoke"], work, env, timeout=1800)
+    _run([str(bindir / "dvc"), "exp", "run", "-S", "overrides.yaml:++scale=smoke"], work, env, timeout=1800)
     assert (work / "params.yaml").read_bytes() == params_before
     assert yaml.safe_load((work / "overrides.yaml").read_text()) == {"scale": "smoke"}
     assert (work / "results" / "tolias-thesis" / "timing.md").exists()     # results/ is git's, not DVC's
