@@ -22,12 +22,10 @@ class TextgenFamily:
     def check(self, params: dict) -> None:
         tgc.check(params)
 
-    def _corpora(self, params: dict) -> list[str]:
-        return sorted({r.corpus for r in tgc.all_runs(params).values()})
-
     def data_steps(self, params: dict) -> list[DataStep]:
+        """Every configured corpus (a step nothing reads is never run by `all`, but `nlpbench data` can)."""
         out = []
-        for corpus in self._corpora(params):
+        for corpus in sorted(params["textgen"]["corpora"]):
             out.append(DataStep(corpus, str(tgc.corpus_dir(params, corpus) / "STATUS.json")))
             out.append(DataStep(_embeddings_step(corpus), str(tgc.embeddings_path(params, corpus)), (corpus,)))
         return out
