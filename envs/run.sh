@@ -7,6 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${NLPBENCH_VENV:-.venv}
+case "$VENV" in /*) ;; *) VENV="$PWD/$VENV" ;; esac   # relative to the repository
 PY=${PYTHON:-python3}
 
 install() {
@@ -27,11 +28,12 @@ case "$cmd" in
   tables)
     install
     # the plan (scale, device, groups per family, ETA) is printed before the first job; one line per job after
-    PATH="$PWD/$VENV/bin:$PATH" exec snakemake --cores all --resources gpu=1 --quiet rules "$@"
+    # (--opt=value: an option of several values must not swallow the targets and options that follow)
+    PATH="$VENV/bin:$PATH" exec snakemake --cores all --resources=gpu=1 --quiet=rules "$@"
     ;;
   test)
     install
-    PATH="$PWD/$VENV/bin:$PATH" exec "$VENV/bin/python" -m pytest "$@"
+    PATH="$VENV/bin:$PATH" exec "$VENV/bin/python" -m pytest "$@"
     ;;
   install)
     install

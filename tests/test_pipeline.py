@@ -219,3 +219,15 @@ def test_dvc_lock_is_never_committed():
     tracked = subprocess.run(["git", "ls-files", "dvc.lock"], cwd=REPO, capture_output=True, text=True).stdout
     ignored = subprocess.run(["git", "check-ignore", "-q", "dvc.lock"], cwd=REPO).returncode == 0
     assert tracked.strip() == "" and not ignored
+
+
+def test_run_sh_tables_passes_targets_and_options_through():
+    """`bash envs/run.sh tables <target> -n`: the wrapper's own options must not swallow what follows them."""
+    venv = Path(sys.executable).parent.parent
+    if not (venv / ".nlpbench-installed").exists():
+        pytest.skip("not running inside the venv that envs/run.sh installed")
+    env = {**os.environ, "NLPBENCH_VENV": str(venv)}
+    done = subprocess.run(["bash", "envs/run.sh", "tables", "table_shen_thesis_6_2", "-n", "--config", "scale=smoke"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "table_shen_thesis_6_2" in done.stdout and "table_tolias_thesis_2 " not in done.stdout
