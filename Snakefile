@@ -50,10 +50,12 @@ rule all:
         [PLAN.marker(t, SCALE) for t in PLAN.targets.values() if not t.on_demand],
 
 
-onstart:   # the plan before the first job: scale, device, groups per family, and the estimated time
+onstart:   # the plan before the first job: scale, device, groups per family, and the time this run should take
     from nlpbench import status as nb_status
-    print(nb_status.report(PARAMS, PLAN, "cuda" if ON_GPU else "cpu", workflow.cores, per_table=False),
-          file=sys.stderr)
+    _by_rule = {rule_name("train", gid): gid for gid in PLAN.groups}
+    _this_run = [_by_rule[j.rule.name] for j in workflow.dag.needrun_jobs() if j.rule.name in _by_rule]
+    print(nb_status.report(PARAMS, PLAN, "cuda" if ON_GPU else "cpu", workflow.cores, per_table=False,
+                           this_run=_this_run), file=sys.stderr)
 
 
 onsuccess:   # measured group costs feed the next estimate (results/costs.tsv)

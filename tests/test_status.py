@@ -61,6 +61,9 @@ def test_the_report_names_scale_device_families_and_an_eta(tmp_path, monkeypatch
     assert "scale smoke, device cpu, 2 training job(s) at a time" in text
     for fam in ("memnet", "dmn", "textgen"):
         assert f"  {fam} " in text
-    assert "estimated training time left:" in text and "tolias-thesis/2 " in text
+    assert "training left: 36 groups (dmn 5, memnet 27, textgen 4), estimated" in text and "tolias-thesis/2 " in text
+    dmn = [g for g in plan.make(params).groups if g.startswith("dmn-")]
+    part = status.report(params, plan.make(params), "cpu", cores=2, per_table=False, this_run=dmn)
+    assert "this run trains: 5 groups (dmn 5), estimated" in part
     paper = config.load(REPO / "params.yaml", {"scale": "paper"})
     assert "the paper scale on a CPU" in status.report(paper, plan.make(paper), "cpu", cores=2, per_table=False)

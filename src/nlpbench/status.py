@@ -114,11 +114,13 @@ def parallel_jobs(device: str, cores: int | None = None) -> int:
     return 1 if device == "cuda" else max(1, cores or os.cpu_count() or 1)
 
 
-def report(params: dict, plan: Plan, device: str, cores: int | None = None, per_table: bool = True) -> str:
-    """The plan of the chosen scale: what is done, what is left per family and table, and the ETA."""
+def report(params: dict, plan: Plan, device: str, cores: int | None = None, per_table: bool = True,
+           this_run: list[str] | None = None) -> str:
+    """The plan of the chosen scale: what is done, what is left per family and table, and the ETA (of the groups
+    `this_run` trains, when a run asked for part of the scale; else of everything left)."""
     costs = read_costs()
     jobs = parallel_jobs(device, cores)
-    todo = [g for g, grp in plan.groups.items() if not is_done(grp.done)]
+    todo = [g for g, grp in plan.groups.items() if not is_done(grp.done)] if this_run is None else this_run
     est = estimate(plan, todo, params["scale"], costs)
     families = sorted(set(plan.owner[k] for k in plan.groups) | set(plan.owner[k] for k in plan.targets))
     lines = [f"nlpbench plan: scale {params['scale']}, device {device}, {jobs} training job(s) at a time"]
@@ -134,8 +136,11 @@ def report(params: dict, plan: Plan, device: str, cores: int | None = None, per_
     wall = est.wall(jobs)
     basis = f"{est.measured} measured, {est.estimated} from their family's median" + (
         f", {est.unknown} never measured (not counted)" if est.unknown else "")
-    lines.append(f"  estimated training time left: {duration(wall)} wall ({duration(est.seconds)} of jobs; "
-                 f"{len(todo)} groups: {basis}; costs from {COSTS})")
+    what = "this run trains" if this_run is not None else "training left"
+    per_family = ", ".join(f"{fam} {sum(plan.owner[g] == fam for g in todo)}" for fam in families
+                           if any(plan.owner[g] == fam for g in todo))
+    lines.append(f"  {what}: {len(todo)} groups ({per_family or 'none'}), estimated {duration(wall)} wall "
+                 f"({duration(est.seconds)} of jobs; {basis}; costs from {COSTS})")
     if per_table:
         lines.append("  per table (groups trained / read):")
         for t in plan.targets.values():
