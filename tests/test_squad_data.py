@@ -10,10 +10,12 @@ import pytest
 from nlpbench.data.fetch import FetchError
 from nlpbench.squad import data, glove
 
+REPO = Path(__file__).resolve().parents[1]
+
 
 @pytest.fixture(scope="module")
 def squad_mirror() -> Path:
-    path = Path(os.environ.get("NLPBENCH_MIRROR") or "/work/shared/data")
+    path = Path(os.environ.get("NLPBENCH_MIRROR") or REPO.parent / "shared" / "data")
     if not (path / data.MIRROR_RECONSTRUCTED_DEV).is_file():
         pytest.skip(f"no SQuAD dev set in mirror {path} (set NLPBENCH_MIRROR)")
     return path

@@ -20,7 +20,8 @@ from nlpbench.squad.model import ModelConfig  # noqa: E402
 from nlpbench.squad.train import TrainConfig, run  # noqa: E402
 
 torch.set_num_threads(1)
-SRC = Path(__file__).resolve().parents[1] / "src"
+REPO = Path(__file__).resolve().parents[1]
+SRC = REPO / "src"
 
 
 def small_config(epochs: int, seed: int = 0, dropout: float = 0.2) -> TrainConfig:
@@ -143,7 +144,7 @@ def test_run_on_prepared_mirror_data(tmp_path):
     from nlpbench.squad import data
     from nlpbench.squad.train import run_prepared
 
-    mirror = Path(os.environ.get("NLPBENCH_MIRROR") or "/work/shared/data")
+    mirror = Path(os.environ.get("NLPBENCH_MIRROR") or REPO.parent / "shared" / "data")
     if not (mirror / data.MIRROR_RECONSTRUCTED_DEV).is_file():
         pytest.skip(f"no SQuAD dev set in mirror {mirror}")
     prepared = tmp_path / "squad"

@@ -26,12 +26,11 @@ from typing import Sequence
 
 import torch
 
-from nlpbench.data.fetch import MIRROR_ENV, ChecksumError, FetchError
+from nlpbench.data.fetch import MIRROR_ENV, ChecksumError, FetchError, resolve_mirror
 from nlpbench.io import write_json, write_text
 
 from .tokenize import fix_missing_period, ptb_tokenize, split_sentences
 
-DEFAULT_MIRROR = "/work/shared/data"
 CNNDM_FOLDER = "cnn_dm"
 CNNDM_JSON_DIR = "artidoro-frank/data/articles-wbertscore-json"
 CNNDM_SYSTEMS = ("pgn", "s2s", "bus", "bert_sum", "bart")  # keys of the released outputs in each file
@@ -41,10 +40,13 @@ STATUS_FILE = "STATUS.json"
 
 
 def mirror_dir(explicit: str | os.PathLike | None = None) -> Path:
-    """`explicit`, else $NLPBENCH_MIRROR, else /work/shared/data."""
-    if explicit:
-        return Path(explicit)
-    return Path(os.environ.get(MIRROR_ENV) or DEFAULT_MIRROR)
+    """The offline data mirror (`explicit`, else $NLPBENCH_MIRROR: nlpbench.data.fetch.resolve_mirror); the
+    CNN/DM test subset and the QG pairs exist only there."""
+    mirror = resolve_mirror(explicit)
+    if mirror is None:
+        raise FetchError(f"no data mirror: pass one, or set ${MIRROR_ENV} to a directory holding "
+                         f"{CNNDM_FOLDER}/ and {QG_FOLDER}/")
+    return mirror
 
 
 def read_manifest(folder: Path) -> dict[str, str]:
