@@ -52,6 +52,27 @@ def model_configs(model: str, settings: dict) -> tuple[MemNetConfig, TrainConfig
     return model_cfg, TrainConfig(**settings["train"]), bayes_cfg
 
 
+def checkpointed_runs(checkpoint: Path) -> set[str]:
+    """The runs an interrupted pass's checkpoint holds (it is kept until every run of the pass is saved). They
+    are trained or evaluated again from it, complete or not, so that the pass resumes with the runs it had."""
+    if not checkpoint.exists():
+        return set()
+    return set(torch.load(checkpoint, map_location="cpu", weights_only=False).get("run_ids", ()))
+
+
+def train_together(group_id: str, model: str, settings: dict, runs: list[Run], datasets: list, checkpoint: Path,
+                   device: str, log: Callable[[str], None]) -> tuple[GroupTrainer, list[dict], float]:
+    """Train `runs` in one vectorised pass (resuming from `checkpoint`), then evaluate them; returns the
+    trainer, each run's metrics and the wall time."""
+    model_cfg, train_cfg, bayes_cfg = model_configs(model, settings)
+    trainer = GroupTrainer(runs, datasets, model_cfg, train_cfg, bayes_cfg, device, log)
+    log(f"{group_id}: training {len(runs)} runs together on {device}")
+    t0 = time.perf_counter()
+    trainer.fit(checkpoint)
+    metrics = trainer.evaluate()
+    return trainer, metrics, time.perf_counter() - t0
+
+
 def train_group(group: Group, data_root: Path, runs_root: Path, device: str = "cpu",
                 log: Callable[[str], None] = print) -> dict:
     """Train the group's incomplete runs together; returns (and writes) the group summary."""
@@ -59,10 +80,7 @@ def train_group(group: Group, data_root: Path, runs_root: Path, device: str = "c
     group_dir = Path(runs_root) / group.group_id
     summary_path = group_dir / "group.json"
     checkpoint = group_dir / "_checkpoint.pt"
-    # Runs of an interrupted pass (the checkpoint holds them, at the end of training once their saves began)
-    # are trained or evaluated again from it, complete or not: the pass resumes with the runs it had.
-    resumed = (set(torch.load(checkpoint, map_location="cpu", weights_only=False).get("run_ids", ()))
-               if checkpoint.exists() else set())
+    resumed = checkpointed_runs(checkpoint)
     datasets, runs, pending, records = [], [], [], {}
     for task in (["joint"] if group.joint else group.tasks):
         try:
@@ -89,13 +107,8 @@ def train_group(group: Group, data_root: Path, runs_root: Path, device: str = "c
             pending.append((task, seed, run_dir, data))
     wall = 0.0
     if runs:
-        model_cfg, train_cfg, bayes_cfg = model_configs(group.model, s)
-        trainer = GroupTrainer(runs, datasets, model_cfg, train_cfg, bayes_cfg, device, log)
-        log(f"{group.group_id}: training {len(runs)} runs together on {device}")
-        t0 = time.perf_counter()
-        trainer.fit(checkpoint)
-        metrics = trainer.evaluate()
-        wall = time.perf_counter() - t0
+        trainer, metrics, wall = train_together(group.group_id, group.model, s, runs, datasets, checkpoint, device,
+                                                log)
         ms_per_batch = statistics.mean(h["ms_per_batch"] for h in trainer.history) if trainer.history else None
         for k, ((task, seed, run_dir, data), m) in enumerate(zip(pending, metrics)):
             m.update({"task": task, "variant": group.variant, "model": group.model, "device": device_label(device),

@@ -8,7 +8,6 @@ metrics.json, ...) plus its test-game transcripts; the tables read those.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -22,10 +21,10 @@ from nlpbench.memnet.groups import is_bayesian, memnet_settings, settings_digest
 from nlpbench.data import babi
 from nlpbench.memnet import guess_number as gn
 from nlpbench.memnet.data import tensors_from_samples
-from nlpbench.memnet.experiments import model_configs, save_run
+from nlpbench.memnet.experiments import checkpointed_runs, save_run, train_together
 from nlpbench.provenance import code_commit, device_label
 from nlpbench.memnet.predict import RunPredictor
-from nlpbench.memnet.train import GroupTrainer, Run
+from nlpbench.memnet.train import Run
 
 COLUMNS = {"Baseline / MemN2N": ("memn2n", 1), "t-MEM-NN / 1 sample": ("tmemnn", 1),
            "t-MEM-NN / 10 samples": ("tmemnn", 10)}
@@ -98,32 +97,30 @@ def train_game_group(group: GameGroup, params: dict, runs_root: Path, device: st
                      log: Callable[[str], None] = print) -> dict:
     game, s = params["memnet"]["game"], group.settings
     summary_path = Path(runs_root) / group.group_id / "group.json"
+    checkpoint = Path(runs_root) / group.group_id / "_checkpoint.pt"
+    resumed = checkpointed_runs(checkpoint)
     datasets, runs, pending = [], [], []
     for table, lo, hi in group.ranges:
         data = game_data(lo, hi, group.train_size, game, s["model"]["memory_size"])
         datasets.append(data)
         for seed in group.seeds:
             run_dir = group.run_dir(runs_root, lo, hi, seed)
-            if (run_dir / "games.json").exists():
+            run_id = f"{group.group_id}/{run_dir.name}"
+            if run_id not in resumed and (run_dir / "games.json").exists():
                 continue
-            runs.append(Run(f"{group.group_id}/{run_dir.name}", len(datasets) - 1, seed))
+            runs.append(Run(run_id, len(datasets) - 1, seed))
             pending.append((lo, hi, seed, run_dir, data))
     wall = 0.0
     if runs:
-        model_cfg, train_cfg, bayes_cfg = model_configs(group.model, s)
-        trainer = GroupTrainer(runs, datasets, model_cfg, train_cfg, bayes_cfg, device, log)
-        log(f"{group.group_id}: training {len(runs)} runs together on {device}")
-        t0 = time.perf_counter()
-        trainer.fit(Path(runs_root) / group.group_id / "_checkpoint.pt")
-        metrics = trainer.evaluate()
-        wall = time.perf_counter() - t0
+        trainer, metrics, wall = train_together(group.group_id, group.model, s, runs, datasets, checkpoint, device,
+                                                log)
         for k, ((lo, hi, seed, run_dir, data), m) in enumerate(zip(pending, metrics)):
             m.update({"range": [lo, hi], "train_size": group.train_size, "model": group.model,
                       "device": device_label(device), "group_wall_time_s": wall})
             save_run(trainer, k, run_dir, data, m, {"group": group.group_id, "model": group.model, "range": [lo, hi],
                                                      "train_size": group.train_size, "seed": seed, "settings": s,
                                                      "game": game})
-        (Path(runs_root) / group.group_id / "_checkpoint.pt").unlink(missing_ok=True)
+        checkpoint.unlink(missing_ok=True)
         for lo, hi, seed, run_dir, _ in pending:
             samples = (1,) if group.model == "memn2n" else tuple(sorted(s["bayes"]["test_samples"]))
             games = {}
