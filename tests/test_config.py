@@ -266,6 +266,8 @@ def test_nested_overrides_mean_the_same_as_dotted_ones():
     tables = config.load(REPO / "params.yaml", {"tables": {"bahuleyan-thesis": {"4.2": {"tolerance": 1.5}}}})
     assert tables["tables"]["bahuleyan-thesis"]["4.2"]["tolerance"] == 1.5
     assert tables["tables"]["bahuleyan-thesis"]["4.2"]["decimals"] == 2
+    slot = config.load(REPO / "params.yaml", {"scale": "cpu", "dmn": {"train_overrides": {"tasks": {"max_epochs": 4}}}})
+    assert slot["dmn"]["train_overrides"]["tasks"] == {"max_epochs": 4}     # an empty mapping is set whole
     with pytest.raises(config.ConfigError, match=r"memnet\.train\.lrr"):
         config.load(REPO / "params.yaml", {"memnet": {"train": {"lrr": 0.01}}})
 

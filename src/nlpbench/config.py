@@ -68,8 +68,9 @@ SETTABLE_MAPPINGS_SUFFIXES = ("overrides", "ranges", "transcript", "flag", "colu
 
 
 def _is_whole_mapping(params: dict, dotted: str) -> bool:
-    """True when `dotted` names an existing key whose value is a mapping meant to be set whole."""
-    return dotted.rsplit(".", 1)[-1] in SETTABLE_MAPPINGS_SUFFIXES or dotted.startswith("dmn.train_overrides.")
+    """True when `dotted` names a mapping meant to be set whole: one of the kinds above, or an empty one (a slot
+    such as dmn.train_overrides.tasks, whose keys do not exist until set)."""
+    return dotted.rsplit(".", 1)[-1] in SETTABLE_MAPPINGS_SUFFIXES or _lookup(params, dotted) == {}
 
 
 def _flatten_against(params: dict, overrides: dict, prefix: str = "") -> dict:
