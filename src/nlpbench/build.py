@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nlpbench import paper, registry, results_index, tables
+from nlpbench import config, paper, registry, results_index, tables
 from nlpbench.config import ConfigError
 from nlpbench.family import Paths
 
@@ -22,7 +22,6 @@ def table(params: dict, source: str, name: str, paths: Paths, allow_empty: bool 
 
     A table none of whose runs exists is not written over an existing one (a committed table, say) unless
     `allow_empty`: that would replace numbers with 'not run' cells."""
-    from nlpbench import config
     d = config.declaration(params, "tables", source, name)
     parts = registry.get(d.family).table(source, name, params, paths)
     target = paths.results / source / f"{name}.md"
@@ -44,6 +43,5 @@ def table(params: dict, source: str, name: str, paths: Paths, allow_empty: bool 
 
 
 def output(params: dict, source: str, name: str, paths: Paths) -> list[Path]:
-    from nlpbench import config
     d = config.declaration(params, "outputs", source, name)
     return registry.get(d.family).output(source, name, params, paths)
