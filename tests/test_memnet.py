@@ -41,19 +41,19 @@ def tasks_1_4(babi_root):
     return [load_task_tensors(babi_root, "en", [t], 50, 100, 0) for t in (1, 4)]
 
 
-def _trainer(datasets, runs, bayesian, epochs=2, samples=(1, 3), **train):
-    cfg = MemNetConfig(n_words=0, bayesian=bayesian)
+def _trainer(datasets, runs, bayesian, epochs=2, samples=(1, 3), tying="layerwise", **train):
+    cfg = MemNetConfig(n_words=0, bayesian=bayesian, tying=tying)
     return GroupTrainer(runs, datasets, cfg, TrainConfig(epochs=epochs, lr=0.1, **train),
                         BayesConfig(test_samples=samples) if bayesian else None, log=lambda s: None)
 
 
-@pytest.mark.parametrize("bayesian", [False, True])
-def test_group_training_gives_the_same_runs_as_training_alone(tasks_1_4, bayesian):
-    group = _trainer(tasks_1_4, [Run("t1", 0, 7), Run("t4", 1, 3)], bayesian)
+@pytest.mark.parametrize("bayesian,tying", [(False, "layerwise"), (True, "layerwise"), (True, "adjacent")])
+def test_group_training_gives_the_same_runs_as_training_alone(tasks_1_4, bayesian, tying):
+    group = _trainer(tasks_1_4, [Run("t1", 0, 7), Run("t4", 1, 3)], bayesian, tying=tying)
     group.fit()
     together = group.evaluate()
     for k, (data, seed) in enumerate([(tasks_1_4[0], 7), (tasks_1_4[1], 3)]):
-        alone = _trainer([data], [Run("x", 0, seed)], bayesian)
+        alone = _trainer([data], [Run("x", 0, seed)], bayesian, tying=tying)
         alone.fit()
         result = alone.evaluate()[0]
         # float summation order differs in a group (padded rows, batched reductions), which can flip the
@@ -64,7 +64,7 @@ def test_group_training_gives_the_same_runs_as_training_alone(tasks_1_4, bayesia
         assert together[k]["final_train_loss"] == pytest.approx(result["final_train_loss"], rel=1e-3)
         # the same weights, up to float summation order (rows past the run's vocabulary are padding)
         n, g_state, a_state = data.n_words, group.run_state(k), alone.run_state(0)
-        name = "matrices.A.mu" if bayesian else "params.A"
+        name = ("matrices.{}.mu" if bayesian else "params.{}").format("A" if tying == "layerwise" else "E1")
         assert torch.allclose(g_state[name][:n], a_state[name][:n], atol=1e-4)
 
 
@@ -94,10 +94,44 @@ def test_adjacent_tying_and_one_hop_run(tasks_1_4):
         assert 0.0 <= t.evaluate()[0]["test_acc"]["point"] <= 1.0
 
 
-def test_tmemnn_rejects_adjacent_tying():
-    from nlpbench.memnet.model import MemNet
-    with pytest.raises(ValueError, match="tying"):
-        MemNet(MemNetConfig(n_words=10, bayesian=True, tying="adjacent"), [10], [torch.Generator()])
+def test_tmemnn_with_adjacent_tying_has_a_student_t_posterior_over_every_e_k(tasks_1_4):
+    """Adjacent t-MEM-NN: E_0 .. E_K stochastic (B = E_0 = A^1, A^{k+1} = C^k = E_k, W^T = C^K), the
+    divergence summed over all K + 1 of them, a dof fitted for each."""
+    t = _trainer(tasks_1_4[:1], [Run("a", 0, 0)], bayesian=True, tying="adjacent", epochs=1)
+    assert sorted(t.model.matrices) == ["E0", "E1", "E2", "E3"]
+    parts = sum(q.divergence(None) for q in t.model.matrices.values())
+    assert torch.allclose(t.model.divergence(None), parts) and len(t.model.dof()) == 4
+    t.fit()
+    assert set(t.evaluate()[0]["dof"]) == {"E0", "E1", "E2", "E3"}
+
+
+def test_global_clipping_scales_a_runs_whole_gradient_and_per_tensor_each_tensor():
+    from nlpbench.memnet.train import clip_per_run
+    g1 = torch.tensor([[3.0, 4.0], [0.3, 0.4]])              # run 0: norm 5; run 1: norm 0.5
+    g2 = torch.tensor([[0.0, 0.0, 12.0], [0.0, 0.0, 0.0]])     # run 0: norm 12
+    def params():
+        ps = [torch.zeros(2, 2, requires_grad=True), torch.zeros(2, 3, requires_grad=True)]
+        ps[0].grad, ps[1].grad = g1.clone(), g2.clone()
+        return ps
+    tensor, whole = params(), params()
+    clip_per_run(tensor, 4.0, "tensor")
+    clip_per_run(whole, 4.0, "global")
+    assert tensor[0].grad[0].norm() == pytest.approx(4.0, rel=1e-5) and tensor[1].grad[0].norm() == pytest.approx(4.0, rel=1e-5)
+    assert torch.allclose(whole[0].grad[0], g1[0] * 4 / 13, atol=1e-6)      # joint norm sqrt(25 + 144) = 13
+    assert torch.allclose(whole[1].grad[0], g2[0] * 4 / 13, atol=1e-6)
+    assert torch.equal(whole[0].grad[1], g1[1]) and torch.equal(tensor[0].grad[1], g1[1])   # run 1 untouched
+    with pytest.raises(ValueError, match="clip_scope"):
+        clip_per_run(params(), 4.0, "layer")
+
+
+@pytest.mark.parametrize("drop_last,steps", [(True, 900 // 32), (False, -(-900 // 32))])
+def test_the_last_partial_batch_is_dropped_or_trained_on(tasks_1_4, drop_last, steps, monkeypatch):
+    t = _trainer(tasks_1_4[:1], [Run("a", 0, 0)], bayesian=False, epochs=1, drop_last=drop_last)
+    sizes = []
+    loss = t.loss
+    monkeypatch.setattr(t, "loss", lambda batch: (sizes.append(batch["answers"].shape[1]), loss(batch))[1])
+    t.train_epoch()
+    assert len(sizes) == steps and sum(sizes) == (steps * 32 if drop_last else 900)
 
 
 def test_resume_from_checkpoint_continues_identically(tasks_1_4, tmp_path):
@@ -114,9 +148,16 @@ def test_resume_from_checkpoint_continues_identically(tasks_1_4, tmp_path):
 
 def _naive_memn2n(weights, W, data, q, hops, n_words):
     """MemN2N for one question of one run, written slot by slot from the equations (all M memory slots,
-    empty ones included; PE l_kj = (1 - j/J) - (k/d)(1 - 2j/J); time row of slot i = n_words + age)."""
-    A, B, C = (weights[n][0] for n in "ABC")
-    d = A.shape[1]
+    empty ones included; PE l_kj = (1 - j/J) - (k/d)(1 - 2j/J); time row of slot i = n_words + age).
+    Layer-wise: A, B, C in every hop and W; adjacent (W None): B = E_0, hop k reads A = E_{k-1}, C = E_k,
+    and the answer is E_K^T u."""
+    if W is None:
+        E = [weights[f"E{k}"][0] for k in range(hops + 1)]
+        pairs, B, W_out = [(E[k], E[k + 1]) for k in range(hops)], E[0], E[hops][:n_words]
+    else:
+        A, B, C = (weights[n][0] for n in "ABC")
+        pairs, W_out = [(A, C)] * hops, W[0]
+    d = B.shape[1]
     k = torch.arange(1, d + 1, dtype=torch.float32)
 
     def embed(E, tokens):
@@ -128,26 +169,30 @@ def _naive_memn2n(weights, W, data, q, hops, n_words):
     split = data.splits["test"]
     story, n = split["stories"][q], int(split["n_facts"][q])
     M = story.shape[0]
-    mem = [embed(A, torch.as_tensor(story[i])) + A[n_words + n - 1 - i] if i < n else torch.zeros(d) for i in range(M)]
-    out = [embed(C, torch.as_tensor(story[i])) + C[n_words + n - 1 - i] if i < n else torch.zeros(d) for i in range(M)]
+    def slots(E):
+        return [embed(E, torch.as_tensor(story[i])) + E[n_words + n - 1 - i] if i < n else torch.zeros(d)
+                for i in range(M)]
     u = embed(B, torch.as_tensor(split["queries"][q]))
-    for _ in range(hops):
+    for A, C in pairs:
+        mem, out = slots(A), slots(C)
         p = torch.softmax(torch.stack([u @ m_i for m_i in mem]), 0)       # eq. 33 over all M slots
         u = u + sum(p_i * c_i for p_i, c_i in zip(p, out))                # eq. 35, u^{k+1} = u^k + o^k
-    return W[0] @ u                                                       # eq. 36
+    return W_out @ u                                                      # eq. 36
 
 
-def test_forward_matches_the_equations_slot_by_slot(tasks_1_4):
+@pytest.mark.parametrize("tying", ["layerwise", "adjacent"])
+def test_forward_matches_the_equations_slot_by_slot(tasks_1_4, tying):
     """The vectorised forward (sparse sentence table, only the used slots plus one logit for the empty ones)
     equals the equations computed naively over all 50 slots, on real task-1 questions."""
     from nlpbench.memnet.data import gather
-    t = _trainer(tasks_1_4[:1], [Run("a", 0, 0)], bayesian=False)
+    t = _trainer(tasks_1_4[:1], [Run("a", 0, 0)], bayesian=False, tying=tying)
     weights = t.model.draw(None, "mean")
     idx = torch.arange(12).unsqueeze(0)
     logits = t.model(gather(t.split["test"], t.data_of_run, idx), weights, t.sentences)
     n = tasks_1_4[0].n_words
     for q in range(12):
-        expected = _naive_memn2n(weights, t.model.W, tasks_1_4[0], q, 3, t.model_cfg.n_words)
+        W = t.model.W if tying == "layerwise" else None
+        expected = _naive_memn2n(weights, W, tasks_1_4[0], q, 3, t.model_cfg.n_words)
         assert torch.allclose(logits[0, q, 1:n], expected[1:n], atol=1e-5), q
 
 

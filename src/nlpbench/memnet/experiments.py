@@ -203,6 +203,13 @@ def table_parts(params: dict, d: Declared, runs_root: Path) -> TableParts:
             if not ok:
                 cells.append(tables.Cell(str(task), column, None, "not_run"))
                 continue
+            if exp.get("report") == "validation":      # a reading pilot: every seed counts, test never read
+                vals = [100 * (m["val_acc_by_task"][str(task)] if group.joint else m["val_acc"])[col["metric"]]
+                        for m in sorted(ok, key=lambda m: m["seed"])]
+                cells.append(tables.Cell(str(task), column, statistics.mean(vals), "ok",
+                                         "validation accuracy, mean over seeds; per seed " +
+                                         ", ".join(f"{v:.1f}" for v in vals)))
+                continue
             chosen = select_run(ok, col["metric"])
 
             def test_acc(m: dict) -> float:   # a joint model's metrics hold every task's accuracy

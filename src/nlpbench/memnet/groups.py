@@ -46,7 +46,9 @@ class Group:
 
 # Settings added after runs existed: left out of a group's hash while they hold these neutral values, so the
 # ids (and checkpoints) of earlier runs stay valid. A new key with a behaviour-changing default belongs here.
-HASH_NEUTRAL = {("model", "prior_sigma"): 1.0, ("train", "track_test_samples"): []}
+HASH_NEUTRAL = {("model", "prior_sigma"): 1.0, ("train", "track_test_samples"): [], ("train", "clip_scope"): "tensor",
+                ("train", "drop_last"): True, ("model", "nil_row"): "zero",
+                ("model", "memory_slots"): "fixed", ("model", "position_form"): "paper"}
 
 
 def settings_digest(obj: dict) -> str:

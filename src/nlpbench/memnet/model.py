@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from nlpbench.nn.gaussian import GaussianMatrix
-from nlpbench.nn.position import position_weights
+from nlpbench.nn.position import position_weights, position_weights_code
 from nlpbench.nn.student_t import StudentTMatrix
 
 
@@ -30,6 +30,11 @@ class MemNetConfig:
     position_encoding: bool = True
     temporal_encoding: bool = True
     mask_empty_memory: bool = False
+    memory_slots: str = "fixed"  # "fixed": memory_size slots, the empty ones with logit 0; "longest_story": min(memory_size,
+                                 # the run's longest story) slots, as the footnoted code sizes its memory per task
+    position_form: str = "paper" # "paper": l_kj of thesis ch. 3 over the sentence's own J; "code": the footnoted code's form
+    nil_row: str = "zero"        # "zero": padding is no word; "learned": the nil row is a learned embedding, sentences
+                                 # are position-encoded over the data's padded length, empty slots hold the nil sentence
     init_std: float = 0.1
     bayesian: bool = False       # t-MEM-NN: Student-t posteriors over the embedding matrices
     posterior: str = "student_t" # "student_t" (t-MEM-NN) or "gaussian" (KL-VI ablation, eqs. 38-40)
@@ -81,22 +86,29 @@ class MemNet(nn.Module):
         super().__init__()
         self.cfg = cfg
         K, V, d = len(vocab_sizes), cfg.n_rows, cfg.embedding_dim
+        if cfg.position_form not in ("paper", "code"):
+            raise ValueError(f"model.position_form: unknown value {cfg.position_form!r} (expected 'paper' or 'code')")
+        if cfg.nil_row not in ("zero", "learned"):
+            raise ValueError(f"model.nil_row: unknown value {cfg.nil_row!r} (expected 'zero' or 'learned')")
         if cfg.posterior not in ("student_t", "gaussian"):
             raise ValueError(f"model.posterior: unknown value {cfg.posterior!r} (expected 'student_t' or 'gaussian')")
-        if cfg.bayesian and cfg.tying != "layerwise":
-            # A, B, C are the thesis's three stochastic matrices (eqs. 48-53).
-            raise ValueError("model.tying: t-MEM-NN is defined with layer-wise tying (A, B, C); got 'adjacent'")
         rows = torch.arange(V)
-        words = torch.stack([(rows >= 1) & (rows < n) for n in vocab_sizes])          # (K, V)
-        with_time = words | (rows >= cfg.n_words).unsqueeze(0)                          # + time rows
+        words = torch.stack([(rows >= 1) & (rows < n) for n in vocab_sizes])          # (K, V) answer rows
         self.register_buffer("word_rows", words)
+        if cfg.nil_row == "learned":
+            words = words | (rows == 0).unsqueeze(0)                                    # + the nil row
+        with_time = words | (rows >= cfg.n_words).unsqueeze(0)                          # + time rows
         # Each run's real rows: nil + its own words, then the time rows. Initial values (and sampling noise, below)
         # are drawn for a run's own rows only, from the run's own generator, so grouping never changes a run.
         self.rows = [torch.cat([torch.arange(n), torch.arange(cfg.n_words, V)]) for n in vocab_sizes]
         # Sampling noise is drawn only for rows a forward pass can read: B's words (B has no time rows), and for
-        # A and C the words and the time rows of the run's longest story (`time_rows`, default all M): the
-        # other rows never reach the loss, and skipping their draws halves the cost of sampling.
+        # A and C (and every adjacent E_k: E_0 is B and A^1) the words and the time rows of the run's longest
+        # story (`time_rows`, default all M): the other rows never reach the loss, and skipping their draws
+        # halves the cost of sampling.
         T = time_rows or [cfg.memory_size] * len(vocab_sizes)
+        if cfg.memory_slots not in ("fixed", "longest_story"):
+            raise ValueError(f"model.memory_slots: unknown value {cfg.memory_slots!r} (expected 'fixed' or 'longest_story')")
+        self.register_buffer("slots", torch.tensor([min(t, cfg.memory_size) for t in T]))   # per run (longest_story)
         noise_rows = {"B": [torch.arange(n) for n in vocab_sizes]}
         read = [torch.cat([torch.arange(n), cfg.n_words + torch.arange(min(t, cfg.memory_size))])
                 for n, t in zip(vocab_sizes, T)]
@@ -137,8 +149,8 @@ class MemNet(nn.Module):
         return {n: q.sample(generators, escort=(mode == "escort")) for n, q in self.matrices.items()}
 
     def divergence(self, prior_nu: torch.Tensor | None) -> torch.Tensor:
-        """sum over A, B, C of D_t(q(Theta) || p(Theta)) (eq. 55), per run: (K,). prior_nu None: each
-        prior shares its posterior's nu_Theta."""
+        """sum over the stochastic matrices (A, B, C; or E_0..E_K under adjacent tying) of D_t(q(Theta) || p(Theta))
+        (eq. 55), per run: (K,). prior_nu None: each prior shares its posterior's nu_Theta."""
         return sum(q.divergence(prior_nu) for q in self.matrices.values())
 
     def dof(self) -> dict[str, torch.Tensor]:
@@ -147,18 +159,28 @@ class MemNet(nn.Module):
         return {n: q.nu.detach() for n, q in self.matrices.items()}
 
     # -- forward ---------------------------------------------------------------------------------------
-    def sentence_bags(self, tokens: torch.Tensor, lengths: torch.Tensor) -> dict[str, torch.Tensor]:
+    def sentence_bags(self, tokens: torch.Tensor, lengths: torch.Tensor,
+                      widths: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
         """Each run's table of distinct sentences, tokens (K, U, W), as one sparse matrix built once per data set.
 
         With l_kj = a_j + (k/d) b_j, sum_j l_j E x_j = P_a E + P_b (E diag(k/d)) = [P_a | P_b] [E ; E diag(k/d)]:
         row (k, u) of P holds the weights a_j of sentence u's words at columns k V + word and b_j at columns
-        K V + k V + word (without position encoding: word counts, and no P_b half)."""
+        K V + k V + word (without position encoding: word counts, and no P_b half). With a learned nil row,
+        every sentence is padded to its run's data width (`widths`, (K,)) and J is that width: the padding
+        positions are nil words."""
         K, U, W = tokens.shape
-        present = tokens != 0
+        if self.cfg.nil_row == "learned":
+            lengths = widths.view(K, 1).expand(K, U)
+            present = torch.arange(W, device=tokens.device) < lengths.unsqueeze(-1)
+        else:
+            present = tokens != 0
         col = (tokens + torch.arange(K, device=tokens.device).view(K, 1, 1) * self.cfg.n_rows)[present]
         row = torch.arange(K * U, device=tokens.device).view(K, U, 1).expand(K, U, W)[present]
         if self.cfg.position_encoding:
-            a, b = position_weights(lengths, W, self.cfg.embedding_dim)
+            if self.cfg.position_form == "code":
+                a, b = position_weights_code(widths.view(K, 1).expand(K, U), W, self.cfg.embedding_dim)
+            else:
+                a, b = position_weights(lengths, W, self.cfg.embedding_dim)
             values = torch.cat([a[present], b[present]])
             row, col = torch.cat([row, row]), torch.cat([col, col + K * self.cfg.n_rows])
             size = (K * U, 2 * K * self.cfg.n_rows)
@@ -193,14 +215,20 @@ class MemNet(nn.Module):
         flat = (ids + offset).reshape(-1)
         return table.reshape(K * U, d).index_select(0, flat).view(ids.shape + (d,))   # backward: one index_add
 
-    def _memory(self, X: torch.Tensor, table: torch.Tensor, story_ids, time_ids) -> torch.Tensor:
+    def _memory(self, X: torch.Tensor, table: torch.Tensor, story_ids, time_ids, filled) -> torch.Tensor:
         """[m_i | c_i] (K, B, M, 2d) for the input and output matrices side by side in X (K, V, 2d), whose
-        sentence embeddings are `table` (K, U, 2d): m_i = sum_j l_j A x_ij (+ T_A(i)), c_i likewise with C."""
+        sentence embeddings are `table` (K, U, 2d): m_i = sum_j l_j A x_ij (+ T_A(i)), c_i likewise with C.
+        With a learned nil row, the slots past each story's facts (`filled` false) are followed by the nil
+        sentence (table row 0) with no time row, and the empty slots past every story come back as
+        [m_0 | c_0] (K, B, 1, 2d) in a second output; else that second output is None."""
         m = self._rows(table, story_ids)                              # each distinct sentence embedded once
         if self.cfg.temporal_encoding:
             # + T_A(i), T_C(i): time rows, most recent sentence = time_1 (thesis ch. 3)
-            m = m + self._rows(X, time_ids)
-        return m
+            t = self._rows(X, time_ids)
+            m = m + (t * filled.unsqueeze(-1) if self.cfg.nil_row == "learned" else t)
+        if self.cfg.nil_row != "learned":
+            return m, None
+        return m, table[:, :1].unsqueeze(1).expand(-1, m.shape[1], -1, -1)
 
     def forward(self, batch: dict[str, torch.Tensor], weights: dict[str, torch.Tensor],
                 sentences: dict[str, torch.Tensor], return_attention: bool = False,
@@ -230,17 +258,40 @@ class MemNet(nn.Module):
             X = torch.cat([weights["A"], weights["C"], weights["B"]], -1)
             (X_AC, _), (T_AC, T_B) = X.split([2 * d, d], -1), self._embed(X, sentences["bags"]).split([2 * d, d], -1)
             u = self._rows(T_B, batch["query_ids"])
-            mc = self._memory(X_AC, T_AC, story_ids, time_ids)
-            per_hop = [mc.split(d, -1)] * cfg.hops
+            mc, mc0 = self._memory(X_AC, T_AC, story_ids, time_ids, filled)
+            per_hop = [(*mc.split(d, -1), *(mc0.split(d, -1) if mc0 is not None else (None, None)))] * cfg.hops
         else:                                                           # hop k: A^k = E_k, C^k = E_{k+1}; B = E_0
             E = [weights[f"E{k}"] for k in range(cfg.hops + 1)]
             T = self._embed(torch.cat(E, -1), sentences["bags"]).split(d, -1)
             u = self._rows(T[0], batch["query_ids"])
-            per_hop = [self._memory(torch.cat(E[k:k + 2], -1), torch.cat(T[k:k + 2], -1), story_ids,
-                                    time_ids).split(d, -1) for k in range(cfg.hops)]
+            per_hop = []
+            for k in range(cfg.hops):
+                mc, mc0 = self._memory(torch.cat(E[k:k + 2], -1), torch.cat(T[k:k + 2], -1), story_ids, time_ids,
+                                       filled)
+                per_hop.append((*mc.split(d, -1), *(mc0.split(d, -1) if mc0 is not None else (None, None))))
         attention = []
-        for m, c in per_hop:
+        for m, c, m0, c0 in per_hop:
             scores = (m * u.unsqueeze(2)).sum(-1)                       # u^T m_i (elementwise: 2x a batched bmm here)
+            if cfg.memory_slots == "longest_story":
+                # each story has min(M, its task's longest story) slots: n_facts filled, the rest empty (logit 0, c 0)
+                slots = self.slots if runs is None else self.slots[runs]
+                empty = (slots.view(-1, 1) - n_facts).clamp_min(0).unsqueeze(-1).to(scores.dtype)   # (K, B, 1)
+                extra = torch.log(empty)                                # -inf where a story fills its memory
+                p_all = torch.softmax(torch.cat([scores.masked_fill(~filled, float("-inf")), extra], -1), dim=-1)
+                p = p_all[..., :M_used]                                 # eq. 33 over the run's slots
+                u = u + (p.unsqueeze(-1) * c).sum(2)                    # eq. 35 (empty slots have c_i = 0)
+                if return_attention:                                    # the fact slots only (empty mass left out)
+                    attention.append(torch.cat([p, p.new_zeros(*p.shape[:2], M - M_used)], -1))
+                continue
+            if m0 is not None and n_empty:                              # learned nil: the empty slots hold m_0, c_0
+                extra = (m0 * u.unsqueeze(2)).sum(-1) + math.log(n_empty)
+                p_all = torch.softmax(torch.cat([scores, extra], -1), dim=-1)  # eq. 33 over all M slots
+                p, p_empty = p_all[..., :M_used], p_all[..., M_used:] / n_empty
+                o = (p.unsqueeze(-1) * c).sum(2) + n_empty * p_empty * c0.squeeze(2)   # eq. 35
+                u = u + o
+                if return_attention:
+                    attention.append(torch.cat([p, p_empty.expand(*p.shape[:2], n_empty)], -1))
+                continue
             if cfg.mask_empty_memory:
                 p = torch.softmax(scores.masked_fill(~filled, -1e30), dim=-1)   # eq. 33: varpi_i
                 p_empty = torch.zeros_like(p[..., :1])

@@ -44,7 +44,7 @@ class RunPredictor:
         split = stack_split([data], "x", self.device)
         batch = {k: v for k, v in split.items() if k != "size"}
         tables = stack_sentences([data], self.device)
-        sentences = {"bags": self.model.sentence_bags(tables["tokens"], tables["len"])}
+        sentences = {"bags": self.model.sentence_bags(tables["tokens"], tables["len"], tables["width"])}
         g = torch.Generator(device=self.device).manual_seed(seed)
         probs, att = 0.0, 0.0
         for _ in range(S if mode != "mean" else 1):

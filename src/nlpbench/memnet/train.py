@@ -42,7 +42,9 @@ class TrainConfig:
     lr_halve_every: int = 25
     adagrad_initial_accumulator: float = 0.1
     clip_norm: float | None = 40.0
+    clip_scope: str = "tensor"     # A-9: "tensor" (each gradient tensor clipped alone) | "global" (a run's whole gradient)
     grad_noise_std: float = 0.0
+    drop_last: bool = True         # drop the last partial minibatch of an epoch (False: train on it too)
     checkpoint_every: int = 10
     loss_reduction: str = "sum"    # "sum" over the minibatch (as the reference code) or "mean"
     track_test_samples: tuple[int, ...] = ()   # test accuracy after every epoch with these S (Fig. 16)
@@ -68,14 +70,19 @@ def learning_rate(cfg: TrainConfig, epoch: int) -> float:
     return cfg.lr * 0.5 ** ((epoch - 1) // cfg.lr_halve_every)
 
 
-def clip_per_run(params, max_norm: float) -> None:
-    """Per-tensor gradient-norm clipping, done separately for each run (leading axis K)."""
-    for p in params:
-        if p.grad is None:
-            continue
-        g = p.grad
-        norms = g.reshape(g.shape[0], -1).norm(dim=1)
-        factor = (max_norm / (norms + 1e-6)).clamp(max=1.0)
+def clip_per_run(params, max_norm: float, scope: str = "tensor") -> None:
+    """Gradient-norm clipping, done separately for each run (leading axis K): each tensor by its own norm
+    (scope "tensor") or all of a run's gradients by their joint norm (scope "global")."""
+    grads = [p.grad for p in params if p.grad is not None]
+    if scope == "tensor":
+        norms = [g.reshape(g.shape[0], -1).norm(dim=1) for g in grads]
+    elif scope == "global":
+        total = torch.stack([g.reshape(g.shape[0], -1).pow(2).sum(1) for g in grads]).sum(0).sqrt()
+        norms = [total] * len(grads)
+    else:
+        raise ValueError(f"memnet.train.clip_scope: unknown value {scope!r} (expected 'tensor' or 'global')")
+    for g, norm in zip(grads, norms):
+        factor = (max_norm / (norm + 1e-6)).clamp(max=1.0)
         g.mul_(factor.view((-1,) + (1,) * (g.dim() - 1)))
 
 
@@ -125,7 +132,7 @@ class GroupTrainer:
 
         def bags(runs_at: torch.Tensor) -> dict:
             d = self.data_of_run[runs_at]
-            return {"bags": self.model.sentence_bags(tables["tokens"][d], tables["len"][d])}
+            return {"bags": self.model.sentence_bags(tables["tokens"][d], tables["len"][d], tables["width"][d])}
 
         # Runs whose stories are short go through the memory in their own pass, which computes only the slots
         # their stories fill (MemNet.forward); each bucket has its own slice of the sentence tables, and the
@@ -217,7 +224,8 @@ class GroupTrainer:
         for group in self.opt.param_groups:
             group["lr"] = lr
         B = self.tcfg.batch_size
-        n_batches = self.n_train // B            # the last partial batch is dropped
+        # the last partial batch is dropped, or (drop_last false) trained on as a smaller batch
+        n_batches = self.n_train // B if self.tcfg.drop_last else -(-self.n_train // B)
         perms = torch.stack([torch.randperm(self.n_train, generator=g) for g in self.gens["data"]]).to(self.device)
         total, total_ce = 0.0, 0.0
         t0 = time.perf_counter()
@@ -226,14 +234,14 @@ class GroupTrainer:
             loss, ce = self.loss(batch)
             self.opt.zero_grad(set_to_none=True)
             loss.sum().backward()
-            if self.tcfg.clip_norm:
-                clip_per_run(self.params, self.tcfg.clip_norm)
-            if self.tcfg.grad_noise_std > 0:   # A-9: Gaussian gradient noise, from each run's own generator
+            if self.tcfg.grad_noise_std > 0:   # A-9: Gaussian gradient noise (then clipped, as the reference codes)
                 for p in self.params:
                     if p.grad is not None:
                         noise = torch.stack([torch.randn(p.shape[1:], generator=g, device=self.device)
                                              for g in self.gens["noise"]])
                         p.grad.add_(noise * self.tcfg.grad_noise_std)
+            if self.tcfg.clip_norm:
+                clip_per_run(self.params, self.tcfg.clip_norm, self.tcfg.clip_scope)
             self.opt.step()
             total = total + loss.detach()
             total_ce = total_ce + ce.detach()
@@ -334,7 +342,10 @@ class GroupTrainer:
             keys = {s: f"S{s}" for s in S}
         else:
             S, mode, keys = [1], "mean", {1: "point"}
-        res = {"val": self.accuracy("val", S, mode)}
+        val_hits = self.hits("val", S, mode)
+        n_val = self.split["val"]["size"][self.data_of_run].cpu().float()
+        res = {"val": {s: h.sum(1).float() / n_val for s, h in val_hits.items()}}
+        val_by_task = self.accuracy_by_task("val", val_hits)
         test_hits = self.hits("test", S, mode)
         n_test = self.split["test"]["size"][self.data_of_run].cpu().float()
         res["test"] = {s: h.sum(1).float() / n_test for s, h in test_hits.items()}
@@ -349,6 +360,8 @@ class GroupTrainer:
                  "final_train_loss": self.history[-1]["loss"][k] if self.history else None}
             if by_task is not None:
                 m["test_acc_by_task"] = {t: {keys[s]: v for s, v in acc.items()} for t, acc in by_task[k].items()}
+            if val_by_task is not None:
+                m["val_acc_by_task"] = {t: {keys[s]: v for s, v in acc.items()} for t, acc in val_by_task[k].items()}
             if dof:
                 m["dof"] = {n: float(v[k]) for n, v in dof.items()}
                 m["prior_dof"] = float(self.prior_log_nu.exp()[k])

@@ -17,3 +17,16 @@ def position_weights(lengths: torch.Tensor, L: int, d: int) -> tuple[torch.Tenso
     a = torch.where(present, 1 - j / J, 0.0)
     b = torch.where(present, 2 * j / J - 1, 0.0)
     return a, b
+
+
+def position_weights_code(widths: torch.Tensor, L: int, d: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The position encoding of the MemN2N code the Tolias thesis built on (its footnote 5):
+    l_kj = 1 + 4 (k - (d+1)/2) (j - (J+1)/2) / ((d+1)(J+1)), with J the data's padded sentence length (`widths`,
+    one per sentence) instead of the sentence's own; that is 2 (1 - j/J') - 2 (k/d')(1 - 2j/J') with J' = J + 1,
+    d' = d + 1. Split as l_kj = a_j + (k/d) b_j, shaped widths + (L,), zero past J."""
+    j = torch.arange(1, L + 1, device=widths.device, dtype=torch.float32)
+    J = widths.unsqueeze(-1).clamp_min(1).to(torch.float32)
+    present = j <= J
+    a = torch.where(present, 2 - 2 * j / (J + 1), 0.0)
+    b = torch.where(present, (2 * d / (d + 1)) * (2 * j / (J + 1) - 1), 0.0)
+    return a, b
