@@ -1,5 +1,6 @@
 """MemN2N / t-MEM-NN: the equations, learning on real bAbI data, and group training == training alone."""
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -146,7 +147,7 @@ def test_resume_from_checkpoint_continues_identically(tasks_1_4, tmp_path):
     assert torch.equal(resumed.run_state(0)["params.A"], straight.run_state(0)["params.A"])
 
 
-def _naive_memn2n(weights, W, data, q, hops, n_words):
+def _naive_memn2n(weights, W, data, q, hops, n_words, slots=None):
     """MemN2N for one question of one run, written slot by slot from the equations (all M memory slots,
     empty ones included; PE l_kj = (1 - j/J) - (k/d)(1 - 2j/J); time row of slot i = n_words + age).
     Layer-wise: A, B, C in every hop and W; adjacent (W None): B = E_0, hop k reads A = E_{k-1}, C = E_k,
@@ -168,13 +169,13 @@ def _naive_memn2n(weights, W, data, q, hops, n_words):
 
     split = data.splits["test"]
     story, n = split["stories"][q], int(split["n_facts"][q])
-    M = story.shape[0]
-    def slots(E):
+    M = slots or story.shape[0]
+    def memory(E):
         return [embed(E, torch.as_tensor(story[i])) + E[n_words + n - 1 - i] if i < n else torch.zeros(d)
                 for i in range(M)]
     u = embed(B, torch.as_tensor(split["queries"][q]))
     for A, C in pairs:
-        mem, out = slots(A), slots(C)
+        mem, out = memory(A), memory(C)
         p = torch.softmax(torch.stack([u @ m_i for m_i in mem]), 0)       # eq. 33 over all M slots
         u = u + sum(p_i * c_i for p_i, c_i in zip(p, out))                # eq. 35, u^{k+1} = u^k + o^k
     return W_out @ u                                                      # eq. 36
@@ -250,3 +251,36 @@ def test_a_group_killed_between_its_runs_saves_completes_with_the_same_numbers(b
         for key in ("val_acc", "test_acc", "final_train_loss", "epochs"):
             assert resumed[key] == straight[key], (seed, key)
     assert not (tmp_path / "killed" / group.group_id / "_checkpoint.pt").exists()
+
+
+def test_longest_story_memory_matches_the_equations_with_that_many_slots(tasks_1_4):
+    """memory_slots: longest_story = a memory of min(M, the run's longest story) slots, the empty ones with
+    logit 0, computed naively slot by slot."""
+    from nlpbench.memnet.data import gather
+    t = _trainer(tasks_1_4[:1], [Run("a", 0, 0)], bayesian=False, tying="adjacent")
+    t.model.cfg = dataclasses.replace(t.model.cfg, memory_slots="longest_story")
+    slots = int(t.model.slots[0])
+    assert slots < 50                                       # task 1's stories are short: fewer slots than M
+    weights = t.model.draw(None, "mean")
+    logits = t.model(gather(t.split["test"], t.data_of_run, torch.arange(12).unsqueeze(0)), weights, t.sentences)
+    n = tasks_1_4[0].n_words
+    for q in range(12):
+        expected = _naive_memn2n(weights, None, tasks_1_4[0], q, 3, t.model_cfg.n_words, slots=slots)
+        assert torch.allclose(logits[0, q, 1:n], expected[1:n], atol=1e-5), q
+
+
+def test_the_codes_position_encoding_is_its_formula_over_the_padded_length():
+    from nlpbench.nn.position import position_weights_code
+    J, L, d = 7, 9, 5
+    a, b = position_weights_code(torch.tensor([J]), L, d)
+    for j in range(1, L + 1):
+        for k in range(1, d + 1):
+            expected = 1 + 4 * (k - (d + 1) / 2) * (j - (J + 1) / 2) / ((d + 1) * (J + 1)) if j <= J else 0.0
+            assert (a[0, j - 1] + (k / d) * b[0, j - 1]).item() == pytest.approx(expected, abs=1e-6)
+
+
+def test_dofs_by_role_under_either_tying():
+    from nlpbench.memnet.groups import dof_by_role
+    assert dof_by_role({"A": 3.0, "B": 4.0, "C": 15.0}) == {"A": 3.0, "B": 4.0, "C": 15.0}
+    # adjacent: E0 = B = A^1, E1 = C^1 = A^2, E2 = C^2 = A^3, E3 = C^3
+    assert dof_by_role({"E0": 2.0, "E1": 4.0, "E2": 3.0, "E3": 30.0}) == {"B": 2.0, "A": 4.0, "C": 30.0}

@@ -16,10 +16,11 @@ from typing import Callable
 
 import torch
 
-from nlpbench import io, paper, tables
+from nlpbench import config, io, paper, tables
 from nlpbench.config import Declared
+from nlpbench.memnet import claims
 from nlpbench.family import TableParts
-from nlpbench.memnet.groups import MODELS, Group, column_key, declaration_groups
+from nlpbench.memnet.groups import MODELS, Group, column_key, declaration_groups, dof_by_role
 from nlpbench.provenance import code_commit, device_label
 from nlpbench.data import babi
 from nlpbench.memnet.data import load_task_tensors
@@ -173,8 +174,9 @@ def _reading_notes(params: dict, settings: dict) -> list[str]:
     ]
 
 
-def table_parts(params: dict, d: Declared, runs_root: Path) -> TableParts:
-    """The cells of a bAbI table: per task and column, the run the validation set selects."""
+def table_parts(params: dict, d: Declared, runs_root: Path, with_claims: bool = True) -> TableParts:
+    """The cells of a bAbI table: per task and column, the run the validation set selects (and the lines that
+    check the thesis's claims for it, unless `with_claims` is false)."""
     exp = d.decl
     groups = declaration_groups(params, d)
     ref_title = {(r["source"], r["table"]): r["title"] for r in paper.reference_index()}
@@ -241,10 +243,29 @@ def table_parts(params: dict, d: Declared, runs_root: Path) -> TableParts:
                     next(iter(groups.values())).settings | {"bayes": params["memnet"]["bayes"]})
     notes = _reading_notes(params, settings)
     if dofs:
-        nu = {n: [d[n] for _, d in dofs] for n in ("A", "B", "C")}
+        nu = {n: [dof_by_role(d)[n] for _, d in dofs] for n in ("A", "B", "C")}
         notes.append("Fitted degrees of freedom of the reported t-MEM-NN runs (thesis §6.5.5 claims nu_A, nu_B <= 5 "
                      "and nu_C <= 20): " + "; ".join(
                          f"nu_{n} median {statistics.median(v):.1f} (range {min(v):.1f}-{max(v):.1f})"
                          for n, v in nu.items()) + ".")
+    if with_claims and exp.get("claims"):
+        notes += _claims(params, d, cells, runs_root)
     notes += exp.get("notes", [])
     return TableParts(spec, cells, provenance, notes)
+
+
+def _claims(params: dict, d: Declared, cells: list, runs_root: Path) -> list[str]:
+    """The claim lines of a declaration, over its own cells and those of the tables its claims name."""
+    ours = {(d.name, c.row, c.column): c.reproduced for c in cells if c.reproduced is not None}
+    printed = {}
+    for table in [d.name] + claims.referenced_tables(d.decl, d.name):
+        if table != d.name:
+            other = config.declaration(params, "tables", d.source, table)
+            for c in table_parts(params, other, runs_root, with_claims=False).cells:
+                if c.reproduced is not None:
+                    ours[(table, c.row, c.column)] = c.reproduced
+        try:
+            printed.update({(table, row, col): v for (row, col), v in claims.paper_grid(d.source, table).items()})
+        except KeyError:                          # an addition: no printed numbers
+            pass
+    return claims.claim_lines(d.decl["claims"], d.source, d.name, ours, printed)

@@ -69,7 +69,9 @@ class MemNetFamily:
         """(groups, data steps) a declaration reads."""
         kind = d.decl.get("kind", "table")
         if kind in mg.BABI_KINDS:
-            return tuple(g.group_id for g in mg.declaration_groups(params, d).values()), ()
+            from nlpbench.memnet.claims import referenced_tables      # a claim may compare with another table
+            decls = [d] + [config.declaration(params, "tables", d.source, t) for t in referenced_tables(d.decl, d.name)]
+            return tuple(dict.fromkeys(g.group_id for x in decls for g in mg.declaration_groups(params, x).values())), ()
         if kind in ("game", "transcript"):
             return tuple(_game_groups(params)), ()
         if kind == "attention":

@@ -120,3 +120,12 @@ def all_groups(params: dict) -> dict[str, Group]:
         for g in declaration_groups(params, d).values():
             groups[g.group_id] = g
     return groups
+
+
+def dof_by_role(dof: dict[str, float]) -> dict[str, float]:
+    """A run's fitted nu per role of the thesis's claim: {A, B, C}. Layer-wise: the matrices themselves;
+    adjacent (E_0 .. E_K): B = nu_E0, A = the largest nu over E_0 .. E_{K-1}, C = the largest over E_1 .. E_K."""
+    if "A" in dof:
+        return {n: dof[n] for n in ("A", "B", "C")}
+    K = len(dof) - 1
+    return {"B": dof["E0"], "A": max(dof[f"E{k}"] for k in range(K)), "C": max(dof[f"E{k}"] for k in range(1, K + 1))}
