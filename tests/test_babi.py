@@ -265,3 +265,32 @@ def test_vectorize_many_supporting_facts() -> None:
     s = sample(facts, "How many objects is Mary carrying?", "six", tuple(range(1, 7)))
     arr = vectorize([s], Vocab.build([s]))
     assert arr["supporting"][0].tolist() == [0, 1, 2, 3, 4, 5]
+
+
+def _supporting_fact(s: Sample) -> tuple[str, ...]:
+    return s.facts[s.fact_ids.index(s.supporting[0])]
+
+
+def test_hindi_tasks_9_and_10_ask_questions_their_stories_cannot_answer(babi_root: Path) -> None:
+    """The data facts behind Table 11's note (issue 13). English task 9 asks about a negated fact's own place
+    only (answer no); Hindi task 9 also asks about another place after a negated fact and answers those haan or
+    nahi about evenly. English task 10 answers 'maybe' after an either-or fact; Hindi task 10 has no 'maybe'."""
+    def pattern(variant, task, negated):
+        """(negated fact, question about another place, answer) -> questions."""
+        counts: dict[tuple[bool, bool, str], int] = {}
+        for s in parse_file(task_file(babi_root, variant, task, "test")):
+            fact = _supporting_fact(s)          # en "is john in the hallway"; hn "kya <name> <place> mein maujood hai"
+            place = s.question[s.question.index("mein") - 1] if variant == "hn" else s.question[-1]
+            key = (negated(fact), place not in fact, s.answer)
+            counts[key] = counts.get(key, 0) + 1
+        return counts
+
+    en9 = pattern("en", 9, lambda f: "not" in f or "longer" in f)
+    assert en9[(True, False, "no")] > 200 and not any(neg and other for neg, other, _ in en9)   # never asked
+    hn9 = pattern("hn", 9, lambda f: "nahi" in f)
+    assert (hn9[(True, True, "haan")], hn9[(True, True, "nahi")]) == (126, 99)   # 225 of 1,000: a coin flip
+    en10 = {s.answer for s in parse_file(task_file(babi_root, "en", 10, "test"))}
+    hn10 = [s for s in parse_file(task_file(babi_root, "hn", 10, "test"))]
+    either = [s for s in hn10 if "ya" in _supporting_fact(s)]
+    assert "maybe" in en10 and {s.answer for s in hn10} == {"haan", "nahi"}
+    assert len(either) == 242 and sum(s.answer == "haan" for s in either) == 124
