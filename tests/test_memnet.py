@@ -69,6 +69,58 @@ def test_group_training_gives_the_same_runs_as_training_alone(tasks_1_4, bayesia
         assert torch.allclose(g_state[name][:n], a_state[name][:n], atol=1e-4)
 
 
+@pytest.mark.parametrize("tying", ["layerwise", "adjacent"])
+def test_weight_draws_side_by_side_give_the_sequential_averages(tasks_1_4, monkeypatch, tying):
+    """Evaluation puts several weight draws through the model in one pass (pseudo-runs, issue 16); the draws
+    are the sequential passes' draws, so every S-sample average is the same, in every bucket of runs."""
+    import nlpbench.memnet.train as train
+    tr = _trainer(tasks_1_4, [Run("t1", 0, 7), Run("t4", 1, 3)], True, epochs=1, tying=tying)
+    tr.fit()
+    assert len(tr.buckets) == 2                                  # tasks 1 and 4: short and long stories apart
+    eval_state = [g.get_state() for g in tr.gens["eval"]]
+
+    def averages(draw_runs):
+        monkeypatch.setattr(train, "DRAW_RUNS", draw_runs)
+        for g, st in zip(tr.gens["eval"], eval_state):
+            g.set_state(st)
+        return [(s, p.clone()) for s, p, _ in tr.predictive("val", 5, "posterior")]
+
+    one_by_one, side_by_side = averages(1), averages(32)        # 1 draw per pass; 5 draws x 2 runs per pass
+    assert [s for s, _ in side_by_side] == [1, 2, 3, 4, 5]
+    for (_, a), (_, b) in zip(one_by_one, side_by_side):
+        assert torch.allclose(a, b, atol=1e-6) and torch.equal(a.argmax(-1), b.argmax(-1))
+    assert not torch.allclose(one_by_one[0][1], one_by_one[4][1], atol=1e-4)   # the draws do differ
+    # batched draws (bayes.test_draws): other numbers from the same posterior, so nearly the same answers
+    tr.bcfg = dataclasses.replace(tr.bcfg, test_draws="batched")
+    batched = averages(32)
+    assert not torch.allclose(batched[4][1], side_by_side[4][1], atol=1e-6)
+    agree = (batched[4][1].argmax(-1) == side_by_side[4][1].argmax(-1)).float().mean()
+    assert agree > 0.9, agree                                   # 1 epoch: an uncertain model
+
+
+def test_a_saved_run_answers_with_its_draws_side_by_side(tasks_1_4, babi_root, tmp_path):
+    """RunPredictor (Tables 3-5, 16-18) averages S draws computed in one pass: the same as S passes."""
+    from nlpbench.data import babi
+    from nlpbench.memnet.data import TaskTensors, stack_sentences, stack_split
+    from nlpbench.memnet.experiments import save_run
+    from nlpbench.memnet.predict import RunPredictor
+    tr = _trainer(tasks_1_4[:1], [Run("t1", 0, 7)], True, epochs=1, tying="adjacent")
+    tr.fit()
+    save_run(tr, 0, tmp_path, tasks_1_4[0], {}, {})
+    p = RunPredictor(tmp_path)
+    samples = babi.parse_file(babi.task_file(babi_root, "en", 1, "test"))[:30]
+    probs, att = p.predict(samples, S=4, seed=5)
+    data = TaskTensors("x", p.vocab, {"x": babi.vectorize(samples, p.vocab, p.cfg.memory_size)})
+    batch = {k: v for k, v in stack_split([data], "x", p.device).items() if k != "size"}
+    t = stack_sentences([data], p.device)
+    sentences = {"bags": p.model.sentence_bags(t["tokens"], t["len"], t["width"])}
+    g = torch.Generator().manual_seed(5)
+    outs = [p.model(batch, p.model.draw([g], "posterior"), sentences, return_attention=True) for _ in range(4)]
+    assert torch.allclose(probs, sum(torch.softmax(o[0], -1) for o in outs)[0] / 4, atol=1e-6)
+    assert torch.allclose(att, sum(o[1] for o in outs)[0] / 4, atol=1e-6)
+    assert probs.shape == (30, p.cfg.n_words) and torch.allclose(probs.sum(-1), torch.ones(30))
+
+
 @pytest.mark.slow
 def test_memn2n_learns_task_1(babi_root):
     """A MemN2N that cannot learn bAbI task 1 has a bug: >= 95% test accuracy in a short CPU run."""

@@ -106,3 +106,29 @@ def test_masked_rows_are_zero_and_excluded_from_the_divergence():
     full = q.divergence(torch.tensor([100.0]))
     per_element = t_divergence(q.mu, q.log_sigma, q.nu.view(-1, 1, 1), torch.tensor(100.0))[0, 1:].sum()
     assert full.item() == pytest.approx(per_element.item(), rel=1e-6)
+
+
+@pytest.mark.parametrize("escort,var", [(True, 0.25), (False, 0.25 * 6 / 4)])
+def test_n_draws_from_one_generator_call_have_the_distribution_of_n_calls(escort, var):
+    """StudentTMatrix.samples (batched test draws, issue 16): n draws per run from one generator call have the
+    variance of `sample`'s; masked rows stay zero, and one draw is exactly `sample`'s."""
+    q = _matrix(nu=6.0, sigma=0.5)
+    many = q.samples([torch.Generator().manual_seed(0)], escort=escort, n=20)
+    assert many.shape == (20,) + tuple(q.mu.shape)
+    assert many[:, 0, 1:].var().item() == pytest.approx(var, rel=0.05)
+    assert torch.all(many[:, 0, 0] == 0) and not torch.equal(many[0], many[1])
+    one = q.samples([torch.Generator().manual_seed(3)], escort=escort, n=1)[0]
+    assert torch.equal(one, q.sample([torch.Generator().manual_seed(3)], escort=escort))
+
+
+def test_n_draws_of_several_runs_keep_each_runs_own_stream():
+    """Run k's n draws come from run k's generator alone: the same in a group of runs as alone."""
+    torch.manual_seed(0)
+    mu, mask = torch.randn(2, 6, 3), torch.ones(2, 6)
+    rows = [torch.arange(6), torch.arange(4)]
+    q2 = StudentTMatrix(mu, mask, rows, 0.5, 6.0)
+    q1 = StudentTMatrix(mu[1:], mask[1:], rows[1:], 0.5, 6.0)
+    together = q2.samples([torch.Generator().manual_seed(1), torch.Generator().manual_seed(2)], False, 5)
+    alone = q1.samples([torch.Generator().manual_seed(2)], False, 5)
+    assert torch.equal(together[:, 1], alone[:, 0])
+    assert torch.equal(together[:, 1, 4:], mu[1, 4:].expand(5, 2, 3))      # rows without noise stay at mu

@@ -48,7 +48,8 @@ class Group:
 # ids (and checkpoints) of earlier runs stay valid. A new key with a behaviour-changing default belongs here.
 HASH_NEUTRAL = {("model", "prior_sigma"): 1.0, ("train", "track_test_samples"): [], ("train", "clip_scope"): "tensor",
                 ("train", "drop_last"): True, ("model", "nil_row"): "zero",
-                ("model", "memory_slots"): "fixed", ("model", "position_form"): "paper"}
+                ("model", "memory_slots"): "fixed", ("model", "position_form"): "paper",
+                ("bayes", "test_draws"): "sequential"}
 
 
 def settings_digest(obj: dict) -> str:

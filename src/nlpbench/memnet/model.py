@@ -148,6 +148,18 @@ class MemNet(nn.Module):
             return {n: q.mean() for n, q in self.matrices.items()}
         return {n: q.sample(generators, escort=(mode == "escort")) for n, q in self.matrices.items()}
 
+    def draws(self, generators: list[torch.Generator] | None, mode: str, n: int, batched: bool
+              ) -> dict[str, torch.Tensor]:
+        """n weight draws side by side, (n K, V, d) per matrix, draw-major (draw s of run k at s K + k).
+        batched=False: n calls of `draw`, the same numbers in the same order; True: one generator call per
+        run and matrix for all n draws (the same distribution, other numbers, far fewer small calls)."""
+        if not self.cfg.bayesian or mode == "mean":
+            return {name: w.repeat(n, 1, 1) for name, w in self.draw(generators, mode).items()}
+        if not batched:
+            one_by_one = [self.draw(generators, mode) for _ in range(n)]
+            return {name: torch.cat([w[name] for w in one_by_one]) for name in one_by_one[0]}
+        return {name: q.samples(generators, mode == "escort", n).flatten(0, 1) for name, q in self.matrices.items()}
+
     def divergence(self, prior_nu: torch.Tensor | None) -> torch.Tensor:
         """sum over the stochastic matrices (A, B, C; or E_0..E_K under adjacent tying) of D_t(q(Theta) || p(Theta))
         (eq. 55), per run: (K,). prior_nu None: each prior shares its posterior's nu_Theta."""

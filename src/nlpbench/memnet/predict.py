@@ -43,14 +43,15 @@ class RunPredictor:
         data = TaskTensors("predict", self.vocab, {"x": arrays})
         split = stack_split([data], "x", self.device)
         batch = {k: v for k, v in split.items() if k != "size"}
-        tables = stack_sentences([data], self.device)
+        n = S if mode != "mean" else 1
+        # the n weight draws side by side in one pass: draw s is pseudo-run s of the one run (MemNet's `runs`)
+        tables = {k: v.expand(n, *v.shape[1:]) for k, v in stack_sentences([data], self.device).items()}
         sentences = {"bags": self.model.sentence_bags(tables["tokens"], tables["len"], tables["width"])}
         g = torch.Generator(device=self.device).manual_seed(seed)
-        probs, att = 0.0, 0.0
-        for _ in range(S if mode != "mean" else 1):
-            weights = self.model.draw([g], mode)
-            logits, a = self.model(batch, weights, sentences, return_attention=True)
-            probs = probs + torch.softmax(logits, -1)
-            att = att + a
-        n = S if mode != "mean" else 1
-        return (probs / n)[0], (att / n)[0]
+        draws = [self.model.draw([g], mode) for _ in range(n)]
+        weights = {name: torch.cat([w[name] for w in draws]) for name in draws[0]}
+        runs = torch.zeros(n, dtype=torch.long, device=self.device)
+        logits, att = self.model({k: v.expand(n, *v.shape[1:]) for k, v in batch.items()}, weights, sentences,
+                                 return_attention=True, runs=runs)
+        probs = torch.softmax(logits, -1)
+        return probs.mean(0), att.mean(0)

@@ -24,6 +24,7 @@ from nlpbench.memnet.data import TaskTensors, gather, stack_sentences, stack_spl
 from nlpbench.memnet.model import MemNet, MemNetConfig
 
 PURPOSES = {"init": 0, "data": 1, "noise": 2, "eval": 3}
+DRAW_RUNS = 32      # at evaluation, weight draws side by side up to this many pseudo-runs (draws x runs) per pass
 
 
 @dataclass
@@ -58,6 +59,8 @@ class BayesConfig:
     train_samples: int = 1
     test_samples: tuple[int, ...] = (1, 10)
     test_sampling: str = "posterior"     # "posterior" (q, §6.3.3) or "escort" (q~, as in training)
+    test_draws: str = "sequential"       # S test draws: "sequential" (S draw calls) or "batched" (one per run and
+                                         # matrix: the same distribution, other numbers; issue 16's S = 10 timing)
     divergence_weight: float = 0.1       # multiplies sum_Theta D_t / N_train (reading A-4)
 
 
@@ -128,11 +131,8 @@ class GroupTrainer:
         longest = [max(int(datasets[r.data_index].splits[s]["n_facts"].max()) for s in ("train", "val", "test"))
                    for r in runs]
         self.model = MemNet(self.model_cfg, vocab_sizes, self.gens["init"], time_rows=longest).to(self.device)
-        tables = stack_sentences(datasets, self.device)                 # each run's own sentence table
-
-        def bags(runs_at: torch.Tensor) -> dict:
-            d = self.data_of_run[runs_at]
-            return {"bags": self.model.sentence_bags(tables["tokens"][d], tables["len"][d], tables["width"][d])}
+        self.tables = stack_sentences(datasets, self.device)            # each run's own sentence table
+        bags = self._bags
 
         # Runs whose stories are short go through the memory in their own pass, which computes only the slots
         # their stories fill (MemNet.forward); each bucket has its own slice of the sentence tables, and the
@@ -145,6 +145,7 @@ class GroupTrainer:
             self.sentences = None                                       # forward goes bucket by bucket
             self.bucket_sentences = [bags(b) for b in self.buckets]
         self.bucket_order = torch.argsort(torch.cat(self.buckets))     # rows of the concatenated buckets -> runs
+        self._draw_layouts: dict[int, tuple] = {}                       # n draws side by side -> see forward_draws
         params = list(self.model.parameters())
         K = len(runs)
         self.prior_log_nu = None
@@ -190,6 +191,12 @@ class GroupTrainer:
         theirs = state["model"]
         return own.keys() == theirs.keys() and all(own[k].shape == theirs[k].shape for k in own)
 
+    def _bags(self, runs_at: torch.Tensor) -> dict:
+        """The sentence tables of the runs `runs_at` (a run may appear more than once) as one sparse matrix."""
+        d = self.data_of_run[runs_at]
+        t = self.tables
+        return {"bags": self.model.sentence_bags(t["tokens"][d], t["len"][d], t["width"][d])}
+
     # -- forward pass ------------------------------------------------------------------------------------
     def forward(self, batch: dict[str, torch.Tensor], weights: dict[str, torch.Tensor], attention: bool = False):
         """MemNet.forward for every run, bucket by bucket (see `bucket_runs`), back in run order."""
@@ -201,6 +208,27 @@ class GroupTrainer:
         if not attention:
             return torch.cat(outs)[self.bucket_order]
         return tuple(torch.cat(parts)[self.bucket_order] for parts in zip(*outs))
+
+    def forward_draws(self, batch: dict[str, torch.Tensor], weights: dict[str, torch.Tensor], n: int) -> torch.Tensor:
+        """Logits (n, K, B, V) for n weight draws (MemNet.draws: (n K, V, d), draw-major) in one pass: draw s of
+        run k is pseudo-run s K + k, which reads run k's questions, sentences and masks (MemNet.forward's
+        `runs`). Equal to n calls of forward."""
+        K = len(self.runs)
+        if n == 1:
+            return self.forward(batch, weights).unsqueeze(0)
+        if n not in self._draw_layouts:
+            layout = []
+            for b in self.buckets:
+                runs_at = b.repeat(n)                                   # the real run of each pseudo-run
+                layout.append((torch.cat([b + s * K for s in range(n)]), runs_at, self._bags(runs_at)))
+            order = torch.argsort(torch.cat([pseudo for pseudo, _, _ in layout]))
+            self._draw_layouts[n] = (layout, order)
+        layout, order = self._draw_layouts[n]
+        outs = [self.model({k: v[runs_at] for k, v in batch.items()}, {m: w[pseudo] for m, w in weights.items()},
+                           sentences, runs=runs_at)
+                for pseudo, runs_at, sentences in layout]
+        logits = torch.cat(outs)[order]
+        return logits.view(n, K, *logits.shape[1:])
 
     # -- training ----------------------------------------------------------------------------------------
     def loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -288,21 +316,33 @@ class GroupTrainer:
     def predictive(self, split: str, S: int, mode: str, chunk: int = 250, attention: bool = False):
         """Average predictive probabilities over s = 1..S samples; yields (s, mean probs (K, N, V)[, attn])."""
         data = self.split[split]
-        N = data["answers"].shape[1]
-        idx_all = torch.arange(N, device=self.device).expand(len(self.runs), N)
+        K, N = len(self.runs), data["answers"].shape[1]
+        idx_all = torch.arange(N, device=self.device).expand(K, N)
         acc_probs = None
-        for s in range(1, S + 1):
-            weights = self.model.draw(self.gens["eval"], mode)
+        # Draws go through the model side by side, up to DRAW_RUNS pseudo-runs per pass. With test_draws
+        # "sequential" they are the draws of S passes one after another, so the averages are the same numbers.
+        at_once = 1 if attention else max(1, min(S, DRAW_RUNS // K))
+        batched = self.bcfg is not None and self.bcfg.test_draws == "batched"
+        s = 0
+        while s < S:
+            n = min(at_once, S - s)
+            weights = self.model.draws(self.gens["eval"], mode, n, batched)
             parts, atts = [], []
-            for start in range(0, N, chunk):
-                batch = gather(data, self.data_of_run, idx_all[:, start:start + chunk])
-                out = self.forward(batch, weights, attention)
-                logits, att = out if attention else (out, None)
+            step = max(1, chunk // n)                                   # n draws x step questions per pass
+            for start in range(0, N, step):
+                batch = gather(data, self.data_of_run, idx_all[:, start:start + step])
+                if attention:
+                    logits, att = self.forward(batch, weights, attention)
+                    logits = logits.unsqueeze(0)
+                else:
+                    logits, att = self.forward_draws(batch, weights, n), None
                 parts.append(torch.softmax(logits, -1))
                 atts.append(att)
-            probs = torch.cat(parts, 1)
-            acc_probs = probs if acc_probs is None else acc_probs + probs
-            yield s, acc_probs / s, (torch.cat(atts, 1) if attention else None)
+            probs = torch.cat(parts, 2)                                 # (draws, K, N, V)
+            for p in probs:
+                s += 1
+                acc_probs = p if acc_probs is None else acc_probs + p
+                yield s, acc_probs / s, (torch.cat(atts, 1) if attention else None)
 
     def hits(self, split: str, samples: list[int], mode: str) -> dict[int, torch.Tensor]:
         """Correct answers (K, N) of argmax of the S-sample average for every S in `samples` (nested draws);

@@ -12,7 +12,7 @@ import math
 import torch
 from torch import nn
 
-from nlpbench.nn.per_run import flat_row_index, scatter_rows
+from nlpbench.nn.per_run import draws_index, flat_row_index, scatter_rows
 
 
 def reparameterize(mu: torch.Tensor, log_sigma: torch.Tensor, generator: torch.Generator | None = None,
@@ -68,6 +68,14 @@ class GaussianMatrix(nn.Module):
         noise = torch.cat([torch.randn((len(r), self.mu.shape[2]), generator=g, device=self.mu.device)
                            for r, g in zip(self.rows, generators)])
         eps = scatter_rows(noise, self.flat_rows, self.mu.shape)
+        return (self.mu + self.log_sigma.exp() * eps) * self.row_mask
+
+    def samples(self, generators: list[torch.Generator], escort: bool, n: int) -> torch.Tensor:
+        """n draws per run, (n, K, V, d), each run's n draws from one generator call (StudentTMatrix.samples)."""
+        K, V, d = self.mu.shape
+        noise = torch.cat([torch.randn((n * len(r), d), generator=g, device=self.mu.device)
+                           for r, g in zip(self.rows, generators)])
+        eps = scatter_rows(noise, draws_index(self.rows, V, n).to(noise.device), (n * K, V, d)).view(n, K, V, d)
         return (self.mu + self.log_sigma.exp() * eps) * self.row_mask
 
     def divergence(self, prior_nu=None) -> torch.Tensor:

@@ -17,3 +17,12 @@ def scatter_rows(noise: torch.Tensor, flat_rows: torch.Tensor, shape: torch.Size
     K, V, d = shape
     flat = torch.zeros(K * V, d, device=flat_rows.device, dtype=noise.dtype)
     return flat.index_put((flat_rows,), noise).view(K, V, d)
+
+
+def draws_index(rows: list[torch.Tensor], V: int, n: int) -> torch.Tensor:
+    """Row ids in the flattened (n * K * V) stack of n draws of every run's own rows, in the order of noise
+    drawn run after run with each run's n draws one after another (one generator call per run fills them).
+    n = 1 is flat_row_index."""
+    K = len(rows)
+    draws = torch.arange(n).view(n, 1) * (K * V)
+    return torch.cat([(draws + (r + k * V).view(1, -1)).reshape(-1) for k, r in enumerate(rows)])

@@ -12,7 +12,7 @@ import math
 import torch
 from torch import nn
 
-from nlpbench.nn.per_run import flat_row_index, scatter_rows
+from nlpbench.nn.per_run import draws_index, flat_row_index, scatter_rows
 
 
 class _GammaRuns(torch.autograd.Function):
@@ -120,6 +120,16 @@ class StudentTMatrix(nn.Module):
         eps = scatter_rows(noise, self.flat_rows, self.mu.shape)
         scale = torch.sqrt(nu / (nu + 2)).view(-1, 1, 1) if escort else 1.0
         return (self.mu + scale * sigma * eps) * self.row_mask
+
+    def samples(self, generators: list[torch.Generator], escort: bool, n: int) -> torch.Tensor:
+        """n draws per run, (n, K, V, d), each run's n draws from one call of its generator: the distribution of
+        n calls of `sample`, not their numbers (the generator fills the values in another order)."""
+        nu = self.nu
+        K, V, d = self.mu.shape
+        noise = standard_t_noise_runs(nu + 2 if escort else nu, [n * len(r) for r in self.rows], d, generators)
+        eps = scatter_rows(noise, draws_index(self.rows, V, n).to(noise.device), (n * K, V, d)).view(n, K, V, d)
+        scale = torch.sqrt(nu / (nu + 2)).view(1, -1, 1, 1) if escort else 1.0
+        return (self.mu + scale * self.log_sigma.exp() * eps) * self.row_mask
 
     def divergence(self, prior_nu: torch.Tensor | None) -> torch.Tensor:
         """sum_l D_t(q_l || p_l) over the existing elements of each run's matrix: shape (K,).
