@@ -336,3 +336,19 @@ def test_dofs_by_role_under_either_tying():
     assert dof_by_role({"A": 3.0, "B": 4.0, "C": 15.0}) == {"A": 3.0, "B": 4.0, "C": 15.0}
     # adjacent: E0 = B = A^1, E1 = C^1 = A^2, E2 = C^2 = A^3, E3 = C^3
     assert dof_by_role({"E0": 2.0, "E1": 4.0, "E2": 3.0, "E3": 30.0}) == {"B": 2.0, "A": 4.0, "C": 30.0}
+
+
+def test_the_timing_benchmark_runs_and_writes_its_ratios(babi_root, tmp_path, monkeypatch):
+    """`nlpbench output tolias-thesis timing` end to end on two tasks and a few steps (timings are not
+    asserted: the benchmark prints them; this checks that every row it reports is measured)."""
+    from nlpbench import config
+    from nlpbench.memnet import bench
+    monkeypatch.setattr(bench, "INFERENCE_REPEATS", 1)
+    monkeypatch.setattr(bench, "SINGLE_QUESTIONS", 2)
+    params = config.load(Path(__file__).parents[1] / "params.yaml", {"scale": "smoke"})
+    params["tables"]["tolias-thesis"][bench.DELTA_20]["rows"] = [1, 2]
+    md = bench.main(params, babi_root, tmp_path / "results" / "tolias-thesis", steps=2, device="cpu")["md"].read_text()
+    for quantity in ("S = 10 / S = 1, draws batched", "S = 10 / S = 1, draws shared by the questions",
+                     "t-MEM-NN / MemN2N, 2 runs together"):
+        row = next(line for line in md.splitlines() if line.startswith(f"| {quantity} |"))
+        assert float(row.split("|")[2]) > 0, row
