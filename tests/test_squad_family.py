@@ -135,3 +135,14 @@ def test_the_smoke_scale_builds_every_table_end_to_end(tmp_path, mirror_dir):
         a = json.loads((paths.runs / gid / f"seed{seed}" / "metrics.json").read_text())
         b = json.loads((again.runs / gid / f"seed{seed}" / "metrics.json").read_text())
         assert (a["em"], a["f1"], a["per_epoch"]) == (b["em"], b["f1"], b["per_epoch"])
+
+
+def test_the_optimizer_is_a_named_choice():
+    from nlpbench.squad.model import ModelConfig
+    from nlpbench.squad.train import TrainConfig, make_optimizer
+
+    params = [torch.nn.Parameter(torch.zeros(2))]
+    assert isinstance(make_optimizer(TrainConfig(), params), torch.optim.Adadelta)      # the thesis's
+    assert isinstance(make_optimizer(TrainConfig(optimizer="adam", lr=0.005), params), torch.optim.Adam)
+    with pytest.raises(ValueError, match="optimizer must be one of"):
+        make_optimizer(TrainConfig(model=ModelConfig(), optimizer="sgd"), params)
