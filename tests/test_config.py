@@ -137,7 +137,7 @@ def test_the_committed_tables_name_exactly_the_runs_the_code_derives():
                     for g in p.targets[f"{target.source}/{t}"].groups}
         assert committed <= derived and derived - committed <= compared, target.key
         checked += 1
-    assert checked == 27       # every committed table of the three families
+    assert checked == 36       # every committed table of the four families
 
 
 def test_notes_never_change_run_ids(params_file):

@@ -146,3 +146,15 @@ def test_the_optimizer_is_a_named_choice():
     assert isinstance(make_optimizer(TrainConfig(optimizer="adam", lr=0.005), params), torch.optim.Adam)
     with pytest.raises(ValueError, match="optimizer must be one of"):
         make_optimizer(TrainConfig(model=ModelConfig(), optimizer="sgd"), params)
+
+
+def test_the_resolution_note_says_when_the_seeds_swamp_the_configurations():
+    noisy = {("a", "O_1 / EM"): {0: 1.0, 1: 3.0, 2: 2.0}, ("b", "O_1 / EM"): {0: 1.5, 1: 3.5, 2: 2.0},
+             ("b", "O_1 / F1"): {0: 50.0, 1: 0.0, 2: 9.0}}
+    assert "does not separate its configurations" in x.resolution_note(noisy)[0]
+    clear = {("a", "EM"): {0: 10.0, 1: 10.5}, ("b", "EM"): {0: 30.0, 1: 30.5}}
+    note = x.resolution_note(clear)[0]
+    assert "span 20.00 points, larger than" in note and "does not separate" not in note
+    assert x.resolution_note({("a", "EM"): {0: 1.0, 1: 2.0}}) == []
+    tie = {(r, "EM"): {0: 5.0, 1: 4.0} for r in ("1:1", "5:6", "2:3", "1:2", "1:3", "1:6")}
+    assert "EM: not decided (best of seeds ties 1:1 with 5:6, 2:3" in " ".join(x.claim_notes(load("cpu"), "5.5", tie))

@@ -348,6 +348,7 @@ def claim_notes(params: dict, name: str, per_seed: dict) -> list[str]:
                              f"{' < '.join(ours)}. " + "; ".join(steps) + ".")
             elif kind == "best":             # which row is best
                 ours = max(rows, key=lambda r: max(have[r].values()))
+                tied = [r for r in rows if r != ours and max(have[r].values()) == max(have[ours].values())]
                 ours_mean = max(rows, key=lambda r: sum(have[r].values()) / len(have[r]))
                 printed = [r for r in rows if paper_v[r] is not None]
                 theirs = max(printed, key=lambda r: paper_v[r]) if printed else None
@@ -355,11 +356,29 @@ def claim_notes(params: dict, name: str, per_seed: dict) -> list[str]:
                 runner = max(others, key=lambda r: max(have[r].values())) if others else None
                 gap = "" if runner is None else " " + _pair_words(_compare(have[ours], have[runner]), ours, runner) + "."
                 verdict = "holds" if ours == theirs else "does not hold"
+                if tied:
+                    verdict = f"not decided (best of seeds ties {ours} with {', '.join(tied)})"
                 notes.append(f"Claim ({text}), {column}: {verdict}. Best here: {ours} (best of seeds; by seed mean: "
                              f"{ours_mean}); the thesis's best: {theirs}.{gap}")
             else:
                 raise ConfigError(f"params.yaml: tables.{SOURCE}.{name}.claims: kind {kind!r} (above | order | best)")
     return notes
+
+
+def resolution_note(per_seed: dict) -> list[str]:
+    """Whether the table can separate its configurations at all: the spread of the cells' seed means against
+    the spread of the seeds within one cell (EM cells)."""
+    em = {k: list(v.values()) for k, v in per_seed.items() if k[1].endswith("EM") and len(v) > 1}
+    if len(em) < 2:
+        return []
+    means = [sum(v) / len(v) for v in em.values()]
+    sds = [_sd(v) for v in em.values()]
+    between, within = max(means) - min(means), sum(sds) / len(sds)
+    verdict = ("smaller than" if between < within else "about" if between < 2 * within else "larger than")
+    return [f"Resolution: the seed means of the {len(em)} EM cells span {between:.2f} points, {verdict} the typical "
+            f"spread of one cell's seeds (mean SD {within:.2f}, largest {max(sds):.2f})"
+            + (": at this scale the table does not separate its configurations; every claim below reads as noise "
+               "unless it says the difference is larger than the seed spread." if between < 2 * within else ".")]
 
 
 def _columns_above(name: str, claim: dict, per_seed: dict) -> str:
@@ -424,8 +443,8 @@ def setting_notes(params: dict, data_root: Path) -> list[str]:
         f"Scale `{scale}`: {split}.",
         f"Word vectors: {vectors}, frozen, through the adjustment FNN to {m['embed_adjust']} dimensions "
         f"({'unchanged from' if m['embed_adjust'] == 100 else 'cut from'} the thesis's 100).",
-        f"Cell = {sq['best_of_runs']} EM and {sq['best_of_runs']} F1 over {seeds_text}, each taken separately "
-        "(spec §3.1); every seed's value is in the CSV's note column.",
+        f"Cell = {sq['best_of_runs']} EM and {sq['best_of_runs']} F1 over the seeds, each taken separately (spec "
+        f"§3.1), with {seeds_text}; every seed's value is in the CSV's note column.",
         f"Training labels: the first gold answer; {label_text}. EM/F1 use only the answer texts (official v1.1 "
         "normalisation, max over the gold answers).",
         f"Training: hidden {m['hidden']} per direction (D = {2 * m['hidden']}), dropout {m['dropout']}, "
@@ -466,9 +485,11 @@ def table_parts(params: dict, name: str, runs_root: Path, data_root: Path) -> Ta
                               f"({len(params['squad']['seeds'])} seeds each; shared runs count once per table)",
         "generated": now_utc(),
         "torch": torch.__version__,
-        "runs": ", ".join(f"runs/{g}" for g in groups) or "none",
     }
-    notes = setting_notes(params, data_root) + claim_notes(params, name, per_seed) + list(decl.get("notes") or [])
+    if groups:
+        provenance["runs"] = ", ".join(f"runs/{g}" for g in groups)
+    notes = setting_notes(params, data_root) + resolution_note(per_seed) + claim_notes(params, name, per_seed) \
+        + list(decl.get("notes") or [])
     after = []
     if decl.get("figure"):
         after.append(lambda results_dir: draw_boxes(params, name, decl["figure"], per_seed, results_dir))
