@@ -110,7 +110,9 @@ def test_group_ids_are_stable_and_follow_the_settings():
 
 
 def _committed_runs(md: Path) -> set[str]:
-    line = next(ln for ln in md.read_text().splitlines() if ln.startswith("- **runs**:"))
+    line = next((ln for ln in md.read_text().splitlines() if ln.startswith("- **runs**:")), None)
+    if line is None:      # a table with nothing to train here (squad 4.4: its models are not built) names no runs
+        return set()
     return {r.strip() for r in line.split(":", 1)[1].split(",")}
 
 
