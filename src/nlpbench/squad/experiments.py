@@ -499,8 +499,9 @@ def table_parts(params: dict, name: str, runs_root: Path, data_root: Path) -> Ta
 # -- figures ------------------------------------------------------------------------------------------------
 
 def draw_boxes(params: dict, name: str, figure: str, per_seed: dict, results_dir: Path) -> Path:
-    """Box plots of the seeds' EM (left) and F1 (right) per row and configuration column (Figures 4.1-4.3,
-    5.1-5.3, A.1): each box is the runs of one cell, the thesis's printed best-of-five as a cross."""
+    """Box plots of the seeds' EM (left) and F1 (right) per row and configuration column (Figures 4.1, 4.3, 5.1-5.3,
+    A.1; the thesis's 5.1 is pairwise scatter plots and its 5.2 loss curves, drawn here as boxes of the same runs):
+    each box is the runs of one cell, the thesis's printed best-of-five a cross on the right axis."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -527,12 +528,15 @@ def draw_boxes(params: dict, name: str, figure: str, per_seed: dict, results_dir
                 if pv is not None:
                     crosses.append((pos, pv))
                 labels.append((pos, f"{row}\n{column.split(' / ')[0]}" if len(columns) > 1 else row))
-        if data:
-            ax.boxplot(data, positions=positions, widths=0.7)
-        if crosses:
-            ax.scatter([p for p, _ in crosses], [v for _, v in crosses], marker="x", color="red",
-                       label="thesis (best of five)")
-            ax.legend(fontsize=7)
+        if data:   # as the thesis's figures: red circle = mean, orange line = median (spec §6)
+            ax.boxplot(data, positions=positions, widths=0.7, showmeans=True,
+                       meanprops={"marker": "o", "markerfacecolor": "red", "markeredgecolor": "red", "markersize": 4})
+        if crosses:   # the printed best-of-five on its own axis, so that the boxes keep their scale
+            thesis = ax.twinx()
+            thesis.scatter([p for p, _ in crosses], [v for _, v in crosses], marker="x", color="tab:blue",
+                           label="thesis (best of five, right axis)")
+            thesis.set_ylabel(f"thesis {metric.upper()} (%)", color="tab:blue")
+            thesis.legend(fontsize=7, loc="upper right")
         ax.set_xticks([p for p, _ in labels], [t for _, t in labels], rotation=60, fontsize=7)
         ax.set_ylabel(f"{metric.upper()} (%)")
         ax.set_title(f"{metric.upper()} over seeds, scale {params['scale']}")
