@@ -533,14 +533,15 @@ def draw_boxes(params: dict, name: str, figure: str, per_seed: dict, results_dir
                        meanprops={"marker": "o", "markerfacecolor": "red", "markeredgecolor": "red", "markersize": 4})
         if crosses:   # the printed best-of-five on its own axis, so that the boxes keep their scale
             thesis = ax.twinx()
-            thesis.scatter([p for p, _ in crosses], [v for _, v in crosses], marker="x", color="tab:blue",
-                           label="thesis (best of five, right axis)")
-            thesis.set_ylabel(f"thesis {metric.upper()} (%)", color="tab:blue")
-            thesis.legend(fontsize=7, loc="upper right")
+            thesis.scatter([p for p, _ in crosses], [v for _, v in crosses], marker="x", color="tab:blue")
+            lo, hi = min(v for _, v in crosses), max(v for _, v in crosses)
+            thesis.set_ylim(lo - 0.1 * (hi - lo) - 1, hi + 0.1 * (hi - lo) + 1)
+            thesis.set_ylabel(f"thesis best of five, {metric.upper()} (%)", color="tab:blue")
         ax.set_xticks([p for p, _ in labels], [t for _, t in labels], rotation=60, fontsize=7)
         ax.set_ylabel(f"{metric.upper()} (%)")
         ax.set_title(f"{metric.upper()} over seeds, scale {params['scale']}")
-    fig.suptitle(f"Figure {figure} (from Table {name}): each box = the seeds of one cell")
+    fig.suptitle(f"Figure {figure} (from Table {name}): each box = the seeds of one cell (red dot: mean); "
+                 "blue crosses: the thesis (right axis)", fontsize=9)
     fig.tight_layout()
     out = Path(results_dir) / SOURCE / f"fig{figure}.png"
     with io.atomic_path(out) as tmp:
