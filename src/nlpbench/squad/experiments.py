@@ -513,7 +513,7 @@ def draw_boxes(params: dict, name: str, figure: str, per_seed: dict, results_dir
         metric = cell_part(decl, rows[0], column).get("metric")
         if metric:
             panels.setdefault(metric, []).append(column)
-    fig, axes = plt.subplots(1, len(panels), figsize=(max(6, 0.9 * len(rows) * max(map(len, panels.values()))), 4.5),
+    fig, axes = plt.subplots(1, len(panels), figsize=(max(9, 0.9 * len(rows) * max(map(len, panels.values()))), 4.5),
                              squeeze=False)
     for ax, (metric, columns) in zip(axes[0], panels.items()):
         positions, data, labels, crosses = [], [], [], []
