@@ -127,6 +127,8 @@ def test_the_smoke_scale_builds_every_table_end_to_end(tmp_path, mirror_dir):
     cited = {r["row"]: r for r in csv.DictReader(open(paths.results / "shen-thesis" / "3.1.csv", newline=""))
              if r["column"] == "Original Model / EM"}
     assert cited["SAN"]["paper"] == "76.2" and cited["SAN"]["status"] == "cited"
+    heatmap = fam.output("shen-thesis", "4.6", params, paths)[0]      # Figures 4.5/4.6 from the best seeds
+    assert heatmap == paths.results / "shen-thesis" / "fig4.6.png" and heatmap.stat().st_size > 5000
     # same seed, same numbers: one group trained again into a fresh folder
     gid = x.group_id(params, x.Config("trilinear", "RIG_4", "second", None))
     again = Paths(paths.data, tmp_path / "runs2", paths.results)

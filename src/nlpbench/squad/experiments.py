@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 import statistics
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -546,5 +547,84 @@ def draw_boxes(params: dict, name: str, figure: str, per_seed: dict, results_dir
     out = Path(results_dir) / SOURCE / f"fig{figure}.png"
     with io.atomic_path(out) as tmp:
         fig.savefig(tmp, format="png", dpi=90)
+    plt.close(fig)
+    return out
+
+
+# -- attention heatmaps (Figures 4.5 / 4.6) -------------------------------------------------------------------
+
+def heatmap_configs(decl: dict) -> list[Config]:
+    return [Config(sim, out, None, None) for out in ("O_1", "O_2") for sim in decl["similarities"]]
+
+
+def _find_question(built: dict, question: str) -> dict | None:
+    return next((e for e in built["examples"] if e["question"].strip() == question.strip()), None)
+
+
+def draw_heatmaps(params: dict, decl: dict, source: str, name: str, data_root: Path, runs_root: Path,
+                  results_root: Path) -> Path:
+    """S = [phi(h_i, u_j)] of the thesis's example (spec §4.4: "What day was the game played on?", Super Bowl 50)
+    for each similarity under O_1 (top row) and O_2 (bottom row), from the best seed (max EM) of each configuration;
+    passage words within `window` tokens of the gold answer. Where the question is not in this scale's data, the
+    first test question is drawn instead, and the title says so."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+    import torch
+
+    from nlpbench.squad.data import load_prepared
+    from nlpbench.squad.train import load_trained
+
+    ddir = data_dir(params, data_root)
+    example, where = None, ""
+    for part in ("test", "train"):
+        built = load_prepared(ddir, part)
+        example = _find_question(built, decl["question"])
+        if example is not None:
+            where = f"a {part} question at scale {params['scale']}"
+            break
+    if example is None:
+        built = load_prepared(ddir, "test")
+        example = built["examples"][0]
+        where = f"{decl['question']!r} is not in this scale's data: the first test question instead"
+    ctx = built["contexts"][example["context"]]
+    saved = np.load(vectors_file(params, data_root), allow_pickle=False)
+    vocab, matrix = [str(w) for w in saved["vocab"]], saved["matrix"]
+    index = {w: i for i, w in enumerate(vocab)}
+    first, last = example["span"]
+    window = decl.get("window", 12)
+    lo, hi = max(0, first - window), min(len(ctx["tokens"]), last + window + 1)
+    passage = torch.tensor([[index[t] for t in ctx["tokens"]]])
+    question = torch.tensor([[index[t] for t in example["question_tokens"]]])
+    configs = heatmap_configs(decl)
+    n_sim = len(decl["similarities"])
+    fig, axes = plt.subplots(2, n_sim, figsize=(3.2 * n_sim, 2 * 0.22 * (hi - lo) + 2.5), squeeze=False)
+    for k, cfg in enumerate(configs):
+        ax = axes[k // n_sim][k % n_sim]
+        em = seed_values(params, cfg, "em", runs_root)
+        if not em:
+            ax.set_title(f"{cfg.similarity} / {cfg.output}: not trained", fontsize=8)
+            ax.axis("off")
+            continue
+        seed = max(em, key=lambda s: (em[s], -s))
+        model, run_vocab = load_trained(Path(runs_root) / group_id(params, cfg) / f"seed{seed}", matrix)
+        if run_vocab != vocab:
+            raise ConfigError(f"{runs_root}/{group_id(params, cfg)}: trained on another vocabulary than "
+                              f"{vectors_file(params, data_root)}")
+        with torch.no_grad():
+            S = model(passage, question)["S"][0, lo:hi].numpy()
+        ax.imshow(S, cmap="Greys", aspect="auto")
+        ax.set_xticks(range(len(example["question_tokens"])), example["question_tokens"], rotation=90, fontsize=7)
+        ax.set_yticks(range(hi - lo), ctx["tokens"][lo:hi], fontsize=7)
+        ax.set_title(f"({'ab'[k // n_sim]}) {cfg.similarity}, {cfg.output} (seed {seed}, EM {em[seed]:.1f})", fontsize=8)
+    fig.suptitle(f"Figure {name}: attention similarity S, darker = higher; {where}; gold answer "
+                 f"{example['answers'][0]!r}", fontsize=8)
+    out = Path(results_root) / source / f"fig{name}.png"
+    with warnings.catch_warnings():     # passage words outside the font (e.g. CJK names) are drawn as boxes
+        warnings.filterwarnings("ignore", message="Glyph .* missing from font")
+        fig.tight_layout()
+        with io.atomic_path(out) as tmp:
+            fig.savefig(tmp, format="png", dpi=90)
     plt.close(fig)
     return out

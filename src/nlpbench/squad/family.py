@@ -45,10 +45,15 @@ class SquadFamily:
             groups = tuple(x.group_id(params, c) for c in x.table_configs(params, d.name))
             out.append(Target("tables", d.source, d.name, files, groups, ("squad",)))
         for d in config.declared(params, "outputs", self.name):
-            if d.decl["kind"] != "benchmark":
-                raise ConfigError(f"params.yaml: {d.where}: kind {d.decl['kind']!r} (the squad family has: benchmark)")
-            out.append(Target("outputs", d.source, d.name, (f"results/{d.source}/{d.name}.md",), (),
-                              ("squad", "squad-vectors"), on_demand=True))
+            if d.decl["kind"] == "heatmap":
+                groups = tuple(x.group_id(params, c) for c in x.heatmap_configs(d.decl))
+                out.append(Target("outputs", d.source, d.name, (f"results/{d.source}/fig{d.name}.png",), groups,
+                                  ("squad", "squad-vectors")))
+            elif d.decl["kind"] == "benchmark":
+                out.append(Target("outputs", d.source, d.name, (f"results/{d.source}/{d.name}.md",), (),
+                                  ("squad", "squad-vectors"), on_demand=True))
+            else:
+                raise ConfigError(f"params.yaml: {d.where}: kind {d.decl['kind']!r} (squad: benchmark, heatmap)")
         return out
 
     def prepare(self, step: str, params: dict, paths: Paths, mirror: str | None) -> str:
@@ -76,8 +81,10 @@ class SquadFamily:
         return _x().table_parts(params, name, paths.runs, paths.data)
 
     def output(self, source: str, name: str, params: dict, paths: Paths) -> list[Path]:
-        from nlpbench.squad.bench import benchmark
         d = config.declaration(params, "outputs", source, name)
+        if d.decl["kind"] == "heatmap":
+            return [_x().draw_heatmaps(params, d.decl, source, name, paths.data, paths.runs, paths.results)]
+        from nlpbench.squad.bench import benchmark
         return [benchmark(params, d.decl, source, name, paths)]
 
 
