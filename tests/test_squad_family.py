@@ -43,6 +43,16 @@ def test_the_family_is_wired_with_nine_tables_and_shared_configurations():
     assert params["squad"]["seeds"] == load("paper")["squad"]["seeds"] == [0, 1, 2, 3, 4]
 
 
+
+def test_the_heatmaps_train_their_own_configurations_when_no_table_does():
+    params = load("smoke")
+    params["tables"]["shen-thesis"] = {"5.4": params["tables"]["shen-thesis"]["5.4"]}   # no O_1 / O_2 table left
+    gid = x.group_id(params, x.Config("T-trilinear", "O_2", None, None))
+    assert gid in x.all_configs(params) and gid in plan.make(params).groups
+    target = plan.make(params).targets["shen-thesis/4.6"]
+    assert gid in target.groups and len(target.groups) == 6
+
+
 def test_bad_declarations_name_the_table_and_key():
     with pytest.raises(ConfigError, match=r"tables.shen-thesis.4.3 row 'trilinearr'.*unknown similarity"):
         load("smoke", {"tables.shen-thesis.4.3.rows": ["trilinearr"]})

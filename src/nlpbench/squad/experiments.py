@@ -154,11 +154,15 @@ def table_configs(params: dict, name: str) -> list[Config]:
 
 
 def all_configs(params: dict) -> dict[str, Config]:
-    """group id -> configuration, over every declared squad table."""
+    """group id -> configuration, over every declared squad table and heatmap output."""
     out = {}
     for name in tables_of(params):
         for cfg in table_configs(params, name):
             out[group_id(params, cfg)] = cfg
+    for d in config.declared(params, "outputs", "squad"):
+        if d.decl["kind"] == "heatmap":
+            for cfg in heatmap_configs(d.decl):
+                out.setdefault(group_id(params, cfg), cfg)
     return out
 
 
