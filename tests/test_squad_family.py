@@ -168,5 +168,10 @@ def test_the_resolution_note_says_when_the_seeds_swamp_the_configurations():
     note = x.resolution_note(clear)[0]
     assert "span 20.00 points, larger than" in note and "does not separate" not in note
     assert x.resolution_note({("a", "EM"): {0: 1.0, 1: 2.0}}) == []
+    best = {(r, "EM"): {0: 5.0, 1: 4.0} for r in ("1:1", "5:6", "1:2", "1:3", "1:6")}
+    best[("2:3", "EM")] = {0: 5.5, 1: 4.1}
+    assert "EM: holds, but its lead is not beyond the seed spread" in " ".join(x.claim_notes(load("cpu"), "5.5", best))
+    best[("2:3", "EM")] = {0: 9.0, 1: 9.1}
+    assert "EM: holds, and its lead is larger than the seed spread" in " ".join(x.claim_notes(load("cpu"), "5.5", best))
     tie = {(r, "EM"): {0: 5.0, 1: 4.0} for r in ("1:1", "5:6", "2:3", "1:2", "1:3", "1:6")}
     assert "EM: not decided (best of seeds ties 1:1 with 5:6, 2:3" in " ".join(x.claim_notes(load("cpu"), "5.5", tie))

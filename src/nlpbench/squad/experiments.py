@@ -359,8 +359,12 @@ def claim_notes(params: dict, name: str, per_seed: dict) -> list[str]:
                 theirs = max(printed, key=lambda r: paper_v[r]) if printed else None
                 others = [r for r in rows if r != ours]
                 runner = max(others, key=lambda r: max(have[r].values())) if others else None
-                gap = "" if runner is None else " " + _pair_words(_compare(have[ours], have[runner]), ours, runner) + "."
+                cmp = None if runner is None else _compare(have[ours], have[runner])
+                gap = "" if runner is None else " " + _pair_words(cmp, ours, runner) + "."
                 verdict = "holds" if ours == theirs else "does not hold"
+                if ours == theirs and cmp is not None:
+                    verdict += (", and its lead is larger than the seed spread" if cmp["exceeds"] and cmp["d_mean"] > 0
+                                else ", but its lead is not beyond the seed spread")
                 if tied:
                     verdict = f"not decided (best of seeds ties {ours} with {', '.join(tied)})"
                 notes.append(f"Claim ({text}), {column}: {verdict}. Best here: {ours} (best of seeds; by seed mean: "
