@@ -28,8 +28,9 @@ def test_smoke_dag_runs_from_download_to_tables(tmp_path, mirror_dir):
     }
     params["scales"]["smoke"]["memnet.train.epochs"] = 1
     params["scales"]["smoke"]["task_subset"] = [1, 3, 11]
-    # DMN family: one table of each kind (pattern grid + figure, augmented column, ensemble with cited columns)
-    params["tables"]["shen-thesis"] = {t: params["tables"]["shen-thesis"][t] for t in ("6.3", "6.7")}
+    # DMN family: one table of each kind (pattern grid + figure, augmented column, ensemble with cited columns);
+    # squad family: its data steps, cited cells and claims (3.1), a figure (5.3), models not built (4.4)
+    params["tables"]["shen-thesis"] = {t: params["tables"]["shen-thesis"][t] for t in ("6.3", "6.7", "3.1", "4.4", "5.3")}
     kept = tuple(f"tables.{source}.{name}." for source, tables in params["tables"].items() for name in tables)
     for scale in params["scales"].values():     # a scale's keys for the tables left out would name nothing
         for key in [k for k in scale if k.startswith("tables.") and not k.startswith(kept)]:
@@ -127,6 +128,18 @@ def test_smoke_dag_runs_from_download_to_tables(tmp_path, mirror_dir):
     assert len(dmn_runs) == 7 + 3 + 3                      # 6 patterns + augmented, 3 tasks x (DMN+, ff-DMN)
     assert len(list((tmp_path / "runs").glob("dmn-*/*-seed0/model.pt"))) == 7 + 2 + 2
     assert not list((tmp_path / "runs").glob("dmn-*/*/checkpoint.pt"))   # training checkpoints give way to model.pt
+    # squad (Shen chs. 3-5): the dev-split data, its vectors, six configurations x two seeds, three tables
+    assert status[("shen-thesis", "3.1")]["status"] == "differs"
+    assert status[("shen-thesis", "4.4")]["status"] == "not yet implemented"
+    with open(results / "shen-thesis" / "3.1.csv", newline="") as f:
+        cells31 = {(r["row"], r["column"]): r for r in csv.DictReader(f)}
+    assert cells31[("SAN", "Original Model / EM")]["status"] == "cited"
+    assert 0 <= float(cells31[("DCN", "Baseline Model with existing model's attention / F1")]["reproduced"]) <= 100
+    assert "Claim (§3.3" in (results / "shen-thesis" / "3.1.md").read_text()
+    assert (results / "shen-thesis" / "fig5.2.png").stat().st_size > 5000
+    assert (results / "shen-thesis" / "fig4.6.png").stat().st_size > 5000       # the heatmaps, an output
+    # 3.1: 3 configurations, 5.3: 3, the heatmaps: trilinear, general-3, T-trilinear x O_1, O_2 (general-3 O_1 shared)
+    assert len(list((tmp_path / "runs").glob("squad-*/seed*/metrics.json"))) == 11 * 2
 
     # a second invocation has nothing to do
     again = subprocess.run(cmd + ["-n"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)

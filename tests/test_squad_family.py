@@ -1,0 +1,177 @@
+"""The squad family behind the interface: params.yaml's squad section and nine tables, the configurations they
+share, cells read as max over seeds, claims against the seed spread, bad declarations named, and the smoke scale
+end to end (data, vectors, every group, every table and figure) on temporary folders."""
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from nlpbench import build, config, plan, registry
+from nlpbench.config import ConfigError
+from nlpbench.family import Paths
+from nlpbench.squad import experiments as x
+
+torch.set_num_threads(1)
+REPO = Path(__file__).resolve().parents[1]
+TABLES = ("3.1", "4.2", "4.3", "4.4", "5.2", "5.3", "5.4", "5.5", "A.1")
+
+
+def load(scale: str, overrides: dict | None = None) -> dict:
+    return config.load(REPO / "params.yaml", {"scale": scale, **(overrides or {})})
+
+
+def test_the_family_is_wired_with_nine_tables_and_shared_configurations():
+    params = load("cpu")
+    assert registry.get("squad").name == "squad"
+    assert tuple(x.tables_of(params)) == TABLES
+    configs = x.all_configs(params)
+    # 22 (Table 4.2) + 2 T-trilinear + RIG_2/4/5 + RIG_6 + proposed + 6 revised dims + 4 appendix A + DCN's = 40
+    assert len(configs) == 40
+    gid = lambda sim, out, ps=None, rd=None: x.group_id(params, x.Config(sim, out, ps, rd))  # noqa: E731
+    # RIG_1 / RIG_3 of Table 5.2 are the trilinear O_1 / O_2 runs of Table 4.2 (spec §0.4), SAN's is general-3 O_1
+    groups = {name: set(registry.get("squad").targets(params)[i].groups) for i, name in enumerate(TABLES)}
+    assert gid("trilinear", "O_1") in groups["4.2"] & groups["5.2"] & groups["4.3"]
+    assert gid("general-3", "O_1") in groups["3.1"] & groups["4.2"]
+    assert gid("trilinear", "revised", "second", 6) in groups["5.4"] & groups["5.5"]
+    assert groups["4.4"] == set()                              # BiDAF/DCN/QANet are not built: nothing to train
+    assert len(plan.make(params).groups) >= 40
+    # the scales change the settings, hence the ids; the seeds are five at cpu and paper
+    assert x.group_id(load("smoke"), x.Config("trilinear", "O_1", None, None)) != gid("trilinear", "O_1")
+    assert params["squad"]["seeds"] == load("paper")["squad"]["seeds"] == [0, 1, 2, 3, 4]
+
+
+
+def test_the_heatmaps_train_their_own_configurations_when_no_table_does():
+    params = load("smoke")
+    params["tables"]["shen-thesis"] = {"5.4": params["tables"]["shen-thesis"]["5.4"]}   # no O_1 / O_2 table left
+    gid = x.group_id(params, x.Config("T-trilinear", "O_2", None, None))
+    assert gid in x.all_configs(params) and gid in plan.make(params).groups
+    target = plan.make(params).targets["shen-thesis/4.6"]
+    assert gid in target.groups and len(target.groups) == 6
+
+
+def test_bad_declarations_name_the_table_and_key():
+    with pytest.raises(ConfigError, match=r"tables.shen-thesis.4.3 row 'trilinearr'.*unknown similarity"):
+        load("smoke", {"tables.shen-thesis.4.3.rows": ["trilinearr"]})
+    with pytest.raises(ConfigError, match=r"tables.shen-thesis.4.2.claims: unknown row 'nope'"):
+        load("smoke", {"tables.shen-thesis.4.2.claims": [
+            {"kind": "above", "rows": ["nope", "trilinear"], "columns": ["O_1 / EM"], "text": "t"}]})
+    with pytest.raises(ConfigError, match=r"squad.train.optimizer"):
+        load("smoke", {"squad.train.optimizer": "sgd"})
+
+
+def _fake_run(runs: Path, params: dict, cfg: x.Config, em: dict[int, float]) -> None:
+    for seed, value in em.items():
+        d = runs / x.group_id(params, cfg) / f"seed{seed}"
+        d.mkdir(parents=True)
+        (d / "metrics.json").write_text(json.dumps({"em": value, "f1": value + 10, "device": "cpu"}))
+
+
+def test_a_cell_is_the_max_over_seeds_and_keeps_every_seed(tmp_path):
+    params = load("cpu")
+    tri, bil = x.Config("trilinear", "O_1", None, None), x.Config("bilinear", "O_1", None, None)
+    _fake_run(tmp_path, params, tri, {0: 10.0, 1: 14.0, 2: 12.0, 3: 11.0})
+    cells, per_seed = x.table_cells(params, "4.2", tmp_path)
+    by = {(c.row, c.column): c for c in cells}
+    assert by[("trilinear", "O_1 / EM")].reproduced == 14.0 and by[("trilinear", "O_1 / F1")].reproduced == 24.0
+    assert "1: 14.00" in by[("trilinear", "O_1 / EM")].detail and "only 4 of 5 seeds" in by[("trilinear", "O_1 / EM")].detail
+    assert by[("bilinear", "O_1 / EM")].status == "not_run"
+    assert per_seed[("trilinear", "O_1 / EM")] == {0: 10.0, 1: 14.0, 2: 12.0, 3: 11.0}
+    cited, _ = x.table_cells(params, "3.1", tmp_path)
+    assert {c.status for c in cited if c.column.startswith("Original")} == {"cited"}
+    assert bil not in x.table_configs(params, "4.3")
+
+
+def test_claims_say_whether_the_difference_exceeds_the_seed_spread():
+    params = load("cpu")
+    clear = {("T-trilinear", c): {s: 20.0 + s * 0.1 for s in range(5)} for c in ("O_1 / EM", "O_2 / EM")}
+    clear.update({("trilinear", c): {s: 10.0 + s * 0.1 for s in range(5)} for c in ("O_1 / EM", "O_2 / EM")})
+    text = " ".join(x.claim_notes(params, "4.3", clear))
+    assert "O_1 / EM: holds, and the difference is larger than the seed spread" in text
+    assert "T-trilinear ahead in 5 of 5 paired seeds" in text
+    assert "O_1 / F1: not checked" in text
+    noisy = {k: {s: (v + (8.0 if s % 2 else -8.0)) if k[0] == "trilinear" else v for s, v in vals.items()}
+             for k, vals in clear.items()}
+    noisy[("trilinear", "O_1 / EM")] = {0: 2.0, 1: 20.0, 2: 3.0, 3: 19.0, 4: 18.0}   # mean 12.4, SD 8.9
+    assert "O_1 / EM: holds, but not beyond the seed spread" in " ".join(x.claim_notes(params, "4.3", noisy))
+    order = {(r, "EM"): {s: v + s for s in range(5)} for r, v in
+             (("RIG_1", 5.0), ("RIG_2", 4.0), ("RIG_3", 6.0), ("RIG_4", 7.0), ("RIG_5", 8.0))}
+    notes = " ".join(x.claim_notes(params, "5.2", order))
+    assert "EM: does not hold. Our order, lowest first (best of seeds): RIG_2 < RIG_1 < RIG_3 < RIG_4 < RIG_5" in notes
+
+
+@pytest.mark.slow
+def test_the_smoke_scale_builds_every_table_end_to_end(tmp_path, mirror_dir):
+    params = load("smoke")
+    paths = Paths(tmp_path / "data", tmp_path / "runs", tmp_path / "results")
+    fam = registry.get("squad")
+    steps = {s.id: s for s in fam.data_steps(params)}
+    for step in ("squad", "squad-vectors"):
+        fam.prepare(step, params, paths, str(mirror_dir))
+        assert (tmp_path / steps[step].output).is_file()          # the step's marker, relative to the repository
+    status = json.loads((x.data_dir(params, paths.data) / "STATUS.json").read_text())
+    assert not set(status["split"]["train_titles"]) & set(status["split"]["test_titles"])
+    for group in fam.groups(params):
+        fam.train(group.id, params, paths, "cpu")
+        assert (tmp_path / group.done).is_file()
+    for name in TABLES:
+        out = build.table(params, "shen-thesis", name, paths)
+        summary = json.loads(out["json"].read_text())
+        with open(out["csv"], newline="") as f:
+            rows = list(csv.DictReader(f))
+        md = out["md"].read_text()
+        assert "Scale `smoke`" in md and "GloVe 6B-50d" in md and "first occurrence" in md
+        if name == "4.4":
+            assert summary["status"] == "not yet implemented" and summary["n_cited"] == 6
+            assert "not yet implemented: the full BiDAF model" in md
+            continue
+        ok = [r for r in rows if r["status"] == "ok"]
+        assert ok and all(0 <= float(r["reproduced"]) <= 100 for r in ok)
+        assert all("max over seeds (0: " in r["note"] and ", 1: " in r["note"] for r in ok)
+        assert "Claim (" in md
+        if "figure" in out:
+            assert out["figure"].stat().st_size > 5000
+    cited = {r["row"]: r for r in csv.DictReader(open(paths.results / "shen-thesis" / "3.1.csv", newline=""))
+             if r["column"] == "Original Model / EM"}
+    assert cited["SAN"]["paper"] == "76.2" and cited["SAN"]["status"] == "cited"
+    heatmap = fam.output("shen-thesis", "4.6", params, paths)[0]      # Figures 4.5/4.6 from the best seeds
+    assert heatmap == paths.results / "shen-thesis" / "fig4.6.png" and heatmap.stat().st_size > 5000
+    # same seed, same numbers: one group trained again into a fresh folder
+    gid = x.group_id(params, x.Config("trilinear", "RIG_4", "second", None))
+    again = Paths(paths.data, tmp_path / "runs2", paths.results)
+    fam.train(gid, params, again, "cpu")
+    for seed in params["squad"]["seeds"]:
+        a = json.loads((paths.runs / gid / f"seed{seed}" / "metrics.json").read_text())
+        b = json.loads((again.runs / gid / f"seed{seed}" / "metrics.json").read_text())
+        assert (a["em"], a["f1"], a["per_epoch"]) == (b["em"], b["f1"], b["per_epoch"])
+
+
+def test_the_optimizer_is_a_named_choice():
+    from nlpbench.squad.model import ModelConfig
+    from nlpbench.squad.train import TrainConfig, make_optimizer
+
+    params = [torch.nn.Parameter(torch.zeros(2))]
+    assert isinstance(make_optimizer(TrainConfig(), params), torch.optim.Adadelta)      # the thesis's
+    assert isinstance(make_optimizer(TrainConfig(optimizer="adam", lr=0.005), params), torch.optim.Adam)
+    with pytest.raises(ValueError, match="optimizer must be one of"):
+        make_optimizer(TrainConfig(model=ModelConfig(), optimizer="sgd"), params)
+
+
+def test_the_resolution_note_says_when_the_seeds_swamp_the_configurations():
+    noisy = {("a", "O_1 / EM"): {0: 1.0, 1: 3.0, 2: 2.0}, ("b", "O_1 / EM"): {0: 1.5, 1: 3.5, 2: 2.0},
+             ("b", "O_1 / F1"): {0: 50.0, 1: 0.0, 2: 9.0}}
+    assert "does not separate its configurations" in x.resolution_note(noisy)[0]
+    clear = {("a", "EM"): {0: 10.0, 1: 10.5}, ("b", "EM"): {0: 30.0, 1: 30.5}}
+    note = x.resolution_note(clear)[0]
+    assert "span 20.00 points, larger than" in note and "does not separate" not in note
+    assert x.resolution_note({("a", "EM"): {0: 1.0, 1: 2.0}}) == []
+    best = {(r, "EM"): {0: 5.0, 1: 4.0} for r in ("1:1", "5:6", "1:2", "1:3", "1:6")}
+    best[("2:3", "EM")] = {0: 5.5, 1: 4.1}
+    assert "EM: holds, but its lead is not beyond the seed spread" in " ".join(x.claim_notes(load("cpu"), "5.5", best))
+    best[("2:3", "EM")] = {0: 9.0, 1: 9.1}
+    assert "EM: holds, and its lead is larger than the seed spread" in " ".join(x.claim_notes(load("cpu"), "5.5", best))
+    tie = {(r, "EM"): {0: 5.0, 1: 4.0} for r in ("1:1", "5:6", "2:3", "1:2", "1:3", "1:6")}
+    assert "EM: not decided (best of seeds ties 1:1 with 5:6, 2:3" in " ".join(x.claim_notes(load("cpu"), "5.5", tie))
