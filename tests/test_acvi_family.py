@@ -135,3 +135,15 @@ def test_every_acvi_table_and_output_builds_at_smoke(tmp_path, mirror_dir, monke
     assert "Reference:" in (paths.results / "tolias-thesis" / "acvi-summaries.md").read_text()
     video = json.loads((paths.results / "tolias-thesis" / "26.json").read_text())
     assert video["n_ok"] == 8
+
+
+def test_supplying_the_cnndm_stories_makes_the_cnndm_runs_trainable(tmp_path):
+    params = load("cpu", **{"acvi.data.cnndm_dir": str(tmp_path)})
+    p = plan.make(params)
+    cnndm = [g for g in acvi_groups(params) if g.startswith("acvi-cnndm-")]
+    assert len(cnndm) == 5 and all(p.groups[g].needs == ("acvi-cnndm-full",) for g in cnndm)
+    assert not any(g.startswith("acvi-video-") for g in acvi_groups(params))          # MSVD: still needs data
+    # an incomplete directory is recorded, not used
+    fam = registry.get("acvi")
+    msg = fam.prepare("acvi-cnndm-full", params, Paths(tmp_path / "d", tmp_path / "r", tmp_path / "o"), None)
+    assert "lacks cnn/stories, dailymail/stories" in msg

@@ -6,9 +6,10 @@ A table or output names runs in its rows and columns; an addition table lists `s
 The id of a run is its name, its seed and a digest of everything that determines it, so a changed setting is a
 new run. No torch here: the Snakefile imports this module.
 
-Which runs can train at a scale: QG (the mirror holds Du et al.'s pairs) always; CNN/DM and video only on their
-stand-ins (`acvi.stand_ins`, the smoke scale: a few mirror test articles, generated feature tensors), because the
-CNN/DM training split, MSVD and DUC 2004 are not here. Every other cell that needs them is "needs data".
+Which runs can train at a scale: QG (the mirror holds Du et al.'s pairs) always; CNN/DM when the user supplies the
+stories (`acvi.data.cnndm_dir`); CNN/DM and video on their stand-ins (`acvi.stand_ins`, the smoke scale: a few
+mirror test articles, generated feature tensors). Every other cell that needs the CNN/DM training split, MSVD or
+DUC 2004 is "needs data".
 """
 
 from __future__ import annotations
@@ -97,8 +98,10 @@ def make_run(params: dict, name: str, seed: int | None = None) -> AcviRun:
 
 
 def trainable(params: dict, task: str) -> bool:
-    """QG always (mirror data); CNN/DM and video only on their stand-ins (the real data is not implemented/here)."""
-    return task == "qg" or params["acvi"]["stand_ins"]
+    """QG always (mirror data); CNN/DM on its stand-in or when the user supplies the stories (acvi.data.cnndm_dir);
+    video only on its stand-in (a reader of MSVD captions and features is not implemented)."""
+    a = params["acvi"]
+    return task == "qg" or a["stand_ins"] or (task == "cnndm" and a["data"]["cnndm_dir"] is not None)
 
 
 def _parts(decl: dict) -> list[dict]:
@@ -154,7 +157,7 @@ def run_needs(params: dict, run: AcviRun) -> tuple[str, ...]:
     if run.task == "qg":
         return ("acvi-qg",)
     if run.task == "cnndm":
-        return ("acvi-cnndm-mirror",)
+        return ("acvi-cnndm-mirror",) if params["acvi"]["stand_ins"] else ("acvi-cnndm-full",)
     return ()
 
 

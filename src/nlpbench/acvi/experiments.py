@@ -84,6 +84,10 @@ def external_status(params: dict, step: str, out: Path) -> str:
     _, key, how = ac.EXTERNAL[step]
     given = params["acvi"]["data"][key]
     missing = [] if given is None else [p for p in EXPECTED[step] if not (Path(given) / p).exists()]
+    if given is not None and not missing and step == "acvi-cnndm-full":
+        from nlpbench.acvi.data import prepare_cnndm_full
+        s = prepare_cnndm_full(out, given, params.get("mirror"), tokenizer=params["acvi"]["data"]["tokenizer"])
+        return f"{step}: CNN/DM stories prepared in {out}: {s['stories']}"
     if given is None:
         state = f"not supplied (acvi.data.{key} is null)"
     elif missing:
@@ -118,6 +122,10 @@ def _pairs(run: ac.AcviRun, data_root: Path, params: dict) -> tuple[list, list]:
         read = lambda split: [(r["src"], r["tgt"]) for r in map(json.loads, (d / f"{split}.jsonl")  # noqa: E731
                                                                  .read_text().splitlines())]
         return read("dev"), read("test")           # the mirror has no Du et al. train split: dev trains
+    if not params["acvi"]["stand_ins"]:            # the user-supplied corpus: See et al.'s train and test splits
+        from nlpbench.acvi.data import read_cnndm_split
+        d = ac.data_dir(params, "acvi-cnndm-full", data_root)
+        return read_cnndm_split(d, "train"), read_cnndm_split(d, "test")
     from nlpbench.acvi.data import read_prepared_cnndm
     arts = read_prepared_cnndm(ac.data_dir(params, "acvi-cnndm-mirror", data_root))
     pairs = [(a.article_tokens, [t for s in a.reference for t in s]) for a in arts]
@@ -359,6 +367,10 @@ def phases_table(params: dict, d, results_dir: Path) -> Path:
 def qualitative(params: dict, d, data_root: Path, runs_root: Path, results_dir: Path) -> Path:
     """Reference, lead-3 and the released pointer-generator summary of a few mirror articles, and the decoded
     examples each trained run saved (its metrics.json keeps its first few outputs)."""
+    if not params["acvi"]["stand_ins"]:            # the user-supplied corpus: See et al.'s train and test splits
+        from nlpbench.acvi.data import read_cnndm_split
+        d = ac.data_dir(params, "acvi-cnndm-full", data_root)
+        return read_cnndm_split(d, "train"), read_cnndm_split(d, "test")
     from nlpbench.acvi.data import read_prepared_cnndm
     arts = read_prepared_cnndm(ac.data_dir(params, "acvi-cnndm-mirror", data_root))
     text = lambda sents: " ".join(" ".join(s) for s in sents)  # noqa: E731
