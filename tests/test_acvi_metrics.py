@@ -93,3 +93,13 @@ def test_official_rouge155_rougel_is_summary_level_and_stemming_is_a_switch():
     assert rouge155([["d e f", "a b c"]], [["a b c", "d e f"]])["rougeL"] == pytest.approx(100.0)
     assert rouge155(["cats running"], ["cat runs"])["rouge1"] == 0.0
     assert rouge155(["cats running"], ["cat runs"], stem=True)["rouge1"] == pytest.approx(100.0)
+
+
+def test_coco_bleu4_hand_computed_and_caption_metrics_call_each_scorer():
+    from nlpbench.metrics.rouge import caption_metrics, coco_bleu4
+    # identical caption: every n-gram precision 1, no brevity penalty -> BLEU-4 = 1
+    assert coco_bleu4(["a man is firing a gun"], [["a man is firing a gun"]]) == pytest.approx(1.0, abs=1e-6)
+    # 6-word hypothesis, 5 of 6 unigrams, 3 of 5 bigrams, 1 of 4 trigrams, 0 of 3 4-grams: BLEU-4 ~ 0
+    assert coco_bleu4(["a man is riding a gun"], [["a man is firing a gun"]]) < 1e-3
+    m = caption_metrics(["a man is firing a gun"], [["a man is firing a gun"]])
+    assert set(m) == {"rougeL", "cider", "bleu4"} and m["rougeL"] == pytest.approx(1.0)

@@ -140,9 +140,8 @@ def train_video(settings: dict, out_dir, device: str = "cpu", log=print) -> dict
         hyps = [" ".join(vocab.words(beam_search(model, dummy, i, width=t["beam_width"],
                                                  max_steps=t["max_dec_steps"], n_samples=K)))
                 for i in range(len(refs))]
-        scores = caption_metrics(hyps, [[" ".join(r) for r in rs] for rs in refs])
-        metrics[name] = {"coco_rougeL": scores["rougeL"], "cider": scores["cider"], "n": len(refs),
-                         "examples": hyps[:3]}
+        scores = caption_metrics(hyps, [[" ".join(r) for r in rs] for rs in refs], with_meteor=t["eval_meteor"])
+        metrics[name] = {"coco_rougeL": scores.pop("rougeL"), **scores, "n": len(refs), "examples": hyps[:3]}
     write_json(out / "history.json", history)
     write_json(out / "metrics.json", metrics)
     return metrics

@@ -139,9 +139,25 @@ def meteor(hypotheses: Sequence[str], references: Sequence[Sequence[str]], mode:
         proc.wait()
 
 
-def caption_metrics(hypotheses: Sequence[str], references: Sequence[Sequence[str]]) -> Mapping[str, float]:
-    """The captioning table's metrics (fractions): ROUGE-L and CIDEr, as thesis Table 26 / paper Table 3."""
-    return {"rougeL": coco_rouge_l(hypotheses, references), "cider": coco_cider(hypotheses, references)}
+def coco_bleu4(hypotheses: Sequence[str], references: Sequence[Sequence[str]]) -> float:
+    """pycocoevalcap BLEU-4 (corpus level, its closest-reference length), a fraction."""
+    from pycocoevalcap.bleu.bleu import Bleu
+
+    gts, res = _coco_dicts(hypotheses, references)
+    score, _ = Bleu(4).compute_score(gts, res, verbose=0)
+    return float(score[3])
+
+
+def caption_metrics(hypotheses: Sequence[str], references: Sequence[Sequence[str]], *,
+                    with_meteor: bool = False) -> Mapping[str, float]:
+    """The captioning metrics (fractions), each pycocoevalcap scorer called on its own (SPICE cannot run offline):
+    ROUGE-L and CIDEr (thesis Table 26 / paper Table 3), BLEU-4, and METEOR 1.5 exact / full when asked (Java)."""
+    out = {"rougeL": coco_rouge_l(hypotheses, references), "cider": coco_cider(hypotheses, references),
+           "bleu4": coco_bleu4(hypotheses, references)}
+    if with_meteor:
+        out["meteor_exact"] = meteor(hypotheses, references, "exact")
+        out["meteor_full"] = meteor(hypotheses, references, "full")
+    return out
 
 
 # ------------------------------------------------------------------------------------ the official Perl script
