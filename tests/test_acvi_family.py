@@ -147,3 +147,17 @@ def test_supplying_the_cnndm_stories_makes_the_cnndm_runs_trainable(tmp_path):
     fam = registry.get("acvi")
     msg = fam.prepare("acvi-cnndm-full", params, Paths(tmp_path / "d", tmp_path / "r", tmp_path / "o"), None)
     assert "lacks cnn/stories, dailymail/stories" in msg
+
+
+def test_the_benchmark_times_each_attention_and_projects_the_schedule(tmp_path):
+    import torch
+    torch.set_num_threads(1)
+    from nlpbench.acvi.bench import benchmark
+    params = load("smoke")
+    d = config.declaration(params, "outputs", "tolias-thesis", "acvi-timing")
+    d = config.Declared(d.section, d.source, d.name, {**d.decl, "steps": 1, "articles": 1})
+    md, csv_path = benchmark(params, d, tmp_path / "data", tmp_path / "results")
+    rows = list(csv.DictReader(csv_path.open()))
+    assert {r["attention"] for r in rows} == {"asa", "acvi_thesis", "acvi_paper"}
+    assert all(float(r["sec_per_iter"]) > 0 for r in rows)
+    assert "projected training hours" in md.read_text()
