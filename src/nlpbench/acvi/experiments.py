@@ -267,6 +267,15 @@ def reading_notes(params: dict, runs: list[ac.AcviRun]) -> list[str]:
              f"variant ROUGE-1.5.5 reports for multi-sentence summaries), stemming "
              f"{'on' if a['metrics']['rouge_stem'] else 'off'} (acvi.metrics.rouge_stem; pyrouge's defaults, which "
              f"See et al. used, pass no -m); METEOR 1.5 jar, exact-match (-m exact) and full (stem/syn/para) modes."]
+    atts = {r.settings["model"]["attention"] for r in runs}
+    if atts & {"acvi_thesis", "acvi_paper"}:
+        notes.append("ACVI readings (spec §8-B; nlpbench/acvi/README.md): the thesis's KL (eq. 84) is minimised with "
+                     "the sign corrected (B-3); thesis form: MLP mean and variance of size dim(h) with the closed-form "
+                     "KL; paper form: the encoding as mean, log sigma^2 = ReLU(W h + b) taken literally (B-2), one-sample "
+                     "KL against the mixture, Gumbel-Softmax (tau acvi.model.gumbel_tau) for the last "
+                     "acvi.train.gumbel_fraction of all iterations, coverage ones included (B-15); decoding averages the "
+                     "full output distribution over K sampled contexts (acvi.train.n_samples) and feeds the mean "
+                     "context forward.")
     for task in dict.fromkeys(r.task for r in runs):
         r = next(x for x in runs if x.task == task)
         m, t = r.settings["model"], r.settings["train"]
