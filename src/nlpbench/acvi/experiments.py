@@ -303,7 +303,7 @@ def table_parts(params: dict, source: str, name: str, data_root: Path, runs_root
         notes.append(claim_verdict(params, decl, runs_root))
     if any(p.get("released") in ("lead3", "pgn", "s2s") and name in ("20", "1") for p in ac._parts(decl)):
         notes += released_notes(params, data_root)
-    notes += reading_notes(params, runs)
+    notes += reading_notes(params, ac.table_runs(params, decl))   # the settings of every run, trained or not
     return TableParts(spec, cells, provenance(params, runs, runs_root), notes)
 
 
