@@ -207,7 +207,7 @@ def _cell(params: dict, row: str, col: str, spec: dict, data_root: Path, runs_ro
             v = _value(m, spec)
             if v is None:
                 return tables.Cell(row, col, None, "not_applicable", f"{spec['metric']} not measured at this scale "
-                                   "(acvi train.eval_meteor is off: the Java scorer costs ~20 s per run)")
+                                   "(eval_meteor is off for this task at this scale: the Java scorer costs ~20 s per run)")
             values.append(v)
     if not values:
         return tables.Cell(row, col, None, "not_run", f"run {spec['run']} not trained at this scale")
