@@ -38,7 +38,7 @@ def test_the_shipped_params_are_valid_at_every_scale():
         params = config.load(REPO / "params.yaml", {"scale": scale})
         p = plan.make(params)
         assert params["scale"] == scale and p.groups and p.targets
-        assert {p.owner[k] for k in p.targets} == {"memnet", "dmn", "textgen"}
+        assert {p.owner[k] for k in p.targets} == {"memnet", "dmn", "textgen", "acvi"}
 
 
 def test_unknown_key_is_named(params_file):
