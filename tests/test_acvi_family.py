@@ -30,7 +30,7 @@ def acvi_groups(params: dict) -> list[str]:
 
 def test_the_cpu_scale_trains_only_qg_and_smoke_every_run():
     cpu = acvi_groups(load("cpu"))
-    assert len(cpu) == 10 and all(g.startswith("acvi-qg-") for g in cpu)          # 2 attentions x 5 seeds
+    assert len(cpu) == 15 and all(g.startswith("acvi-qg-") for g in cpu)          # 3 attentions x 5 seeds
     smoke = acvi_groups(load("smoke"))
     runs = {g.rsplit("-s", 1)[0] for g in smoke}
     assert {"acvi-cnndm-pg-acvi-t", "acvi-cnndm-pg-struct", "acvi-video-acvi-p", "acvi-video-var"} <= runs
@@ -161,3 +161,9 @@ def test_the_benchmark_times_each_attention_and_projects_the_schedule(tmp_path):
     assert {r["attention"] for r in rows} == {"asa", "acvi_thesis", "acvi_paper"}
     assert all(float(r["sec_per_iter"]) > 0 for r in rows)
     assert "projected training hours" in md.read_text()
+
+
+def test_a_claim_naming_no_row_is_named():
+    bad = [{"better": "PG + coverage: ACVI", "worse": "PG + coverage: ASA", "column": "ROUGE-L", "text": "x"}]
+    with pytest.raises(config.ConfigError, match=r"acvi-qg.claims.0.better: 'PG \+ coverage: ACVI' is not a row"):
+        load("cpu", **{"tables.tolias-thesis.acvi-qg.claims": bad})

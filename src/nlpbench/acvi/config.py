@@ -178,10 +178,9 @@ def check(params: dict) -> None:
             for p in _parts(d.decl) + [{"run": n} for n in d.decl.get("runs") or []]:
                 if p.get("run") and p["run"] not in a["runs"]:
                     raise ConfigError(f"{d.where}: unknown run {p['run']!r} (not in acvi.runs)")
-            claim = d.decl.get("claim")
-            if claim:
+            for i, claim in enumerate(d.decl.get("claims") or []):
                 for key in ("better", "worse"):
                     if claim[key] not in d.decl["rows"]:
-                        raise ConfigError(f"{d.where}.claim.{key}: {claim[key]!r} is not a row of the table")
+                        raise ConfigError(f"{d.where}.claims.{i}.{key}: {claim[key]!r} is not a row of the table")
                 if claim["column"] not in d.decl["columns"]:
-                    raise ConfigError(f"{d.where}.claim.column: {claim['column']!r} is not a column of the table")
+                    raise ConfigError(f"{d.where}.claims.{i}.column: {claim['column']!r} is not a column of the table")

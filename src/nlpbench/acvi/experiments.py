@@ -299,19 +299,17 @@ def table_parts(params: dict, source: str, name: str, data_root: Path, runs_root
              for r, rv in decl["rows"].items() for c, cv in decl["columns"].items()]
     runs = ac.active(params, ac.table_runs(params, decl))
     notes = list(decl.get("notes") or [])
-    if decl.get("claim"):
-        notes.append(claim_verdict(params, decl, runs_root))
+    notes += [claim_verdict(params, decl, c, runs_root) for c in decl.get("claims") or []]
     if any(p.get("released") in ("lead3", "pgn", "s2s") and name in ("20", "1") for p in ac._parts(decl)):
         notes += released_notes(params, data_root)
     notes += reading_notes(params, ac.table_runs(params, decl))   # the settings of every run, trained or not
     return TableParts(spec, cells, provenance(params, runs, runs_root), notes)
 
 
-def claim_verdict(params: dict, decl: dict, runs_root: Path) -> str:
-    """"<better> beats <worse>" on one column, judged against the seed spread: holds if every seed pairing... we
-    use the simplest honest rule: the difference of the means exceeds the larger of the two seed standard
-    deviations (and is positive); reversed if the difference is below minus that; otherwise not resolved."""
-    c = decl["claim"]
+def claim_verdict(params: dict, decl: dict, c: dict, runs_root: Path) -> str:
+    """"<better> beats <worse>" on one column, judged against the seed spread: it holds when the difference of
+    the means exceeds the larger of the two seeds' sample standard deviations, is reversed when it is below minus
+    that, and is not resolved otherwise."""
     col = decl["columns"][c["column"]]
     seeds = ac.seeds_of(params, decl)
     vals = {}
