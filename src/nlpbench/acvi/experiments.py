@@ -374,10 +374,6 @@ def phases_table(params: dict, d, results_dir: Path) -> Path:
 def qualitative(params: dict, d, data_root: Path, runs_root: Path, results_dir: Path) -> Path:
     """Reference, lead-3 and the released pointer-generator summary of a few mirror articles, and the decoded
     examples each trained run saved (its metrics.json keeps its first few outputs)."""
-    if not params["acvi"]["stand_ins"]:            # the user-supplied corpus: See et al.'s train and test splits
-        from nlpbench.acvi.data import read_cnndm_split
-        d = ac.data_dir(params, "acvi-cnndm-full", data_root)
-        return read_cnndm_split(d, "train"), read_cnndm_split(d, "test")
     from nlpbench.acvi.data import read_prepared_cnndm
     arts = read_prepared_cnndm(ac.data_dir(params, "acvi-cnndm-mirror", data_root))
     text = lambda sents: " ".join(" ".join(s) for s in sents)  # noqa: E731
