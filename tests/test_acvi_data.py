@@ -118,3 +118,35 @@ def test_released_rows_scorer(cnndm):
     scores = score_systems(articles[:40], ("lead3", "pgn"))
     assert scores["lead3"]["novel_word_rate"] == 0.0         # lead-3 copies the article verbatim
     assert scores["pgn"]["n"] == 40 and 0 <= scores["pgn"]["novel_word_rate"] < 10
+
+
+def test_user_supplied_cnndm_stories_are_found_by_url_hash_and_tokenised(tmp_path, mirror_dir):
+    import hashlib
+    import json
+
+    from nlpbench.acvi.data import prepare_cnndm_full, read_cnndm_split, read_story, story_name
+    from nlpbench.data.fetch import FetchError
+
+    url = "http://www.cnn.com/2015/04/01/a/"
+    assert story_name(url) == hashlib.sha1(url.encode()).hexdigest() + ".story"
+    assert read_story("Line one.\n\n@highlight\n\nfirst point\n\n@highlight\n\nsecond point\n") == (
+        ["Line one."], ["first point", "second point"])
+    root = tmp_path / "cnndm"
+    (root / "cnn" / "stories").mkdir(parents=True)
+    (root / "dailymail" / "stories").mkdir(parents=True)
+    (root / "url_lists").mkdir()
+    for split, urls in {"train": ["http://a/1", "http://a/2"], "val": ["http://a/3"], "test": ["http://a/4"]}.items():
+        (root / "url_lists" / f"all_{split}.txt").write_text("\n".join(urls) + "\n")
+        for i, u in enumerate(urls):
+            folder = "cnn" if i % 2 == 0 else "dailymail"
+            (root / folder / "stories" / story_name(u)).write_text(
+                f"The story {u} begins here. It goes on\n\n@highlight\n\nA Highlight of {u}\n")
+    status = prepare_cnndm_full(tmp_path / "out", root, mirror_dir, tokenizer="regex")
+    assert status["stories"] == {"train": 2, "val": 1, "test": 1}
+    assert json.loads((tmp_path / "out" / "STATUS.json").read_text())["available"] is True
+    (src, ref), _ = read_cnndm_split(tmp_path / "out", "train")
+    assert src[:3] == ["the", "story", "http"] and src[-1] == "."          # lower-cased; missing period added
+    assert ref[:3] == ["a", "highlight", "of"] and ref[-1] == "."
+    (root / "cnn" / "stories" / story_name("http://a/1")).unlink()
+    with pytest.raises(FetchError, match="1 of 2 train stories missing"):
+        prepare_cnndm_full(tmp_path / "out2", root, mirror_dir, tokenizer="regex")

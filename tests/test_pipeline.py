@@ -19,9 +19,11 @@ def test_smoke_dag_runs_from_download_to_tables(tmp_path, mirror_dir):
         (shutil.copytree if (REPO / item).is_dir() else shutil.copy)(REPO / item, tmp_path / item)
     # an extra experiment on en-10k, whose task-3 training file the offline mirror lacks
     params = yaml.safe_load((tmp_path / "params.yaml").read_text())
-    # one memnet table of each kind (per-task table, joint table, ablation with column overrides, the game)
+    # one memnet table of each kind (per-task table, joint table, ablation with column overrides, the game); the
+    # other families' tables of this source (acvi: thesis 20, 25, 26 and the QG addition) are all kept
     tolias = params["tables"]["tolias-thesis"]
-    params["tables"]["tolias-thesis"] = {k: v for k, v in tolias.items() if k in ("2", "10", "priors", "16", "17")}
+    params["tables"]["tolias-thesis"] = {k: v for k, v in tolias.items()
+                                         if v["family"] != "memnet" or k in ("2", "10", "priors", "16", "17")}
     params["tables"]["tolias-thesis"]["13"] = {
         "family": "memnet", "variant": "en-10k", "rows": [1, 3],
         "columns": {"Baseline / MemN2N": {"model": "memn2n", "metric": "point"}},
@@ -48,6 +50,11 @@ def test_smoke_dag_runs_from_download_to_tables(tmp_path, mirror_dir):
         index = list(csv.DictReader(f))
     assert len(index) == 39 and list(index[0]) == ["source", "table", "title", "status", "path"]
     status = {(r["source"], r["table"]): r for r in index}
+    for key in [("tolias-thesis", "20"), ("tolias-thesis", "25"), ("tolias-thesis", "26"), ("acvi-paper", "1"),
+                ("acvi-paper", "2"), ("acvi-paper", "3"), ("acvi-paper", "4")]:      # every acvi table was built
+        assert status[key]["path"] == f"{key[0]}/{key[1]}.csv", key
+    assert "ACVI beats ASA" in (results / "tolias-thesis" / "acvi-qg.md").read_text()
+    assert (results / "tolias-thesis" / "acvi-summaries.md").exists() and (results / "tolias-thesis" / "19.md").exists()
     assert status[("tolias-thesis", "2")]["path"] == "tolias-thesis/2.csv"
     assert status[("tolias-thesis", "13")]["status"] == "needs data"
     assert status[("shen-thesis", "6.2")]["status"] == "not yet implemented"

