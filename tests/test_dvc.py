@@ -67,3 +67,14 @@ def test_dvc_repro_regenerates_tables_and_push_pull_work(tmp_path, mirror_dir):
     shutil.rmtree(work / ".dvc" / "cache")
     _run([str(bindir / "dvc"), "pull"], work, env)
     assert sorted(p.relative_to(work) for p in (work / "runs").rglob("model.pt")) == checkpoints
+
+
+def test_the_tables_stage_tracks_every_family_settings_section():
+    """A family's settings (params.yaml `<family>:`) changing must make `dvc repro` re-run the tables stage."""
+    from nlpbench import registry
+
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    stage = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]["tables"]
+    tracked = {p for p in stage["params"] if isinstance(p, str)}
+    sections = {name for name in registry.FAMILIES if name in params}
+    assert sections and sections <= tracked, f"dvc.yaml: tables stage does not track {sorted(sections - tracked)}"
