@@ -33,7 +33,9 @@ def test_the_cpu_scale_trains_only_qg_and_smoke_every_run():
     assert len(cpu) == 15 and all(g.startswith("acvi-qg-") for g in cpu)          # 3 attentions x 5 seeds
     smoke = acvi_groups(load("smoke"))
     runs = {g.rsplit("-s", 1)[0] for g in smoke}
-    assert {"acvi-cnndm-pg-acvi-t", "acvi-cnndm-pg-struct", "acvi-video-acvi-p", "acvi-video-var"} <= runs
+    assert {"acvi-cnndm-pg-acvi-t", "acvi-cnndm-pg-struct", "acvi-video-acvi-p", "acvi-video-var",
+            "acvi-cnndm-pg-ved", "acvi-video-ved"} <= runs
+    assert len(smoke) == 18                             # 6 CNN/DM and 6 video stand-in runs (VED included), 6 QG
     p = plan.make(load("smoke"))
     targets = {k for k, o in p.owner.items() if o == "acvi" and k in p.targets}
     assert {f"{s}/{n}" for s, n in ACVI_TABLES} | {"tolias-thesis/19", "tolias-thesis/acvi-summaries"} <= targets
@@ -133,6 +135,13 @@ def test_every_acvi_table_and_output_builds_at_smoke(tmp_path, mirror_dir, monke
     assert "addition" in qg and "ACVI beats ASA" in qg
     assert "| 1 | 0-16 | 30 | 12 |" in (paths.results / "tolias-thesis" / "19.md").read_text()
     assert "Reference:" in (paths.results / "tolias-thesis" / "acvi-summaries.md").read_text()
+    for name, ved, acvi in (("1", "pointer-generator + coverage: VED", "pointer-generator + coverage: ACVI"),
+                            ("3", "VED", "ACVI")):                                   # VED trains on the stand-ins
+        with open(paths.results / "acvi-paper" / f"{name}.csv", newline="") as f:
+            cells = {(r["row"], r["column"]): r["status"] for r in csv.DictReader(f)}
+        ved_cells = {c: st for (r, c), st in cells.items() if r == ved}
+        assert ved_cells == {c: st for (r, c), st in cells.items() if r == acvi}
+        assert "ok" in ved_cells.values()
     video = json.loads((paths.results / "tolias-thesis" / "26.json").read_text())
     assert video["n_ok"] == 8
 
@@ -141,7 +150,7 @@ def test_supplying_the_cnndm_stories_makes_the_cnndm_runs_trainable(tmp_path):
     params = load("cpu", **{"acvi.data.cnndm_dir": str(tmp_path)})
     p = plan.make(params)
     cnndm = [g for g in acvi_groups(params) if g.startswith("acvi-cnndm-")]
-    assert len(cnndm) == 5 and all(p.groups[g].needs == ("acvi-cnndm-full",) for g in cnndm)
+    assert len(cnndm) == 6 and all(p.groups[g].needs == ("acvi-cnndm-full",) for g in cnndm)
     assert not any(g.startswith("acvi-video-") for g in acvi_groups(params))          # MSVD: still needs data
     # an incomplete directory is recorded, not used
     fam = registry.get("acvi")

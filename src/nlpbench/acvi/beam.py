@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .model import PointerGenerator
+from .model import PointerGenerator, expand_memory
 
 
 @dataclass
@@ -40,6 +40,7 @@ def beam_search(model: PointerGenerator, batch: dict, index: int, *, width: int 
     src_ext = batch["src_ext"][index:index + 1, :n] if "src_ext" in batch else None
     n_oov = len(batch["oovs"][index]) if "oovs" in batch else 0
     sample = n_samples > 1
+    mem1 = model.memory(h, mask)        # once per source: the hypotheses share it (VED: one xi for the beam)
 
     hyps = [Hypothesis([start_id])]
     states = state
@@ -48,7 +49,7 @@ def beam_search(model: PointerGenerator, batch: dict, index: int, *, width: int 
     finished: list[Hypothesis] = []
     for step in range(max_steps):
         L = len(hyps)
-        mem = model.memory(h.expand(L, -1, -1), mask.expand(L, -1))
+        mem = expand_memory(mem1, L)
         y_prev = torch.tensor([hy.tokens[-1] if hy.tokens[-1] < V else unk_id for hy in hyps], device=h.device)
         ext = None if src_ext is None else src_ext.expand(L, -1)
         P_t, new_state, c_new, a_t, _ = model.step(y_prev, states, c_t, k_t, mem, ext, n_oov,

@@ -85,6 +85,21 @@ def data_key(params: dict, task: str) -> dict:
             "data": a["data"] if task != "qg" else None}
 
 
+# Settings added after runs existed that change nothing without a latent (VED, latent_dim 0): left out of the ids
+# of such runs, so the runs trained before VED keep their ids and checkpoints.
+LATENT_KEYS = ("latent_dim", "latent_kl_scale", "latent_test")
+
+
+def id_settings(settings: dict) -> dict:
+    """The settings that enter a run's id: without a latent, the latent keys are dropped."""
+    if settings["model"].get("latent_dim", 0) != 0:
+        return settings
+    out = copy.deepcopy(settings)
+    for k in LATENT_KEYS:
+        out["model"].pop(k, None)
+    return out
+
+
 def make_run(params: dict, name: str, seed: int | None = None) -> AcviRun:
     a = params["acvi"]
     if name not in a["runs"]:
@@ -92,7 +107,7 @@ def make_run(params: dict, name: str, seed: int | None = None) -> AcviRun:
     seed = a["seed"] if seed is None else seed
     spec = a["runs"][name]
     settings = run_settings(params, name, seed)
-    key = {"settings": settings, "data": data_key(params, spec["task"])}
+    key = {"settings": id_settings(settings), "data": data_key(params, spec["task"])}
     return AcviRun(name, seed, f"acvi-{name}-s{seed}-{config.digest(key)}", spec["task"], spec.get("label", name),
                    settings)
 

@@ -276,6 +276,14 @@ def reading_notes(params: dict, runs: list[ac.AcviRun]) -> list[str]:
                      "acvi.train.gumbel_fraction of all iterations, coverage ones included (B-15); decoding averages the "
                      "full output distribution over K sampled contexts (acvi.train.n_samples) and feeds the mean "
                      "context forward.")
+    ved = sorted({(r.settings["model"]["latent_dim"], r.settings["model"]["latent_kl_scale"],
+                   r.settings["model"]["latent_test"]) for r in runs if r.settings["model"].get("latent_dim", 0)})
+    for dim, scale, test in ved:
+        notes.append(f"VED reading (acvi.model.latent_*): deterministic attention plus a {dim}-d latent xi, posterior "
+                     f"from dense layers over the final BiLSTM state, prior N(0, I), [s_t; c_t; xi] into eq. 66; KL "
+                     f"weight acvi.model.kl_weight, KL scaled {scale.replace('_', ' ')} (per_step: divided by the "
+                     f"target length, as the per-step NLL), xi at decoding = "
+                     f"{'the posterior mean' if test == 'mean' else 'a prior draw'}.")
     for task in dict.fromkeys(r.task for r in runs):
         r = next(x for x in runs if x.task == task)
         m, t = r.settings["model"], r.settings["train"]

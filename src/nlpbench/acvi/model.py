@@ -4,6 +4,11 @@ Notation of the thesis: h_i encoder states (BiLSTM, dim 2 x hidden), s_t decoder
 c_t context vector, P_vocab, p_gen, P_t over the extended vocabulary, k_t coverage.
 Details the documents leave open follow See et al.'s code [ext] (spec §1.3): input feeding x_t = Linear([emb(y);
 c_{t-1}]), initial decoder state ReLU(Linear([h_fwd_N; h_bwd_1])), s_t = [h_dec; c_dec] in attention and p_gen.
+
+VED (Bahuleyan et al. 2018; paper §4, spec §5 "VED"), on when latent_dim > 0: deterministic attention plus one latent
+xi per source sequence, prior N(0, I), posterior N(mu, diag sigma^2) from dense layers over the final BiLSTM state
+[h_fwd_N; h_bwd_1]; "both the context vector c and the latent xi are fed to the final softmax layer": eq. 66 becomes
+V [s_t; c_t; xi] + b. Two readings the documents leave open are config keys (latent_kl_scale, latent_test).
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from nlpbench.nn.gaussian import GaussianHead, kl_normal, reparameterize
 
 from .attention import AdditiveScores, VariationalAttention, categorical_kl, make_attention, masked_softmax
 
@@ -31,6 +38,22 @@ class ModelConfig:
     gumbel_tau: float = 0.5
     kl_weight: float = 1.0      # also scales variational attention's REINFORCE term (exact ELBO gradient at 1)
     cov_lambda: float = 1.0     # eq. 71
+    latent_dim: int = 0         # VED's xi (128 summarization, 100 video captioning [P]); 0 = no latent
+    latent_kl_scale: str = "per_step"   # per_step: KL(q(xi|x) || N(0, I)) / target length, against the per-step NLL
+                                        # (the ratio of a summed-over-tokens ELBO); per_sequence: the whole KL
+    latent_test: str = "mean"   # xi when not training: mean (posterior mean, deterministic) | prior (a N(0, I) draw)
+
+    def __post_init__(self):
+        if self.latent_dim < 0:
+            raise ValueError(f"acvi.model.latent_dim must be >= 0, got {self.latent_dim}")
+        if self.latent_kl_scale not in LATENT_KL_SCALES:
+            raise ValueError(f"acvi.model.latent_kl_scale must be one of {LATENT_KL_SCALES}, got {self.latent_kl_scale!r}")
+        if self.latent_test not in LATENT_TEST:
+            raise ValueError(f"acvi.model.latent_test must be one of {LATENT_TEST}, got {self.latent_test!r}")
+
+
+LATENT_KL_SCALES = ("per_step", "per_sequence")
+LATENT_TEST = ("mean", "prior")
 
 
 class PointerGenerator(nn.Module):
@@ -46,10 +69,13 @@ class PointerGenerator(nn.Module):
         self.decoder = nn.LSTMCell(E, H)
         self.scores = AdditiveScores(D, 2 * H, cfg.attn_dim)
         self.attention = make_attention(cfg.attention, D, cfg.gumbel_tau, emb_dim=E, attn_dim=cfg.attn_dim)
-        self.V = nn.Linear(H + D, H)                                            # eq. 66: V [s_t; c_t] + b
+        self.V = nn.Linear(H + D + cfg.latent_dim, H)                          # eq. 66: V [s_t; c_t (; xi)] + b
         self.V_out = nn.Linear(H, cfg.vocab_size)                               # V' . + b'
         self.w_gen = nn.Linear(D + 2 * H + E, 1)                                # eq. 67: w_c, w_s, w_x, b_ptr
         self.drop = nn.Identity()                                               # no regularization (T §7.4.1)
+        # VED: dense layers over the final BiLSTM state -> posterior mean and log sigma (created last, so a model
+        # without a latent initialises exactly as before)
+        self.posterior = GaussianHead(D, cfg.latent_dim) if cfg.latent_dim > 0 else None
 
     # ---------------------------------------------------------------------------------------------- encoder
     def encode(self, src: torch.Tensor, src_len: torch.Tensor):
@@ -68,15 +94,28 @@ class PointerGenerator(nn.Module):
         src_len = batch["src_len"][rows]
         return self.encode(batch["src"][rows][:, : int(src_len.max())], src_len)
 
-    def memory(self, h, mask):
-        """Everything per source sequence that decoding steps reuse."""
+    def memory(self, h, mask, sample: bool = False):
+        """Everything per source sequence that decoding steps reuse. With a latent (VED): xi (B, latent_dim), drawn
+        from q(xi | x) when `sample` (training), else by cfg.latent_test; latent_kl (B,) = KL(q || N(0, I))."""
         comps = self.attention.components(h) if hasattr(self.attention, "components") else None
-        return {"h": h, "mask": mask, "Wh_h": self.scores.W_h(h), "comps": comps}
+        mem = {"h": h, "mask": mask, "Wh_h": self.scores.W_h(h), "comps": comps, "xi": None, "latent_kl": None}
+        if self.posterior is not None:
+            mu, log_sigma = self.posterior(final_state(h, mask))
+            mem["latent_kl"] = kl_normal(mu, log_sigma).sum(-1)                    # prior N(0, I)
+            if sample:
+                mem["xi"] = reparameterize(mu, log_sigma)
+            elif self.cfg.latent_test == "prior":
+                mem["xi"] = torch.randn_like(mu)
+            else:
+                mem["xi"] = mu
+        return mem
 
     # ------------------------------------------------------------------------------------------- one step
-    def output_distribution(self, h_dec, s_t, x_t, c_t, copy_weights, src_ext, n_oov: int) -> torch.Tensor:
-        """P_t over the extended vocabulary (eqs. 66-68); copy_weights is a_t (or a one-hot alignment)."""
-        P_vocab = torch.softmax(self.V_out(torch.tanh(self.V(torch.cat([self.drop(h_dec), c_t], -1)))), -1)  # 66
+    def output_distribution(self, h_dec, s_t, x_t, c_t, copy_weights, src_ext, n_oov: int, xi=None) -> torch.Tensor:
+        """P_t over the extended vocabulary (eqs. 66-68); copy_weights is a_t (or a one-hot alignment); xi the VED
+        latent (B, latent_dim) or None."""
+        feats = [self.drop(h_dec), c_t] + ([xi] if xi is not None else [])
+        P_vocab = torch.softmax(self.V_out(torch.tanh(self.V(torch.cat(feats, -1)))), -1)          # eq. 66
         if not self.cfg.pointer:
             return P_vocab
         p_gen = torch.sigmoid(self.w_gen(torch.cat([c_t, s_t, x_t], -1)))                          # eq. 67
@@ -102,7 +141,7 @@ class PointerGenerator(nn.Module):
         P_sum, c_sum, a_sum, kl_sum = 0.0, 0.0, 0.0, 0.0
         for _ in range(n_samples):
             c_t, a_t, kl_t = self.attention(e_t, mem["h"], mem["mask"], sample=sample, gumbel=gumbel, **kw)
-            P_t = self.output_distribution(h_dec, s_t, x_t, c_t, a_t, src_ext, n_oov)
+            P_t = self.output_distribution(h_dec, s_t, x_t, c_t, a_t, src_ext, n_oov, mem["xi"])
             P_sum, c_sum, a_sum, kl_sum = P_sum + P_t, c_sum + c_t, a_sum + a_t, kl_sum + kl_t
         K = n_samples
         return P_sum / K, (h_dec, c_dec), c_sum / K, a_sum / K, kl_sum / K
@@ -118,11 +157,11 @@ class PointerGenerator(nn.Module):
         z = torch.multinomial(q.detach(), 1)                                                       # (B, 1)
         one = torch.zeros_like(q).scatter_(1, z, 1.0)
         c_z = torch.bmm(one.unsqueeze(1), h).squeeze(1)
-        P_z = self.output_distribution(h_dec, s_t, x_t, c_z, one, src_ext, n_oov)
+        P_z = self.output_distribution(h_dec, s_t, x_t, c_z, one, src_ext, n_oov, mem["xi"])
         gold = (y_target if self.cfg.pointer else y_in)[:, None]
         with torch.no_grad():
             c_soft = torch.bmm(q.unsqueeze(1), h).squeeze(1)
-            P_soft = self.output_distribution(h_dec, s_t, x_t, c_soft, q, src_ext, n_oov)
+            P_soft = self.output_distribution(h_dec, s_t, x_t, c_soft, q, src_ext, n_oov, mem["xi"])
             advantage = (torch.log(P_soft.gather(1, gold) + 1e-12)
                          - torch.log(P_z.gather(1, gold) + 1e-12)).squeeze(1)                 # nll_z - nll_soft
         log_qz = torch.log(q.gather(1, z).squeeze(1).clamp_min(1e-20))
@@ -131,9 +170,10 @@ class PointerGenerator(nn.Module):
 
     # -------------------------------------------------------------------------------------------- training
     def forward(self, batch: dict, *, coverage: bool = False, sample: bool = True, gumbel: bool = False) -> dict:
-        """Teacher-forced loss: mean over steps and examples of -log P_t(w_t*) (+ lambda cov_t) (+ KL_t)."""
+        """Teacher-forced loss: mean over steps and examples of -log P_t(w_t*) (+ lambda cov_t) (+ KL_t), plus for VED
+        kl_weight x KL(q(xi|x) || N(0, I)) scaled by cfg.latent_kl_scale (reported as latent_kl)."""
         h, mask, state = self.encode_batch(batch)
-        mem = self.memory(h, mask)
+        mem = self.memory(h, mask, sample=sample)
         B, T = batch["dec_in"].shape
         c_t = h.new_zeros(B, h.shape[-1])
         k_t = h.new_zeros(B, h.shape[1])
@@ -157,10 +197,34 @@ class PointerGenerator(nn.Module):
 
         out = {"nll": avg(nll), "coverage": avg(cov), "kl": avg(kl)}
         loss = out["nll"] + self.cfg.kl_weight * out["kl"]
+        if mem["latent_kl"] is not None:
+            per = mem["latent_kl"] / n if self.cfg.latent_kl_scale == "per_step" else mem["latent_kl"]
+            out["latent_kl"] = per.mean()
+            loss = loss + self.cfg.kl_weight * out["latent_kl"]
         if coverage:
             loss = loss + self.cfg.cov_lambda * out["coverage"]
         out["loss"] = loss
         return out
+
+
+def final_state(h: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The final BiLSTM state vector [h_fwd_N; h_bwd_1] (B, 2H), read from the outputs h (B, N, 2H): the forward
+    half at each sequence's last real position, the backward half at position 0 (equal to the LSTM's h_n)."""
+    H = h.shape[-1] // 2
+    last = (mask.sum(1) - 1).clamp_min(0)
+    fwd = h[torch.arange(h.shape[0], device=h.device), last, :H]
+    return torch.cat([fwd, h[:, 0, H:]], -1)
+
+
+def expand_memory(mem: dict, rows: int) -> dict:
+    """A one-source memory repeated for `rows` beam hypotheses (they share h, the attention components and xi)."""
+    def grow(x):
+        if x is None:
+            return None
+        if isinstance(x, (tuple, list)):
+            return type(x)(grow(v) for v in x)
+        return x.expand(rows, *x.shape[1:])
+    return {k: grow(v) for k, v in mem.items()}
 
 
 def coverage_loss(a_t: torch.Tensor, k_t: torch.Tensor) -> torch.Tensor:
