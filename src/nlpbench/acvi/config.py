@@ -113,10 +113,10 @@ def make_run(params: dict, name: str, seed: int | None = None) -> AcviRun:
 
 
 def trainable(params: dict, task: str) -> bool:
-    """QG always (mirror data); CNN/DM on its stand-in or when the user supplies the stories (acvi.data.cnndm_dir);
-    video only on its stand-in (a reader of MSVD captions and features is not implemented)."""
+    """QG always (mirror data); CNN/DM and video on their stand-ins, or when the user supplies the data set
+    (acvi.data.cnndm_dir / msvd_dir: the data step TASK_DATA[task] prepares it)."""
     a = params["acvi"]
-    return task == "qg" or a["stand_ins"] or (task == "cnndm" and a["data"]["cnndm_dir"] is not None)
+    return task == "qg" or a["stand_ins"] or a["data"][EXTERNAL[TASK_DATA[task]][1]] is not None
 
 
 def _parts(decl: dict) -> list[dict]:
@@ -173,7 +173,7 @@ def run_needs(params: dict, run: AcviRun) -> tuple[str, ...]:
         return ("acvi-qg",)
     if run.task == "cnndm":
         return ("acvi-cnndm-mirror",) if params["acvi"]["stand_ins"] else ("acvi-cnndm-full",)
-    return ()
+    return () if params["acvi"]["stand_ins"] else ("acvi-msvd",)
 
 
 def check(params: dict) -> None:
