@@ -27,9 +27,9 @@ HEADER = ["VideoID", "Start", "End", "WorkerID", "Source", "AnnotationTime", "La
 
 def fake_mirror(root: Path) -> Path:
     """A mirror holding video_captioning/ in the real one's layout (JSON split lists, youtube_mapping.txt,
-    MANIFEST.tsv with sha256) for the clips of SPLITS."""
+    MANIFEST.tsv with sha256) for the clips of SPLITS, whose vidN order is that of SPLITS (the lists are not)."""
     folder = root / "video_captioning"
-    files = {f"{MSVD_SPLIT_DIR}/{s}.list": json.dumps(c, indent=1) for s, c in SPLITS.items()}
+    files = {f"{MSVD_SPLIT_DIR}/{s}.list": json.dumps(c[::-1], indent=1) for s, c in SPLITS.items()}  # unordered
     clips = [c for cs in SPLITS.values() for c in cs]
     files[MSVD_MAPPING] = "".join(f"{c} vid{i}\n" for i, c in enumerate(clips, 1))
     rows = ["path\tbytes\tlines\tsha256"]
@@ -81,7 +81,7 @@ def test_prepare_msvd_splits_by_the_mirror_lists_with_checksums(tmp_path):
     want = np.load(root / "features" / "vid3.npy")                      # ccc_0_4 found by its vidN name
     assert torch.equal(feats[2], torch.from_numpy(want))
     assert caps[1] == [["A", "man", "'", "s", "dog", "-", "run", "#", "1", "."], ["Someone", "plays", ",", "clip", "1"]]
-    assert torch.load(out / "test.pt", weights_only=False)["clips"] == SPLITS["test"]
+    assert torch.load(out / "test.pt", weights_only=False)["clips"] == SPLITS["test"]   # vidN order, not list order
 
 
 def test_msvd_errors_name_the_missing_clip_and_bad_files(tmp_path):
@@ -107,9 +107,12 @@ def test_real_mirror_lists_name_the_first_missing_clip(tmp_path, mirror_dir):
     (root / "captions").mkdir(parents=True)
     (root / "features").mkdir()
     with open(root / "captions" / "c.csv", "w", newline="") as f:
-        csv.writer(f).writerows([HEADER, ["-wa0umYJVGg", "271", "276", "1", "c", "1", "English", "A cat"]])
-    with pytest.raises(FetchError, match=r"train clip -wa0umYJVGg_271_276.*vid\d+\.npy"):
-        prepare_msvd(tmp_path / "out", root, mirror_dir)
+        csv.writer(f).writerows([HEADER, ["-4wsuPCjDBc", "5", "15", "1", "c", "1", "English", "A cat"]])
+    with pytest.raises(FetchError, match=r"train clip -4wsuPCjDBc_5_15: .*-4wsuPCjDBc_5_15\.npy or .*/vid1\.npy"):
+        prepare_msvd(tmp_path / "out", root, mirror_dir)               # vid1 comes first, though not in the list
+    np.save(root / "features" / "vid1.npy", np.zeros((24, 1024), dtype=np.float32))
+    with pytest.raises(FetchError, match=r"no English description of train clip -7KMZQEsJW4_205_208"):
+        prepare_msvd(tmp_path / "out", root, mirror_dir)               # vid2
 
 
 def test_video_run_trains_on_prepared_msvd(tmp_path):

@@ -313,12 +313,16 @@ MSVD_COLUMNS = ("VideoID", "Start", "End", "Language", "Description")
 
 
 def msvd_split_lists(mirror: str | os.PathLike | None = None) -> tuple[dict[str, list[str]], dict[str, str]]:
-    """({split: clip ids}, {clip id: vidN}) from the mirror, verified against its manifest."""
+    """({split: clip ids in vidN order}, {clip id: vidN}) from the mirror, verified against its manifest. The lists
+    are not ordered; their splits are vid1-1200 / vid1201-1300 / vid1301-1970, so each split is put in the standard
+    clip order (vidN), where "the first n clips" means what the spec says (§3.5; a clip without a vidN goes last)."""
     folder = mirror_dir(mirror) / VIDEO_FOLDER
     manifest = read_manifest(folder)
-    splits = {s: json.loads(verified_bytes(folder, f"{MSVD_SPLIT_DIR}/{s}.list", manifest)) for s in MSVD_SPLITS}
     mapping = dict(line.split()[:2] for line in verified_bytes(folder, MSVD_MAPPING, manifest).decode("utf-8")
                    .splitlines() if line.strip())
+    order = lambda clip: int(mapping[clip][3:]) if clip in mapping else float("inf")  # noqa: E731
+    splits = {s: sorted(json.loads(verified_bytes(folder, f"{MSVD_SPLIT_DIR}/{s}.list", manifest)), key=order)
+              for s in MSVD_SPLITS}
     return splits, mapping
 
 

@@ -261,7 +261,8 @@ def duc_scores(params: dict, run: ac.AcviRun, data_root: Path, runs_root: Path, 
     from nlpbench.metrics.rouge import rouge_multi
     duc_dir = ac.data_dir(params, "acvi-duc2004", data_root)
     proto = duc_protocol(params)
-    path = run.run_dir(runs_root) / f"duc2004-{config.digest({'data': duc_dir.name, **proto})}.json"
+    status = io.read_json(duc_dir / "STATUS.json")      # the prepared data's checksums: re-prepared data re-scores
+    path = run.run_dir(runs_root) / f"duc2004-{config.digest({'data': status['files'], **proto})}.json"
     if path.is_file():
         return io.read_json(path)
     docs = read_duc2004(duc_dir)
