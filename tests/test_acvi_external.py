@@ -168,6 +168,15 @@ def test_prepare_duc2004_reads_documents_and_four_references(tmp_path):
     assert [r[0][1] for r in d["references"]] == list("abcd") and len(d["references"]) == 4
 
 
+def test_without_duc_the_table4_cells_need_data(tmp_path):
+    from nlpbench.acvi import experiments
+    params = config.load(REPO / "params.yaml", {"scale": "smoke"})
+    assert "acvi-duc2004: not supplied" in experiments.prepare("acvi-duc2004", params, tmp_path, None)
+    cell = experiments._cell(params, "SA", "ROUGE-1", {"run": "cnndm-pg-asa", "eval": "duc2004", "metric": "rouge1"},
+                             tmp_path, tmp_path / "runs", [0])
+    assert cell.status == "needs_data" and "eval/models/1/" in cell.detail
+
+
 def test_duc_errors_name_the_file(tmp_path):
     root = fake_duc(tmp_path / "duc")
     bad = root / "docs" / "d30002t" / "NYT19981017.0001"
@@ -213,12 +222,14 @@ def test_table4_scores_a_trained_cnndm_run_on_prepared_duc(tmp_path, monkeypatch
     data, runs = tmp_path / "data", tmp_path / "runs"
     assert "2 documents" in experiments.prepare("acvi-duc2004", params, data, None)
     run = ac.make_run(params, "cnndm-pg-asa")
+    spec = {"run": "cnndm-pg-asa", "eval": "duc2004", "metric": "rouge1"}
+    untrained = experiments._cell(params, "SA", "ROUGE-1", spec, data, runs, [0])
+    assert untrained.status == "not_run" and "cnndm-pg-asa" in untrained.detail
     docs = read_duc2004(ac.data_dir(params, "acvi-duc2004", data))
     pairs = [([t for s in d["article"] for t in s], [t for s in d["references"][0] for t in s]) for d in docs]
     cfg = experiments.train_config(run, "cpu")
     train(cfg, run.run_dir(runs), pairs=(pairs * 4, pairs))
-    cell = experiments._cell(params, "SA", "ROUGE-1", {"run": "cnndm-pg-asa", "eval": "duc2004", "metric": "rouge1"},
-                             data, runs, [0])
+    cell = experiments._cell(params, "SA", "ROUGE-1", spec, data, runs, [0])
     assert cell.status == "ok" and 0.0 <= cell.reproduced <= 100.0
     cached = list(run.run_dir(runs).glob("duc2004-*.json"))
     assert len(cached) == 1
