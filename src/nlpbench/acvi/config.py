@@ -7,9 +7,9 @@ The id of a run is its name, its seed and a digest of everything that determines
 new run. No torch here: the Snakefile imports this module.
 
 Which runs can train at a scale: QG (the mirror holds Du et al.'s pairs) always; CNN/DM when the user supplies the
-stories (`acvi.data.cnndm_dir`); CNN/DM and video on their stand-ins (`acvi.stand_ins`, the smoke scale: a few
-mirror test articles, generated feature tensors). Every other cell that needs the CNN/DM training split, MSVD or
-DUC 2004 is "needs data".
+stories (`acvi.data.cnndm_dir`), video when the user supplies MSVD (`acvi.data.msvd_dir`); CNN/DM and video on
+their stand-ins (`acvi.stand_ins`, the smoke scale: a few mirror test articles, generated feature tensors). Paper
+Table 4 needs DUC 2004 (`acvi.data.duc2004_dir`). Every other cell that needs data not supplied is "needs data".
 """
 
 from __future__ import annotations
@@ -35,11 +35,15 @@ EXTERNAL = {
     "acvi-msvd": ("msvd", "msvd_dir", (
         "MSVD (Chen & Dolan 2011) captions (https://www.cs.utexas.edu/users/ml/clamp/videoDescription/) and "
         "GoogLeNet pool5 frame features, 24 x 1024 per clip (Yao et al. 2015, "
-        "https://github.com/yaoli/arctic-capgen-vid); the mirror has the split lists only; set acvi.data.msvd_dir")),
+        "https://github.com/yaoli/arctic-capgen-vid); the mirror has the split lists only. Set acvi.data.msvd_dir "
+        "to a directory holding captions/<one>.csv (the MSR Video Description Corpus CSV with its header: VideoID, "
+        "Start, End, ..., Language, Description) and features/<clip>.npy (float32 24 x 1024 per clip, <clip> = "
+        "<VideoID>_<Start>_<End> as in the split lists, or its vidN name); acvi/README.md")),
     "acvi-duc2004": ("duc2004", "duc2004_dir", (
         "DUC 2004 task 1 (500 documents, 4 human summaries each) is licensed by NIST: request it at "
         "https://duc.nist.gov/data.html (Past DUC data, agreement forms), then set acvi.data.duc2004_dir to the "
-        "directory holding its docs/ and eval/ folders")),
+        "directory holding docs/<cluster>/<DOCNO> (with <DOCNO> and <TEXT>) and eval/models/1/ (the task-1 model "
+        "summaries, named like D30001.P.10.T.A.APW19981016.0240); acvi/README.md")),
 }
 TASK_DATA = {"cnndm": "acvi-cnndm-full", "video": "acvi-msvd"}
 
@@ -113,10 +117,10 @@ def make_run(params: dict, name: str, seed: int | None = None) -> AcviRun:
 
 
 def trainable(params: dict, task: str) -> bool:
-    """QG always (mirror data); CNN/DM on its stand-in or when the user supplies the stories (acvi.data.cnndm_dir);
-    video only on its stand-in (a reader of MSVD captions and features is not implemented)."""
+    """QG always (mirror data); CNN/DM and video on their stand-ins, or when the user supplies the data set
+    (acvi.data.cnndm_dir / msvd_dir: the data step TASK_DATA[task] prepares it)."""
     a = params["acvi"]
-    return task == "qg" or a["stand_ins"] or (task == "cnndm" and a["data"]["cnndm_dir"] is not None)
+    return task == "qg" or a["stand_ins"] or a["data"][EXTERNAL[TASK_DATA[task]][1]] is not None
 
 
 def _parts(decl: dict) -> list[dict]:
@@ -173,7 +177,7 @@ def run_needs(params: dict, run: AcviRun) -> tuple[str, ...]:
         return ("acvi-qg",)
     if run.task == "cnndm":
         return ("acvi-cnndm-mirror",) if params["acvi"]["stand_ins"] else ("acvi-cnndm-full",)
-    return ()
+    return () if params["acvi"]["stand_ins"] else ("acvi-msvd",)
 
 
 def check(params: dict) -> None:

@@ -12,7 +12,8 @@ copy-heavy seq2seq corpus for the pointer-generator addition table; its train sp
 addition table trains on dev and tests on test (params.yaml tables.tolias-thesis.acvi-qg notes).
 
 Video: `synthetic_video_features` makes 24 x 1024 tensors for smoke tests only (GoogLeNet features of MSVD are not
-available offline); every output says "synthetic".
+available offline); every output says "synthetic". A user-supplied MSVD copy is read by `prepare_msvd`, DUC 2004
+task 1 by `prepare_duc2004` (layouts: acvi/README.md and the comments above them).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -288,3 +290,195 @@ def read_cnndm_split(out_dir: str | os.PathLike, split: str) -> list[tuple[list[
     """(article tokens, reference tokens) pairs of a prepared split."""
     rows = (Path(out_dir) / f"{split}.jsonl").read_text(encoding="utf-8").splitlines()
     return [([t for s in r["article"] for t in s], [t for s in r["reference"] for t in s]) for r in map(json.loads, rows)]
+
+
+# ------------------------------------------------------------------------------- user-supplied MSVD and DUC 2004
+def _written(out: Path, names: Sequence[str]) -> dict:
+    """{file: {"bytes", "sha256"}} of the files a prepare step wrote (recorded in its STATUS.json)."""
+    return {n: {"bytes": (out / n).stat().st_size, "sha256": hashlib.sha256((out / n).read_bytes()).hexdigest()}
+            for n in names}
+
+
+# MSVD (spec §3.5). The user's directory (acvi.data.msvd_dir):
+#   captions/<one>.csv    the Microsoft Research Video Description Corpus ("MSR Video Description Corpus.csv"):
+#                         header row with at least VideoID, Start, End, Language, Description; English rows used
+#   features/<clip>.npy   float32 (frames, feat_dim) = 24 x 1024 GoogLeNet pool5, <clip> either the YouTube clip id
+#                         "<VideoID>_<Start>_<End>" of the split lists or its vidN name (youtube_mapping.txt)
+# The split is the mirror's (hobincar/RecNet MSVD metadata {train,valid,test}.list: 1200/100/670 clip ids).
+VIDEO_FOLDER = "video_captioning"
+MSVD_SPLIT_DIR = "hobincar-RecNet/data/MSVD/metadata"
+MSVD_MAPPING = "yaoli-arctic-capgen-vid/youtube_mapping.txt"
+MSVD_SPLITS = ("train", "valid", "test")
+MSVD_COLUMNS = ("VideoID", "Start", "End", "Language", "Description")
+
+
+def msvd_split_lists(mirror: str | os.PathLike | None = None) -> tuple[dict[str, list[str]], dict[str, str]]:
+    """({split: clip ids in vidN order}, {clip id: vidN}) from the mirror, verified against its manifest. The lists
+    are not ordered; their splits are vid1-1200 / vid1201-1300 / vid1301-1970, so each split is put in the standard
+    clip order (vidN), where "the first n clips" means what the spec says (§3.5; a clip without a vidN goes last)."""
+    folder = mirror_dir(mirror) / VIDEO_FOLDER
+    manifest = read_manifest(folder)
+    mapping = dict(line.split()[:2] for line in verified_bytes(folder, MSVD_MAPPING, manifest).decode("utf-8")
+                   .splitlines() if line.strip())
+    order = lambda clip: int(mapping[clip][3:]) if clip in mapping else float("inf")  # noqa: E731
+    splits = {s: sorted(json.loads(verified_bytes(folder, f"{MSVD_SPLIT_DIR}/{s}.list", manifest)), key=order)
+              for s in MSVD_SPLITS}
+    return splits, mapping
+
+
+def read_msvd_captions(path: Path) -> dict[str, list[list[str]]]:
+    """{clip id: wordpunct-tokenised English descriptions (case kept)} of the MSVD corpus CSV."""
+    import csv
+
+    from .tokenize import wordpunct_tokenize
+    with open(path, encoding="utf-8", newline="") as f:
+        rows = csv.reader(f)
+        header = next(rows, None)
+        missing = [c for c in MSVD_COLUMNS if header is None or c not in header]
+        if missing:
+            raise FetchError(f"{path}: header lacks column(s) {', '.join(missing)} (the MSVD corpus CSV has "
+                             f"{', '.join(MSVD_COLUMNS)} among its columns)")
+        col = {c: header.index(c) for c in MSVD_COLUMNS}
+        caps: dict[str, list[list[str]]] = {}
+        for n, row in enumerate(rows, 2):
+            if len(row) <= max(col.values()):
+                raise FetchError(f"{path}, line {n}: {len(row)} fields, fewer than the header's columns")
+            if row[col["Language"]].strip() != "English":
+                continue
+            toks = wordpunct_tokenize(row[col["Description"]])
+            if toks:
+                clip = f"{row[col['VideoID']].strip()}_{row[col['Start']].strip()}_{row[col['End']].strip()}"
+                caps.setdefault(clip, []).append(toks)
+    return caps
+
+
+def prepare_msvd(out_dir: str | os.PathLike, root: str | os.PathLike, mirror: str | os.PathLike | None = None, *,
+                 frames: int = 24, feat_dim: int = 1024) -> dict:
+    """Write <split>.pt ({"clips", "features": (n, frames, feat_dim) float32, "captions": token lists per clip})
+    per mirror split, then STATUS.json (sizes and sha256). A missing caption file, clip feature or caption, or a
+    feature of the wrong shape, is an error naming it."""
+    import numpy as np
+
+    from nlpbench.io import atomic_path
+    root, out = Path(root), Path(out_dir)
+    csvs = sorted((root / "captions").glob("*.csv"))
+    if len(csvs) != 1:
+        raise FetchError(f"{root / 'captions'}: expected exactly one MSVD corpus .csv, found "
+                         f"{len(csvs)}{': ' + ', '.join(p.name for p in csvs) if csvs else ''}")
+    caps = read_msvd_captions(csvs[0])
+    splits, mapping = msvd_split_lists(mirror)
+    counts, names = {}, []
+    for split, clips in splits.items():
+        feats = torch.empty(len(clips), frames, feat_dim)
+        for i, clip in enumerate(clips):
+            if clip not in caps:
+                raise FetchError(f"{csvs[0]}: no English description of {split} clip {clip}")
+            cands = [root / "features" / f"{c}.npy" for c in (clip, mapping.get(clip)) if c]
+            path = next((p for p in cands if p.is_file()), None)
+            if path is None:
+                raise FetchError(f"missing feature file of {split} clip {clip}: "
+                                 f"{' or '.join(str(p) for p in cands)}")
+            try:
+                arr = np.load(path, allow_pickle=False)
+            except (ValueError, OSError) as e:
+                raise FetchError(f"{path}: not a readable .npy array ({e})") from e
+            if arr.shape != (frames, feat_dim):
+                raise FetchError(f"{path}: shape {arr.shape}, expected ({frames}, {feat_dim}) "
+                                 "(acvi.tasks.video.video.frames / feat_dim)")
+            feats[i] = torch.from_numpy(arr.astype(np.float32))
+        with atomic_path(out / f"{split}.pt") as tmp:
+            torch.save({"clips": list(clips), "features": feats, "captions": [caps[c] for c in clips]}, tmp)
+        counts[split] = {"clips": len(clips), "captions": sum(len(caps[c]) for c in clips)}
+        names.append(f"{split}.pt")
+    status = {"dataset": "MSVD (Chen & Dolan 2011), user-supplied captions and features", "available": True,
+              "root": str(root), "captions_file": csvs[0].name, "splits": counts, "tokenizer": "wordpunct, case kept",
+              "frames": frames, "feat_dim": feat_dim, "files": _written(out, names)}
+    write_json(out / STATUS_FILE, status)
+    return status
+
+
+def read_msvd_split(out_dir: str | os.PathLike, split: str) -> tuple[torch.Tensor, list[list[list[str]]]]:
+    """(features (n, frames, dim), reference token lists per clip) of a prepared MSVD split."""
+    path = Path(out_dir) / f"{split}.pt"
+    if not (Path(out_dir) / STATUS_FILE).is_file() or not path.is_file():
+        raise FetchError(f"{path} not prepared: run the data step acvi-msvd (acvi.data.msvd_dir)")
+    d = torch.load(path, weights_only=False)
+    return d["features"], d["captions"]
+
+
+# DUC 2004 task 1 (spec §3.4), NIST layout under acvi.data.duc2004_dir:
+#   docs/<cluster>/<DOCNO>          SGML-ish newswire: <DOC><DOCNO> APW19981016.0240 </DOCNO> ... <TEXT> ... </TEXT>
+#   eval/models/1/<name>            task-1 human summaries named <cluster>.<type>.<length>.<T>.<assessor>.<DOCNO>,
+#                                   e.g. D30001.P.10.T.A.APW19981016.0240 (four assessors per document)
+DUC_MODEL_DIR = "eval/models/1"
+_DUC_MODEL = re.compile(r"^(D\d+)\.[A-Z]\.\d+\.[A-Z]\.([A-Z])\.(.+)$")
+_TAG = re.compile(r"<[^>]*>")
+
+
+def read_duc_document(path: Path) -> tuple[str, list[str]]:
+    """(DOCNO, text lines) of a DUC document file."""
+    text = path.read_text(encoding="utf-8", errors="replace")
+    docno = re.search(r"<DOCNO>\s*(.*?)\s*</DOCNO>", text, re.S)
+    body = re.search(r"<TEXT>(.*?)</TEXT>", text, re.S)
+    if docno is None or body is None:
+        raise FetchError(f"{path}: malformed DUC document (no {'<DOCNO>' if docno is None else '<TEXT>'} element)")
+    lines = [ln.strip() for ln in _TAG.sub("\n", body.group(1)).splitlines() if ln.strip()]
+    if not lines:
+        raise FetchError(f"{path}: empty <TEXT>")
+    return docno.group(1), lines
+
+
+def prepare_duc2004(out_dir: str | os.PathLike, root: str | os.PathLike, *, tokenizer: str = "auto") -> dict:
+    """Tokenise the task-1 documents like the CNN/DM test articles (lower-cased PTB tokens, missing periods fixed,
+    sentences) and their human summaries likewise; write articles.jsonl ({"id", "cluster", "article": sentences,
+    "references": [sentences per assessor]}) and STATUS.json last."""
+    root, out = Path(root), Path(out_dir)
+    docs = sorted(p for p in (root / "docs").rglob("*") if p.is_file())
+    if not docs:
+        raise FetchError(f"{root / 'docs'}: no document files")
+    models = sorted(p for p in (root / DUC_MODEL_DIR).glob("*") if p.is_file()) \
+        if (root / DUC_MODEL_DIR).is_dir() else []
+    if not models:
+        raise FetchError(f"{root / DUC_MODEL_DIR}: no task-1 model summaries")
+    refs: dict[str, list[tuple[str, str]]] = {}
+    for p in models:
+        m = _DUC_MODEL.match(p.name)
+        if m is None:
+            raise FetchError(f"{p}: name not <cluster>.<type>.<length>.T.<assessor>.<DOCNO> "
+                             "(e.g. D30001.P.10.T.A.APW19981016.0240)")
+        refs.setdefault(m.group(3), []).append((m.group(2), " ".join(p.read_text(encoding="utf-8",
+                                                                                  errors="replace").split())))
+    items = []
+    for p in docs:
+        docno, lines = read_duc_document(p)
+        if docno not in refs:
+            raise FetchError(f"{p}: no model summary of {docno} in {root / DUC_MODEL_DIR}")
+        items.append((docno, p.parent.name, lines, [t for _, t in sorted(refs[docno])]))
+    lines, owner = [], []
+    for k, (_, _, doc_lines, ref_texts) in enumerate(items):
+        lines += doc_lines + ref_texts
+        owner += [(k, "a")] * len(doc_lines) + [(k, r) for r in range(len(ref_texts))]
+    tokens, backend = ptb_tokenize(lines, tokenizer)
+    rows = [{"id": d, "cluster": c, "article": [], "references": [[] for _ in r]} for d, c, _, r in items]
+    for (k, part), toks in zip(owner, tokens):
+        toks = fix_missing_period(toks)
+        if part == "a":
+            rows[k]["article"].extend(toks)
+        else:
+            rows[k]["references"][part].extend(toks)
+    for r in rows:
+        r["article"] = split_sentences(r["article"])
+        r["references"] = [split_sentences(t) for t in r["references"]]
+    write_text(out / "articles.jsonl", "\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n")
+    status = {"dataset": "DUC 2004 task 1 (NIST), user-supplied", "available": True, "root": str(root),
+              "documents": len(rows), "references": sum(len(r["references"]) for r in rows),
+              "tokenizer": backend, "files": _written(out, ["articles.jsonl"])}
+    write_json(out / STATUS_FILE, status)
+    return status
+
+
+def read_duc2004(out_dir: str | os.PathLike) -> list[dict]:
+    path = Path(out_dir) / "articles.jsonl"
+    if not (Path(out_dir) / STATUS_FILE).is_file() or not path.is_file():
+        raise FetchError(f"{path} not prepared: run the data step acvi-duc2004 (acvi.data.duc2004_dir)")
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]

@@ -69,7 +69,7 @@ def prepare(step: str, params: dict, data_root: Path, mirror: str | None) -> str
         return f"released outputs scored on {len(arts)} mirror articles: " + ", ".join(
             f"{k} R-1 {v['rouge1']:.2f}" for k, v in scores.items())
     if step in ac.EXTERNAL:
-        return external_status(params, step, out)
+        return external_status(params, step, out, mirror)
     raise KeyError(step)
 
 
@@ -78,22 +78,30 @@ EXPECTED = {"acvi-cnndm-full": ("cnn/stories", "dailymail/stories"), "acvi-msvd"
             "acvi-duc2004": ("docs", "eval")}
 
 
-def external_status(params: dict, step: str, out: Path) -> str:
+def external_status(params: dict, step: str, out: Path, mirror: str | None = None) -> str:
     """A licensed or large data set the pipeline cannot fetch: record whether the user supplied it, and how to
-    obtain it (STATUS.json). Reading a supplied copy into training is not implemented yet (the note says so)."""
+    obtain it (STATUS.json); a supplied copy with the expected folders is prepared by its reader (acvi/data.py)."""
     _, key, how = ac.EXTERNAL[step]
     given = params["acvi"]["data"][key]
     missing = [] if given is None else [p for p in EXPECTED[step] if not (Path(given) / p).exists()]
+    mirror = mirror if mirror is not None else params.get("mirror")
     if given is not None and not missing and step == "acvi-cnndm-full":
         from nlpbench.acvi.data import prepare_cnndm_full
-        s = prepare_cnndm_full(out, given, params.get("mirror"), tokenizer=params["acvi"]["data"]["tokenizer"])
+        s = prepare_cnndm_full(out, given, mirror, tokenizer=params["acvi"]["data"]["tokenizer"])
         return f"{step}: CNN/DM stories prepared in {out}: {s['stories']}"
+    if given is not None and not missing and step == "acvi-msvd":
+        from nlpbench.acvi.data import prepare_msvd
+        v = params["acvi"]["tasks"]["video"]["video"]
+        s = prepare_msvd(out, given, mirror, frames=v["frames"], feat_dim=v["feat_dim"])
+        return f"{step}: MSVD captions and features prepared in {out}: {s['splits']}"
+    if given is not None and not missing and step == "acvi-duc2004":
+        from nlpbench.acvi.data import prepare_duc2004
+        s = prepare_duc2004(out, given, tokenizer=params["acvi"]["data"]["tokenizer"])
+        return f"{step}: DUC 2004 task 1 prepared in {out}: {s['documents']} documents, {s['references']} references"
     if given is None:
         state = f"not supplied (acvi.data.{key} is null)"
     elif missing:
         state = f"acvi.data.{key} = {given} lacks {', '.join(missing)}"
-    else:
-        state = f"supplied at {given}; its reader is not implemented yet, so it is not used"
     io.write_json(out / "STATUS.json", {"step": step, "available": False, "state": state, "how": how})
     return f"{step}: {state}"
 
@@ -139,7 +147,17 @@ def train_run(run: ac.AcviRun, params: dict, data_root: Path, runs_root: Path, d
     out = run.run_dir(runs_root)
     if run.task == "video":
         from nlpbench.acvi.video import train_video
-        return train_video(run.settings, out, device, log=log)
+        if params["acvi"]["stand_ins"]:
+            return train_video(run.settings, out, device, log=log)
+        from nlpbench.acvi.data import read_msvd_split
+        d, v = ac.data_dir(params, "acvi-msvd", data_root), run.settings["video"]
+        splits = {}
+        for split in ("train", "valid", "test"):
+            feats, caps = read_msvd_split(d, split)
+            n = v[f"n_{split}"]                    # the first n clips of the mirror's split (its size at paper scale)
+            splits[split] = (feats[:n], caps[:n])
+        return train_video(run.settings, out, device, log=log, splits=splits,
+                           data_label=f"MSVD (user-supplied, {d}): GoogLeNet features and wordpunct captions")
     from nlpbench.acvi.train import run as train
     m = train(train_config(run, device), out, pairs=_pairs(run, data_root, params))
     return m
@@ -194,8 +212,15 @@ def _cell(params: dict, row: str, col: str, spec: dict, data_root: Path, runs_ro
                                                    "CNN/DM mirror subset (not the 11,490-article test set; not "
                                                    "trained here)")
     if spec.get("eval") == "duc2004":
-        return tables.Cell(row, col, None, "needs_data", "DUC 2004: " + _needs_text(params, "acvi-duc2004",
-                                                                                       data_root))
+        duc = ac.data_dir(params, "acvi-duc2004", data_root)
+        if not (duc / "articles.jsonl").is_file():
+            return tables.Cell(row, col, None, "needs_data", "DUC 2004: " + _needs_text(params, "acvi-duc2004",
+                                                                                           data_root))
+        run = ac.make_run(params, spec["run"])
+        if not ac.trainable(params, run.task) or not (run.run_dir(runs_root) / "model.pt").is_file():
+            return tables.Cell(row, col, None, "not_run", f"run {spec['run']} (trained on CNN/DM) not trained at "
+                               "this scale: nothing to evaluate on DUC 2004")
+        return tables.Cell(row, col, duc_scores(params, run, data_root, runs_root)[spec["metric"]])
     run0 = ac.make_run(params, spec["run"])
     if not ac.trainable(params, run0.task):
         step = ac.TASK_DATA[run0.task]
@@ -218,6 +243,38 @@ def _cell(params: dict, row: str, col: str, spec: dict, data_root: Path, runs_ro
         return tables.Cell(row, col, statistics.stdev(values))
     detail = f"mean of {len(values)} seeds" if len(values) < len(seeds) else ""
     return tables.Cell(row, col, statistics.fmean(values), detail=detail)
+
+
+def duc_protocol(params: dict) -> dict:
+    m = params["acvi"]["metrics"]
+    return {"truncate_bytes": m["duc_truncate_bytes"], "measure": m["duc_measure"], "stem": m["rouge_stem"]}
+
+
+def duc_scores(params: dict, run: ac.AcviRun, data_root: Path, runs_root: Path, device: str = "cpu") -> dict:
+    """Paper Table 4: the CNN/DM-trained run's final model decodes every prepared DUC 2004 document (no
+    fine-tuning; the article truncated at the run's last encoder length, as its CNN/DM test articles), scored
+    against the four human summaries with the configured protocol (acvi.metrics.duc_*). Cached in the run
+    directory under a name that digests the DUC data and the protocol."""
+    from nlpbench.acvi.data import read_duc2004
+    from nlpbench.acvi.tokenize import split_sentences
+    from nlpbench.acvi.train import decode, load_trained
+    from nlpbench.metrics.rouge import rouge_multi
+    duc_dir = ac.data_dir(params, "acvi-duc2004", data_root)
+    proto = duc_protocol(params)
+    status = io.read_json(duc_dir / "STATUS.json")      # the prepared data's checksums: re-prepared data re-scores
+    path = run.run_dir(runs_root) / f"duc2004-{config.digest({'data': status['files'], **proto})}.json"
+    if path.is_file():
+        return io.read_json(path)
+    docs = read_duc2004(duc_dir)
+    model, vocab, cfg = load_trained(run.run_dir(runs_root), device)
+    pairs = [([t for s in d["article"] for t in s], [t for s in d["references"][0] for t in s]) for d in docs]
+    hyps, _, _ = decode(model, vocab, pairs, cfg, coverage=cfg.coverage_iters > 0)
+    sents = lambda toks: [" ".join(s) for s in split_sentences(toks)] or [""]  # noqa: E731
+    scores = rouge_multi([sents(h) for h in hyps], [[[" ".join(s) for s in r] for r in d["references"]] for d in docs],
+                         measure=proto["measure"], truncate=proto["truncate_bytes"], stem=proto["stem"])
+    out = {**scores, "protocol": proto, "examples": [" ".join(h) for h in hyps[:3]]}
+    io.write_json(path, out)
+    return out
 
 
 PUBLISHED = {"lead3": "40.34 / 17.70 / 36.57", "pgn": "39.53 / 17.28 / 36.38", "s2s": "31.33 / 11.81 / 28.83"}
@@ -261,7 +318,7 @@ def provenance(params: dict, runs: list[ac.AcviRun], runs_root: Path) -> dict:
     }
 
 
-def reading_notes(params: dict, runs: list[ac.AcviRun]) -> list[str]:
+def reading_notes(params: dict, runs: list[ac.AcviRun], decl_parts: list[dict] = ()) -> list[str]:
     a = params["acvi"]
     notes = [f"ROUGE: rouge-score F1 x 100, ROUGE-L = rougeLsum (summary-level LCS over newline-split sentences, the "
              f"variant ROUGE-1.5.5 reports for multi-sentence summaries), stemming "
@@ -284,6 +341,14 @@ def reading_notes(params: dict, runs: list[ac.AcviRun]) -> list[str]:
                      f"weight acvi.model.kl_weight, KL scaled {scale.replace('_', ' ')} (per_step: divided by the "
                      f"target length, as the per-step NLL), xi at decoding = "
                      f"{'the posterior mean' if test == 'mean' else 'a prior draw'}.")
+    if any(p.get("eval") == "duc2004" for p in decl_parts):
+        proto = duc_protocol(params)
+        cut = f"cut to the first {proto['truncate_bytes']} bytes" if proto["truncate_bytes"] else "not truncated"
+        notes.append(f"DUC 2004 protocol (acvi.metrics.duc_truncate_bytes / duc_measure; the paper gives none, spec "
+                     f"B-13 / §3.4): the final CNN/DM model decodes each task-1 document (no fine-tuning), the summary "
+                     f"is {cut} (ROUGE-1.5.5's -b, the DUC 2004 task-1 convention), ROUGE {proto['measure']} x 100 "
+                     f"(rouge-score, ROUGE-L summary-level), averaged over the four human summaries and the documents, "
+                     f"stemming {'on' if proto['stem'] else 'off'}.")
     for task in dict.fromkeys(r.task for r in runs):
         r = next(x for x in runs if x.task == task)
         m, t = r.settings["model"], r.settings["train"]
@@ -310,7 +375,7 @@ def table_parts(params: dict, source: str, name: str, data_root: Path, runs_root
     notes += [claim_verdict(params, decl, c, runs_root) for c in decl.get("claims") or []]
     if any(p.get("released") in ("lead3", "pgn", "s2s") and name in ("20", "1") for p in ac._parts(decl)):
         notes += released_notes(params, data_root)
-    notes += reading_notes(params, ac.table_runs(params, decl))   # the settings of every run, trained or not
+    notes += reading_notes(params, ac.table_runs(params, decl), ac._parts(decl))   # the settings of every run, trained or not
     return TableParts(spec, cells, provenance(params, runs, runs_root), notes)
 
 

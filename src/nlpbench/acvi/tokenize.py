@@ -122,3 +122,12 @@ def split_sentences(tokens: Sequence[str]) -> list[list[str]]:
     if cur:
         sents.append(cur)
     return sents
+
+
+_WORDPUNCT = re.compile(r"\w+|[^\w\s]+")
+
+
+def wordpunct_tokenize(text: str) -> list[str]:
+    """The MSVD captions' tokenizer (spec §3.5: NLTK's wordpunct, case kept): runs of word characters and runs of
+    other non-space characters, the pattern NLTK's WordPunctTokenizer documents."""
+    return _WORDPUNCT.findall(text)

@@ -158,8 +158,10 @@ def _save_torch(obj, path: Path) -> None:
         torch.save(obj, tmp)
 
 
-def evaluate(model: PointerGenerator, vocab: Vocab, pairs: Sequence, cfg: TrainConfig, *, coverage: bool) -> dict:
-    """Beam-decode each pair; ROUGE-1/2/L F1 (sentences split at . ! ?), exact-match accuracy, the rates."""
+def decode(model: PointerGenerator, vocab: Vocab, pairs: Sequence, cfg: TrainConfig, *,
+           coverage: bool) -> tuple[list, list, list]:
+    """Beam-decode the source of each (source, reference) pair at the last phase's encoder length:
+    (hypothesis tokens, reference tokens, truncated source tokens) per pair. Leaves the model in train mode."""
     model.eval()
     K = cfg.n_samples if cfg.model.attention.startswith("acvi") else 1
     hyps, refs, srcs = [], [], []
@@ -173,6 +175,25 @@ def evaluate(model: PointerGenerator, vocab: Vocab, pairs: Sequence, cfg: TrainC
             refs.append(list(chunk[i][1]))
             srcs.append(list(chunk[i][0])[: cfg.lengths_at(cfg.total_iters)[0]])
     model.train()
+    return hyps, refs, srcs
+
+
+def load_trained(out_dir: str | os.PathLike, device: str = "cpu") -> tuple[PointerGenerator, Vocab, TrainConfig]:
+    """The final model of a finished run (out_dir/model.pt), its vocabulary and config."""
+    path = Path(out_dir) / "model.pt"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: the run has not finished training")
+    saved = torch.load(path, weights_only=False, map_location=device)
+    cfg = TrainConfig.from_dict({**saved["config"], "device": device})
+    model = PointerGenerator(cfg.model).to(device)
+    model.load_state_dict(saved["model"])
+    return model, Vocab(saved["vocab"]), cfg
+
+
+def evaluate(model: PointerGenerator, vocab: Vocab, pairs: Sequence, cfg: TrainConfig, *, coverage: bool) -> dict:
+    """Beam-decode each pair; ROUGE-1/2/L F1 (sentences split at . ! ?), exact-match accuracy, the rates."""
+    K = cfg.n_samples if cfg.model.attention.startswith("acvi") else 1
+    hyps, refs, srcs = decode(model, vocab, pairs, cfg, coverage=coverage)
     as_sents = lambda toks: [" ".join(s) for s in split_sentences(toks)] or [""]  # noqa: E731
     rouge = rouge_f1([as_sents(h) for h in hyps], [as_sents(r) for r in refs])
     extra = {}

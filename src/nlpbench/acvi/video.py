@@ -3,7 +3,8 @@ P = softmax(V' tanh(V [s_t; c_t] + b) + b') (eq. 66 without pointer or coverage)
 
 Paper settings (spec §4.4): 24 frames x 1024-d GoogLeNet pool5 features, 1000-d LSTMs (per direction: reading C-2),
 attention projection 100, 256-d word embeddings, dropout 0.5 on the non-recurrent connections (Zaremba et al.),
-at most 20 decoding steps. The real features are not available offline: tests use data.synthetic_video_features.
+at most 20 decoding steps. The real features are not available offline: a user-supplied MSVD copy is prepared by
+data.prepare_msvd (data step acvi-msvd); smoke runs and tests otherwise use the synthetic stand-in.
 """
 
 from __future__ import annotations
@@ -80,10 +81,26 @@ def synthetic_captioning(n_videos: int, *, n_classes: int = 8, frames: int = 24,
     return feats, caps
 
 
-def train_video(settings: dict, out_dir, device: str = "cpu", log=print) -> dict:
-    """One captioning run on the synthetic stand-in (settings: model / train / video of acvi.config): Adam, the
-    phases' total iterations, beam search (K samples for ACVI), coco ROUGE-L and CIDEr on valid and test.
-    metrics.json last; every output says the data were synthetic."""
+def synthetic_splits(settings: dict) -> dict:
+    """{split: (features, captions per clip)} of the synthetic stand-in, sized as acvi.tasks.video.video."""
+    t, v = settings["train"], settings["video"]
+    sizes = {"train": v["n_train"], "valid": v["n_valid"], "test": v["n_test"]}
+    feats, caps = synthetic_captioning(sum(sizes.values()), n_classes=v["n_classes"], frames=v["frames"],
+                                       feat_dim=v["feat_dim"], seed=t["seed"])
+    splits, start = {}, 0
+    for name, n in sizes.items():
+        splits[name] = (feats[start:start + n], caps[start:start + n])
+        start += n
+    return splits
+
+
+def train_video(settings: dict, out_dir, device: str = "cpu", log=print, splits: dict | None = None,
+                data_label: str | None = None) -> dict:
+    """One captioning run (settings: model / train / video of acvi.config) on `splits` ({"train", "valid",
+    "test": (features (n, frames, dim), reference token lists per clip)}: prepared MSVD, data.read_msvd_split)
+    or, when None, on the synthetic stand-in: Adam, the phases' total iterations, each step one reference of
+    each sampled clip in turn, beam search (K samples for ACVI), coco ROUGE-L and CIDEr on valid and test.
+    metrics.json last; it says which data trained the run."""
     import time
     from pathlib import Path
 
@@ -99,26 +116,22 @@ def train_video(settings: dict, out_dir, device: str = "cpu", log=print) -> dict
         return read_json(out / "metrics.json")
     m, t, v = settings["model"], settings["train"], settings["video"]
     torch.manual_seed(t["seed"])
-    sizes = {"train": v["n_train"], "valid": v["n_valid"], "test": v["n_test"]}
-    feats, caps = synthetic_captioning(sum(sizes.values()), n_classes=v["n_classes"], frames=v["frames"],
-                                       feat_dim=v["feat_dim"], seed=t["seed"])
-    splits, start = {}, 0
-    for name, n in sizes.items():
-        splits[name] = (feats[start:start + n], caps[start:start + n])
-        start += n
+    synthetic = splits is None
+    if synthetic:
+        splits, data_label = synthetic_splits(settings), SYNTHETIC_LABEL
     vocab = Vocab.build((c for cs in splits["train"][1] for c in cs), t["vocab_size"])
     cfg = ModelConfig(**{**m, "vocab_size": len(vocab)})
     model = VideoCaptioner(cfg, feat_dim=v["feat_dim"], dropout=v["dropout"]).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=t["lr"])
     steps = int(t["phases"][-1][0]) + int(t["coverage_iters"])
-    n_train = sizes["train"]
+    n_train = len(splits["train"][1])
     g = torch.Generator().manual_seed(t["seed"])
     t0 = time.perf_counter()
     history = []
     model.train()
     for step in range(steps):
         idx = torch.randint(n_train, (t["batch_size"],), generator=g).tolist()
-        captions = [splits["train"][1][i][step % 2] for i in idx]        # the two references in turn
+        captions = [splits["train"][1][i][step % len(splits["train"][1][i])] for i in idx]  # references in turn
         batch = make_video_batch(splits["train"][0][idx].to(device), captions, vocab, t["max_dec_steps"])
         batch = {k: (x.to(device) if torch.is_tensor(x) else x) for k, x in batch.items()}
         losses = model(batch, sample=True)
@@ -132,7 +145,7 @@ def train_video(settings: dict, out_dir, device: str = "cpu", log=print) -> dict
     train_seconds = time.perf_counter() - t0
     model.eval()
     K = t["n_samples"] if m["attention"].startswith("acvi") or m["attention"] == "variational" else 1
-    metrics = {"task": "video", "attention": m["attention"], "data": SYNTHETIC_LABEL, "synthetic": True,
+    metrics = {"task": "video", "attention": m["attention"], "data": data_label, "synthetic": synthetic,
                "steps": steps, "train_seconds_this_process": train_seconds, "vocab_size": len(vocab)}
     for name in ("valid", "test"):
         f, refs = splits[name]

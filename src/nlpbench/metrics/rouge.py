@@ -57,6 +57,45 @@ def rouge_f1(hypotheses: Sequence[str | Sequence[str]], references: Sequence[str
     return out
 
 
+def truncate_bytes(text: str, n_bytes: int | None) -> str:
+    """The first n_bytes bytes of the utf-8 text (ROUGE-1.5.5's -b: DUC 2004 task 1 cuts summaries at 75 bytes,
+    newlines and spaces counted); a character cut in the middle is dropped. None = no cut."""
+    if n_bytes is None:
+        return text
+    return text.encode("utf-8")[:n_bytes].decode("utf-8", errors="ignore")
+
+
+def rouge_multi(hypotheses: Sequence[str | Sequence[str]], references: Sequence[Sequence[str | Sequence[str]]], *,
+                measure: str = "recall", truncate: int | None = None, stem: bool = False) -> dict[str, float]:
+    """ROUGE-1/2/L x 100 against several references per document (DUC 2004: four): each hypothesis cut to
+    `truncate` bytes (sentences joined by "\n" first, so the newline counts like ROUGE-1.5.5's space), scored
+    against each reference, averaged over the references (ROUGE-1.5.5's model average, -f A) and then over
+    documents. measure: "recall" | "precision" | "f1". Returns {"rouge1", "rouge2", "rougeL", "n"}."""
+    from rouge_score import rouge_scorer
+
+    field = {"recall": "recall", "precision": "precision", "f1": "fmeasure"}
+    if measure not in field:
+        raise ValueError(f"ROUGE measure {measure!r}: one of {', '.join(field)}")
+    if len(hypotheses) != len(references):
+        raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} reference sets")
+    if not hypotheses:
+        raise ValueError("no summaries to score")
+    scorer = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeLsum"], use_stemmer=stem)
+    totals = dict.fromkeys(ROUGE_KEYS, 0.0)
+    for i, (hyp, refs) in enumerate(zip(hypotheses, references)):
+        if not refs:
+            raise ValueError(f"document {i}: no reference summaries")
+        h = truncate_bytes(_as_lines(hyp), truncate)
+        for ref in refs:
+            s = scorer.score(_as_lines(ref), h)
+            for key, name in zip(ROUGE_KEYS, ("rouge1", "rouge2", "rougeLsum")):
+                totals[key] += getattr(s[name], field[measure]) / len(refs)
+    n = len(hypotheses)
+    out = {k: 100.0 * v / n for k, v in totals.items()}
+    out["n"] = n
+    return out
+
+
 # ----------------------------------------------------------------------------------------------- coco scorers
 def _coco_dicts(hypotheses: Sequence[str], references: Sequence[Sequence[str]]):
     if len(hypotheses) != len(references):
