@@ -36,25 +36,11 @@ def _as_lines(summary: str | Sequence[str]) -> str:
 
 def rouge_f1(hypotheses: Sequence[str | Sequence[str]], references: Sequence[str | Sequence[str]], *,
              stem: bool = False) -> dict[str, float]:
-    """Corpus ROUGE-1/2/L F1 x 100 (mean of per-document F1). Each summary: a list of sentences or a "\\n"-joined
-    string. Returns {"rouge1", "rouge2", "rougeL", "n"}."""
-    from rouge_score import rouge_scorer
-
+    """Corpus ROUGE-1/2/L F1 x 100 (mean of per-document F1), one reference per document. Each summary: a list of
+    sentences or a "\\n"-joined string. Returns {"rouge1", "rouge2", "rougeL", "n"}."""
     if len(hypotheses) != len(references):
         raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references")
-    if not hypotheses:
-        raise ValueError("no summaries to score")
-    scorer = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeLsum"], use_stemmer=stem)
-    totals = dict.fromkeys(ROUGE_KEYS, 0.0)
-    for hyp, ref in zip(hypotheses, references):
-        s = scorer.score(_as_lines(ref), _as_lines(hyp))  # score(target, prediction)
-        totals["rouge1"] += s["rouge1"].fmeasure
-        totals["rouge2"] += s["rouge2"].fmeasure
-        totals["rougeL"] += s["rougeLsum"].fmeasure
-    n = len(hypotheses)
-    out = {k: 100.0 * v / n for k, v in totals.items()}
-    out["n"] = n
-    return out
+    return rouge_multi(hypotheses, [[ref] for ref in references], measure="f1", stem=stem)
 
 
 def truncate_bytes(text: str, n_bytes: int | None) -> str:
