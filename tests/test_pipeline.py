@@ -13,6 +13,12 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 
 
+def _cells(path: Path) -> dict[tuple[str, str], dict]:
+    """A table's long CSV, keyed by (row, column)."""
+    with open(path, newline="") as f:
+        return {(r["row"], r["column"]): r for r in csv.DictReader(f)}
+
+
 @pytest.mark.slow
 def test_smoke_dag_runs_from_download_to_tables(tmp_path, mirror_dir):
     for item in ("Snakefile", "params.yaml", "overrides.yaml", "pipeline"):
@@ -59,13 +65,11 @@ def test_smoke_dag_runs_from_download_to_tables(tmp_path, mirror_dir):
     assert status[("tolias-thesis", "13")]["status"] == "needs data"
     assert status[("shen-thesis", "6.2")]["status"] == "not yet implemented"
 
-    with open(results / "tolias-thesis" / "2.csv", newline="") as f:
-        cells = {(r["row"], r["column"]): r for r in csv.DictReader(f)}
+    cells = _cells(results / "tolias-thesis" / "2.csv")
     assert cells[("1", "Baseline / MemN2N")]["paper"] == "100"
     assert 0 <= float(cells[("1", "t-MEM-NN / 10 samples")]["reproduced"]) <= 100
     assert cells[("5", "Baseline / MemN2N")]["reproduced"] == ""          # not in the smoke scale
-    with open(results / "tolias-thesis" / "13.csv", newline="") as f:
-        cells13 = {(r["row"], r["column"]): r for r in csv.DictReader(f)}
+    cells13 = _cells(results / "tolias-thesis" / "13.csv")
     assert cells13[("3", "Baseline / MemN2N")]["status"] == "needs_data"
     assert cells13[("1", "Baseline / MemN2N")]["status"] == "ok"
     md = (results / "tolias-thesis" / "13.md").read_text()
@@ -75,8 +79,7 @@ def test_smoke_dag_runs_from_download_to_tables(tmp_path, mirror_dir):
     # every run has its own checkpoint and metrics (Table 2: 2 models x 3 tasks x 1 seed)
     table2 = [p for p in (tmp_path / "runs").glob("*-en-h3-*/qa*-seed0") if (p / "model.pt").exists()]
     assert len(table2) >= 2 * 3
-    with open(results / "tolias-thesis" / "10.csv", newline="") as f:      # one joint model, per-task cells
-        cells10 = {(r["row"], r["column"]): r for r in csv.DictReader(f)}
+    cells10 = _cells(results / "tolias-thesis" / "10.csv")      # one joint model, per-task cells
     assert cells10[("11", "t-MEM-NN / 10 samples")]["status"] == "ok"
     assert len(list((tmp_path / "runs").glob("memn2n-en-joint-*/joint-seed0/model.pt"))) == 1
     priors = (results / "tolias-thesis" / "priors.md").read_text()
@@ -95,15 +98,13 @@ def test_smoke_dag_runs_from_download_to_tables(tmp_path, mirror_dir):
         assert status[("bahuleyan-thesis", table)]["status"] != "not yet implemented"
         md = (bahuleyan / f"{table}.md").read_text()
         assert "**scale**: smoke" in md and "MIRROR DATA" in md
-    with open(bahuleyan / "6.1.csv", newline="") as f:
-        cells61 = {(r["row"], r["column"]): r for r in csv.DictReader(f)}
+    cells61 = _cells(bahuleyan / "6.1.csv")
     du = cells61[("DED (w/o Attn) Du et al. (2017) / MAP", "BLEU-1")]
     assert du["paper"] == "31.34" and du["reproduced"] == "" and "cited" in du["note"]
     assert cells61[("VED+VAttn-hbar / MAP", "Entropy")]["status"] == "not_applicable"
     assert 0 <= float(cells61[("VED+VAttn-hbar / Sampling", "Entropy")]["reproduced"]) <= 10
     assert cells61[("VED+VAttn-0 / MAP", "BLEU-1")]["status"] == "not_run"          # not in the smoke subset
-    with open(bahuleyan / "5.2.csv", newline="") as f:
-        cells52 = {(r["row"], r["column"]): r for r in csv.DictReader(f)}
+    cells52 = _cells(bahuleyan / "5.2.csv")
     assert 0 <= float(cells52[("Distinct-1", "VAE with Bypass")]["reproduced"]) <= 1
     assert "there is a couple eating cake" in (bahuleyan / "4.4.md").read_text()
     assert "nova scotia" in (bahuleyan / "6.3.md").read_text()
@@ -118,13 +119,11 @@ def test_smoke_dag_runs_from_download_to_tables(tmp_path, mirror_dir):
     assert yaml.safe_load(patterns.read_text())["splits"]["pattern6_test"]["n"] == 333
     assert status[("shen-thesis", "6.3")]["status"] == "differs"
     assert status[("shen-thesis", "6.7")]["status"] == "needs data"        # en-10k qa3 train is not in the mirror
-    with open(results / "shen-thesis" / "6.3.csv", newline="") as f:
-        cells63 = {(r["row"], r["column"]): r for r in csv.DictReader(f)}
+    cells63 = _cells(results / "shen-thesis" / "6.3.csv")
     assert cells63[("4", "Trained Network / augmented")]["status"] == "ok"
     assert cells63[("4", "Trained Network / augmented")]["paper"] == "56.3"
     assert 0 <= float(cells63[("2", "Trained Network / 5")]["reproduced"]) <= 100
-    with open(results / "shen-thesis" / "6.7.csv", newline="") as f:
-        cells67 = {(r["row"], r["column"]): r for r in csv.DictReader(f)}
+    cells67 = _cells(results / "shen-thesis" / "6.7.csv")
     assert cells67[("11", "Ensemble")]["status"] == "ok" and cells67[("3", "Ensemble")]["status"] == "needs_data"
     assert cells67[("11", "EnDMN")]["status"] == "cited" and cells67[("5", "Ensemble")]["status"] == "not_run"
     md67 = (results / "shen-thesis" / "6.7.md").read_text()
@@ -138,8 +137,7 @@ def test_smoke_dag_runs_from_download_to_tables(tmp_path, mirror_dir):
     # squad (Shen chs. 3-5): the dev-split data, its vectors, six configurations x two seeds, three tables
     assert status[("shen-thesis", "3.1")]["status"] == "differs"
     assert status[("shen-thesis", "4.4")]["status"] == "not yet implemented"
-    with open(results / "shen-thesis" / "3.1.csv", newline="") as f:
-        cells31 = {(r["row"], r["column"]): r for r in csv.DictReader(f)}
+    cells31 = _cells(results / "shen-thesis" / "3.1.csv")
     assert cells31[("SAN", "Original Model / EM")]["status"] == "cited"
     assert 0 <= float(cells31[("DCN", "Baseline Model with existing model's attention / F1")]["reproduced"]) <= 100
     assert "Claim (§3.3" in (results / "shen-thesis" / "3.1.md").read_text()
