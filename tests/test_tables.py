@@ -361,3 +361,11 @@ def test_a_table_with_nothing_trained_never_replaces_an_existing_one(tmp_path):
     assert not (paths.results / "index.csv").exists()          # only `nlpbench index` writes the index
     build.table(params, "tolias-thesis", "2", paths, allow_empty=True)
     assert "not run" in committed.read_text()
+
+
+def test_compare_seeds_judges_a_difference_against_the_larger_seed_sd():
+    from nlpbench.tables import compare_seeds
+    c = compare_seeds([10.0, 12.0], [5.0, 5.0])           # means 11 and 5, SDs 1.414 and 0
+    assert c["diff"] == 6.0 and abs(c["spread"] - 2 ** 0.5) < 1e-12 and c["exceeds"]
+    assert not compare_seeds([10.0, 16.0], [10.0, 10.0])["exceeds"]    # diff 3 inside SD 4.24
+    assert not compare_seeds([20.0], [5.0])["exceeds"]                  # one seed: never judged beyond the spread

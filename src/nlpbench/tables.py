@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -185,6 +186,20 @@ def table_status(
     if n_ok == n_cells and mean_abs_diff is not None and mean_abs_diff <= tolerance and n_flagged == 0:
         return "reproduced"
     return "differs"
+
+
+def seed_sd(values: list[float]) -> float:
+    """Sample standard deviation over seeds (0 for a single seed)."""
+    return statistics.stdev(values) if len(values) > 1 else 0.0
+
+
+def compare_seeds(a: list[float], b: list[float]) -> dict:
+    """a against b over their seeds: the means, the sample SDs, the difference of the means and whether it exceeds
+    the larger SD (the rule every claim judged against the seed spread uses; never with a single seed)."""
+    mean_a, mean_b, sd_a, sd_b = statistics.fmean(a), statistics.fmean(b), seed_sd(a), seed_sd(b)
+    diff, spread = mean_a - mean_b, max(sd_a, sd_b)
+    return {"mean_a": mean_a, "mean_b": mean_b, "sd_a": sd_a, "sd_b": sd_b, "diff": diff, "spread": spread,
+            "exceeds": len(a) > 1 and len(b) > 1 and abs(diff) > spread}
 
 
 def _check_unique(labels: list[str], what: str) -> None:

@@ -392,12 +392,11 @@ def claim_verdict(params: dict, decl: dict, c: dict, runs_root: Path) -> str:
                      for v in [_value(m, spec)] if v is not None]
     if min(len(v) for v in vals.values()) < 2:
         return f"Claim \"{c['text']}\": not judged (fewer than two seeds of each run at this scale)."
-    mb, mw = statistics.fmean(vals["better"]), statistics.fmean(vals["worse"])
-    spread = max(statistics.stdev(vals["better"]), statistics.stdev(vals["worse"]))
-    diff = mb - mw
+    cmp = tables.compare_seeds(vals["better"], vals["worse"])
+    diff, spread = cmp["diff"], cmp["spread"]
     verdict = ("HOLDS" if diff > spread else "REVERSED" if diff < -spread else "NOT RESOLVED by the seed spread")
-    return (f"Claim \"{c['text']}\" on {c['column']}: {verdict} here: {c['better']} {mb:.2f} ± "
-            f"{statistics.stdev(vals['better']):.2f} vs {c['worse']} {mw:.2f} ± {statistics.stdev(vals['worse']):.2f} "
+    return (f"Claim \"{c['text']}\" on {c['column']}: {verdict} here: {c['better']} {cmp['mean_a']:.2f} ± "
+            f"{cmp['sd_a']:.2f} vs {c['worse']} {cmp['mean_b']:.2f} ± {cmp['sd_b']:.2f} "
             f"(mean ± sample sd over {len(vals['better'])} and {len(vals['worse'])} seeds; difference {diff:+.2f}; "
             f"rule: it holds when the difference exceeds the larger sd, is reversed below minus it).")
 

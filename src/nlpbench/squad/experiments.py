@@ -282,18 +282,12 @@ def table_cells(params: dict, name: str, runs_root: Path) -> tuple[list[tables.C
 
 # -- claims -------------------------------------------------------------------------------------------------
 
-def _sd(values: list[float]) -> float:
-    return statistics.stdev(values) if len(values) > 1 else 0.0
-
-
 def _compare(a: dict[int, float], b: dict[int, float]) -> dict:
     """a against b over the seeds: difference of the max and of the mean, the larger seed SD, paired wins."""
     va, vb = list(a.values()), list(b.values())
     paired = sorted(set(a) & set(b))
-    d_mean = sum(va) / len(va) - sum(vb) / len(vb)
-    spread = max(_sd(va), _sd(vb))
-    return {"d_max": max(va) - max(vb), "d_mean": d_mean, "spread": spread,
-            "exceeds": len(va) > 1 and len(vb) > 1 and abs(d_mean) > spread,
+    cmp = tables.compare_seeds(va, vb)
+    return {"d_max": max(va) - max(vb), "d_mean": cmp["diff"], "spread": cmp["spread"], "exceeds": cmp["exceeds"],
             "wins": sum(a[s] > b[s] for s in paired), "pairs": len(paired)}
 
 
@@ -381,7 +375,7 @@ def resolution_note(per_seed: dict) -> list[str]:
     if len(em) < 2:
         return []
     means = [sum(v) / len(v) for v in em.values()]
-    sds = [_sd(v) for v in em.values()]
+    sds = [tables.seed_sd(v) for v in em.values()]
     between, within = max(means) - min(means), sum(sds) / len(sds)
     verdict = ("smaller than" if between < within else "about" if between < 2 * within else "larger than")
     return [f"Resolution: the seed means of the {len(em)} EM cells span {between:.2f} points, {verdict} the typical "
