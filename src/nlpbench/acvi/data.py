@@ -28,7 +28,7 @@ from typing import Sequence
 
 import torch
 
-from nlpbench.data.fetch import MIRROR_ENV, ChecksumError, FetchError, resolve_mirror
+from nlpbench.data.fetch import MIRROR_ENV, ChecksumError, FetchError, file_records, resolve_mirror
 from nlpbench.io import write_json, write_text
 
 from .tokenize import fix_missing_period, ptb_tokenize, split_sentences
@@ -293,12 +293,6 @@ def read_cnndm_split(out_dir: str | os.PathLike, split: str) -> list[tuple[list[
 
 
 # ------------------------------------------------------------------------------- user-supplied MSVD and DUC 2004
-def _written(out: Path, names: Sequence[str]) -> dict:
-    """{file: {"bytes", "sha256"}} of the files a prepare step wrote (recorded in its STATUS.json)."""
-    return {n: {"bytes": (out / n).stat().st_size, "sha256": hashlib.sha256((out / n).read_bytes()).hexdigest()}
-            for n in names}
-
-
 # MSVD (spec §3.5). The user's directory (acvi.data.msvd_dir):
 #   captions/<one>.csv    the Microsoft Research Video Description Corpus ("MSR Video Description Corpus.csv"):
 #                         header row with at least VideoID, Start, End, Language, Description; English rows used
@@ -392,7 +386,7 @@ def prepare_msvd(out_dir: str | os.PathLike, root: str | os.PathLike, mirror: st
         names.append(f"{split}.pt")
     status = {"dataset": "MSVD (Chen & Dolan 2011), user-supplied captions and features", "available": True,
               "root": str(root), "captions_file": csvs[0].name, "splits": counts, "tokenizer": "wordpunct, case kept",
-              "frames": frames, "feat_dim": feat_dim, "files": _written(out, names)}
+              "frames": frames, "feat_dim": feat_dim, "files": file_records(out, names)}
     write_json(out / STATUS_FILE, status)
     return status
 
@@ -472,7 +466,7 @@ def prepare_duc2004(out_dir: str | os.PathLike, root: str | os.PathLike, *, toke
     write_text(out / "articles.jsonl", "\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n")
     status = {"dataset": "DUC 2004 task 1 (NIST), user-supplied", "available": True, "root": str(root),
               "documents": len(rows), "references": sum(len(r["references"]) for r in rows),
-              "tokenizer": backend, "files": _written(out, ["articles.jsonl"])}
+              "tokenizer": backend, "files": file_records(out, ["articles.jsonl"])}
     write_json(out / STATUS_FILE, status)
     return status
 
