@@ -115,6 +115,7 @@ def test_real_mirror_lists_name_the_first_missing_clip(tmp_path, mirror_dir):
         prepare_msvd(tmp_path / "out", root, mirror_dir)               # vid2
 
 
+@pytest.mark.filterwarnings("error:Converting a tensor with requires_grad")   # losses are logged detached
 def test_video_run_trains_on_prepared_msvd(tmp_path):
     from nlpbench.acvi.experiments import prepare, train_run
     mirror = fake_mirror(tmp_path / "mirror")
@@ -238,3 +239,22 @@ def test_table4_scores_a_trained_cnndm_run_on_prepared_duc(tmp_path, monkeypatch
     assert saved["rouge1"] == cell.reproduced and saved["n"] == 2
     notes = experiments.reading_notes(params, [run], [{"eval": "duc2004"}])
     assert any("first 75 bytes" in n and "ROUGE recall" in n for n in notes)
+
+
+def test_prepared_msvd_and_duc_files_edited_after_preparation_are_refused(tmp_path):
+    """The readers re-check a prepared file against the size and sha256 STATUS.json records (as the bAbI and
+    text-corpus steps do): a file changed after the data step is an error naming it and the step to re-run."""
+    from nlpbench.data.fetch import PreparedDataChanged
+    out_v, out_d = tmp_path / "msvd_out", tmp_path / "duc_out"
+    prepare_msvd(out_v, fake_msvd(tmp_path / "msvd"), fake_mirror(tmp_path / "mirror"))
+    prepare_duc2004(out_d, fake_duc(tmp_path / "duc"), tokenizer="regex")
+    read_msvd_split(out_v, "valid")                                     # untouched: read
+    read_duc2004(out_d)
+    data = (out_v / "valid.pt").read_bytes()
+    (out_v / "valid.pt").write_bytes(data[:-1] + bytes([data[-1] ^ 1]))   # same size, one bit flipped
+    with pytest.raises(PreparedDataChanged, match=r"valid\.pt.*nlpbench data acvi-msvd"):
+        read_msvd_split(out_v, "valid")
+    with open(out_d / "articles.jsonl", "a", encoding="utf-8") as f:
+        f.write("{}\n")
+    with pytest.raises(PreparedDataChanged, match=r"articles\.jsonl.*nlpbench data acvi-duc2004"):
+        read_duc2004(out_d)

@@ -28,8 +28,8 @@ from typing import Sequence
 
 import torch
 
-from nlpbench.data.fetch import MIRROR_ENV, ChecksumError, FetchError, file_records, resolve_mirror
-from nlpbench.io import write_json, write_text
+from nlpbench.data.fetch import MIRROR_ENV, ChecksumError, FetchError, file_records, resolve_mirror, verify_prepared
+from nlpbench.io import read_json, write_json, write_text
 
 from .tokenize import fix_missing_period, ptb_tokenize, split_sentences
 
@@ -75,6 +75,20 @@ def verified_bytes(folder: Path, rel: str, manifest: dict[str, str]) -> bytes:
     if digest != manifest[rel]:
         raise ChecksumError(f"{path}: sha256 {digest} differs from the manifest's {manifest[rel]}")
     return data
+
+
+def prepared_file(out_dir: str | os.PathLike, rel: str, step: str, key: str | None = None) -> Path:
+    """out_dir/rel of a prepared data step, checked against its STATUS.json record (size and sha256, as
+    prepare_* wrote them; folders prepared before the hashes were recorded: present). FetchError naming the
+    step to run when the folder is not prepared; PreparedDataChanged when the file was edited since."""
+    out = Path(out_dir)
+    path = out / rel
+    if not (out / STATUS_FILE).is_file() or not path.is_file():
+        raise FetchError(f"{path} not prepared (it or {out / STATUS_FILE} is missing): run the data step {step}"
+                         + (f" ({key})" if key else ""))
+    files = read_json(out / STATUS_FILE).get("files") or {}
+    verify_prepared(out, {rel: None if isinstance(files, list) else files.get(rel)}, step)
+    return path
 
 
 # ------------------------------------------------------------------------------------------------- CNN/DM
@@ -148,17 +162,15 @@ def prepare_cnndm(out_dir: str | os.PathLike, mirror: str | os.PathLike | None =
         "n_articles": len(articles), "tokenizer": backend,
         "max_enc_steps": max_enc_steps, "max_dec_steps": max_dec_steps,
         "mean_article_tokens": sum(n_tok) / len(n_tok),
-        "systems": list(CNNDM_SYSTEMS), "files": ["articles.jsonl"],
+        "systems": list(CNNDM_SYSTEMS), "files": file_records(out, ["articles.jsonl"]),
     }
     write_json(out / STATUS_FILE, status)
     return status
 
 
 def read_prepared_cnndm(out_dir: str | os.PathLike) -> list[Article]:
-    out = Path(out_dir)
-    if not (out / STATUS_FILE).is_file():
-        raise FetchError(f"{out} has no {STATUS_FILE}: run prepare_cnndm first")
-    return [Article(**json.loads(line)) for line in (out / "articles.jsonl").read_text(encoding="utf-8").splitlines()]
+    path = prepared_file(out_dir, "articles.jsonl", "acvi-cnndm-mirror")
+    return [Article(**json.loads(line)) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
 # ---------------------------------------------------------------------------------------------------- QG
@@ -281,14 +293,14 @@ def prepare_cnndm_full(out_dir: str | os.PathLike, root: str | os.PathLike, mirr
         write_text(out / f"{split}.jsonl", "\n".join(rows) + "\n")
         counts[split] = len(rows)
     status = {"dataset": "CNN/DailyMail non-anonymised, See et al. split", "available": True, "stories": counts,
-              "tokenizer": backend, "root": str(root), "files": [f"{s}.jsonl" for s in CNNDM_SPLITS]}
+              "tokenizer": backend, "root": str(root), "files": file_records(out, [f"{s}.jsonl" for s in CNNDM_SPLITS])}
     write_json(out / STATUS_FILE, status)
     return status
 
 
 def read_cnndm_split(out_dir: str | os.PathLike, split: str) -> list[tuple[list[str], list[str]]]:
     """(article tokens, reference tokens) pairs of a prepared split."""
-    rows = (Path(out_dir) / f"{split}.jsonl").read_text(encoding="utf-8").splitlines()
+    rows = prepared_file(out_dir, f"{split}.jsonl", "acvi-cnndm-full").read_text(encoding="utf-8").splitlines()
     return [([t for s in r["article"] for t in s], [t for s in r["reference"] for t in s]) for r in map(json.loads, rows)]
 
 
@@ -393,10 +405,7 @@ def prepare_msvd(out_dir: str | os.PathLike, root: str | os.PathLike, mirror: st
 
 def read_msvd_split(out_dir: str | os.PathLike, split: str) -> tuple[torch.Tensor, list[list[list[str]]]]:
     """(features (n, frames, dim), reference token lists per clip) of a prepared MSVD split."""
-    path = Path(out_dir) / f"{split}.pt"
-    if not (Path(out_dir) / STATUS_FILE).is_file() or not path.is_file():
-        raise FetchError(f"{path} not prepared: run the data step acvi-msvd (acvi.data.msvd_dir)")
-    d = torch.load(path, weights_only=False)
+    d = torch.load(prepared_file(out_dir, f"{split}.pt", "acvi-msvd", "acvi.data.msvd_dir"), weights_only=False)
     return d["features"], d["captions"]
 
 
@@ -472,7 +481,5 @@ def prepare_duc2004(out_dir: str | os.PathLike, root: str | os.PathLike, *, toke
 
 
 def read_duc2004(out_dir: str | os.PathLike) -> list[dict]:
-    path = Path(out_dir) / "articles.jsonl"
-    if not (Path(out_dir) / STATUS_FILE).is_file() or not path.is_file():
-        raise FetchError(f"{path} not prepared: run the data step acvi-duc2004 (acvi.data.duc2004_dir)")
+    path = prepared_file(out_dir, "articles.jsonl", "acvi-duc2004", "acvi.data.duc2004_dir")
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]

@@ -140,7 +140,7 @@ def train_video(settings: dict, out_dir, device: str = "cpu", log=print, splits:
         torch.nn.utils.clip_grad_norm_(model.parameters(), t["max_grad_norm"])
         opt.step()
         if (step + 1) % t["log_every"] == 0 or step + 1 == steps:
-            history.append({"step": step + 1, **{k: float(x) for k, x in losses.items()}})
+            history.append({"step": step + 1, **{k: float(x.detach()) for k, x in losses.items()}})
             log(f"step {step + 1}/{steps} loss {history[-1]['loss']:.4f}")
     train_seconds = time.perf_counter() - t0
     model.eval()
