@@ -331,6 +331,20 @@ def test_the_codes_position_encoding_is_its_formula_over_the_padded_length():
             assert (a[0, j - 1] + (k / d) * b[0, j - 1]).item() == pytest.approx(expected, abs=1e-6)
 
 
+def test_the_published_codes_position_encoding_is_its_loop_with_the_time_slot():
+    """position_form code_published: the footnoted code's matrix, built as that code builds it (a double loop
+    over k = 1..d and j = 1..J, J = padded width + the time-word slot, divided by d J), on the word positions."""
+    from nlpbench.nn.position import position_weights_code_published
+    width, L, d = 7, 9, 5
+    for time_slot in (True, False):
+        J = width + 1 if time_slot else width
+        a, b = position_weights_code_published(torch.tensor([width]), L, d, time_slot)
+        for j in range(1, L + 1):
+            for k in range(1, d + 1):
+                expected = 1 + 4 * (k - (d + 1) / 2) * (j - (J + 1) / 2) / d / J if j <= width else 0.0
+                assert (a[0, j - 1] + (k / d) * b[0, j - 1]).item() == pytest.approx(expected, abs=1e-6)
+
+
 def test_dofs_by_role_under_either_tying():
     from nlpbench.memnet.groups import dof_by_role
     assert dof_by_role({"A": 3.0, "B": 4.0, "C": 15.0}) == {"A": 3.0, "B": 4.0, "C": 15.0}

@@ -149,8 +149,11 @@ def _reading_notes(params: dict, settings: dict, seeds: tuple[int, ...]) -> list
             "numbers Table 2's MemN2N column matches; t-MEM-NN puts a Student-t posterior on every E_k)"
             if m["tying"] == "adjacent" else " (A, B, C shared by every hop, and W: the thesis's text)") +
         f"; position encoding {m['position_encoding']} in the `{m['position_form']}` form"
-        + (" (the code's: twice the paper's l_kj, with J the data's padded sentence length)"
-           if m["position_form"] == "code" else " (l_kj of ch. 3 over the sentence's own length)") +
+        + {"code": " (an earlier reading of the code's: twice the paper's l_kj, with J the data's padded sentence "
+                   "length)",
+           "code_published": " (the footnoted code's formula as published: 1 + 4 (k - (d+1)/2)(j - (J+1)/2) / (d J), "
+                             "J the padded sentence length plus the time-word slot)",
+           }.get(m["position_form"], " (l_kj of ch. 3 over the sentence's own length)") +
         f"; temporal encoding {m['temporal_encoding']} (time rows); memory of "
         + ("min(50, the task's longest story) slots, as the code sizes it"
            if m["memory_slots"] == "longest_story" else f"{m['memory_size']} slots") +
@@ -227,11 +230,13 @@ def table_parts(params: dict, d: Declared, runs_root: Path, with_claims: bool = 
             def test_acc(m: dict) -> float:   # a joint model's metrics hold every task's accuracy
                 return m["test_acc_by_task"][str(task)][col["metric"]] if group.joint else m["test_acc"][col["metric"]]
 
-            tests = [100 * test_acc(m) for m in ok]
+            tests = [100 * test_acc(m) for m in sorted(ok, key=lambda m: m["seed"])]
             spread = f"; seeds mean {statistics.mean(tests):.1f}" + (
-                f" ± {statistics.stdev(tests):.1f} (n={len(tests)})" if len(tests) > 1 else "")
+                f" ± {statistics.stdev(tests):.1f} (n={len(tests)}; by seed " + ", ".join(f"{v:.1f}" for v in tests)
+                + ")" if len(tests) > 1 else "")
+            val = "" if group.joint else f" (validation {100 * chosen['val_acc'][col['metric']]:.1f})"
             cells.append(tables.Cell(str(task), column, 100 * test_acc(chosen), "ok",
-                                     f"seed {chosen['seed']} chosen by validation{spread}"))
+                                     f"seed {chosen['seed']} chosen by validation{val}{spread}"))
             if "dof" in chosen and col["metric"] == "S10":
                 dofs.append((task, chosen["dof"]))
     for group in groups.values():

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from nlpbench.nn.gaussian import GaussianMatrix
-from nlpbench.nn.position import position_weights, position_weights_code
+from nlpbench.nn.position import position_weights, position_weights_code, position_weights_code_published
 from nlpbench.nn.student_t import StudentTMatrix
 
 
@@ -86,8 +86,9 @@ class MemNet(nn.Module):
         super().__init__()
         self.cfg = cfg
         K, V, d = len(vocab_sizes), cfg.n_rows, cfg.embedding_dim
-        if cfg.position_form not in ("paper", "code"):
-            raise ValueError(f"model.position_form: unknown value {cfg.position_form!r} (expected 'paper' or 'code')")
+        if cfg.position_form not in ("paper", "code", "code_published"):
+            raise ValueError(f"model.position_form: unknown value {cfg.position_form!r} "
+                             "(expected 'paper', 'code' or 'code_published')")
         if cfg.nil_row not in ("zero", "learned"):
             raise ValueError(f"model.nil_row: unknown value {cfg.nil_row!r} (expected 'zero' or 'learned')")
         if cfg.posterior not in ("student_t", "gaussian"):
@@ -191,6 +192,9 @@ class MemNet(nn.Module):
         if self.cfg.position_encoding:
             if self.cfg.position_form == "code":
                 a, b = position_weights_code(widths.view(K, 1).expand(K, U), W, self.cfg.embedding_dim)
+            elif self.cfg.position_form == "code_published":
+                a, b = position_weights_code_published(widths.view(K, 1).expand(K, U), W, self.cfg.embedding_dim,
+                                                       self.cfg.temporal_encoding)
             else:
                 a, b = position_weights(lengths, W, self.cfg.embedding_dim)
             values = torch.cat([a[present], b[present]])
