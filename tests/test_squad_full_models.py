@@ -2,6 +2,7 @@
 registry (swapping it changes the function called), each learns the synthetic marker task, and a run of each
 trains through train.run and reloads."""
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -23,11 +24,13 @@ from nlpbench.squad.train import TrainConfig, load_trained, run  # noqa: E402
 torch.set_num_threads(1)
 
 TINY = {
-    "bidaf": lambda sim: BiDAFConfig(similarity=sim, embed_adjust=8, hidden=8, highway_layers=1, dropout=0.0),
+    "bidaf": lambda sim: BiDAFConfig(similarity=sim, embed_adjust=8, hidden=8, highway_layers=1, dropout=0.0,
+                                     char_dim=0),
     "dcn": lambda sim: DCNConfig(similarity=sim, embed_adjust=8, hidden=8, decoder_iterations=2, maxout_pool=4,
                                  dropout=0.0),
     "qanet": lambda sim: QANetConfig(similarity=sim, embed_adjust=8, d_model=16, heads=2, embed_convs=1,
-                                     model_blocks=1, model_convs=1, highway_layers=1, dropout=0.0, survival=1.0),
+                                     model_blocks=1, model_convs=1, highway_layers=1, dropout=0.0, survival=1.0,
+                                     char_dim=0),
 }
 ORIGINAL = {"bidaf": "trilinear", "dcn": "dot-product", "qanet": "trilinear"}
 
@@ -103,3 +106,30 @@ def test_each_model_learns_the_marker_task(arch, tmp_path):
     model, saved_vocab = load_trained(tmp_path / "run", vectors)        # model.pt rebuilds the same architecture
     assert saved_vocab == vocab and type(model).__name__ == type(build_model(torch.as_tensor(vectors),
                                                                              cfg.model)).__name__
+
+
+def test_the_character_cnn_reads_each_word_s_characters():
+    from nlpbench.squad.model import CharCNN
+
+    torch.manual_seed(0)
+    vocab = ["<pad>", "ab", "ba", "abc", "b"]
+    cnn = CharCNN(vocab, char_dim=3, filters=5, width=3, max_chars=4)
+    assert cnn.word_chars.tolist() == [[0, 0, 0, 0], [2, 3, 0, 0], [3, 2, 0, 0], [2, 3, 4, 0], [3, 0, 0, 0]]
+    assert "word_chars" not in cnn.state_dict()                 # rebuilt from the vocabulary, never stored
+    out = cnn(torch.tensor([[1, 2, 0]]))
+    assert out.shape == (1, 3, 5) and not torch.allclose(out[0, 0], out[0, 1])   # "ab" and "ba" differ
+
+
+@pytest.mark.parametrize("arch", ["bidaf", "qanet"])
+def test_character_embeddings_join_the_word_input_and_reload(arch, tmp_path):
+    train, test, vectors, vocab = marker_task(100, 20, seed=2)
+    cfg = TrainConfig(model=dataclasses.replace(TINY[arch](ORIGINAL[arch]), char_dim=4, char_filters=6,
+                                                char_width=3),
+                      epochs=1, batch_size=20, optimizer="adam", lr=0.01, eval_every_epoch=False, seed=0)
+    with pytest.raises(ValueError, match="character embeddings"):
+        build_model(torch.as_tensor(vectors), cfg.model)
+    model = build_model(torch.as_tensor(vectors), cfg.model, vocab)
+    assert model.chars is not None and model.embed_words(torch.tensor([[1, 2]])).shape == (1, 2, 8 + 6)
+    run(cfg, train, test, vectors, vocab, tmp_path / "run", log=lambda line: None)
+    reloaded, _ = load_trained(tmp_path / "run", vectors)
+    assert reloaded.chars.embed.weight.shape == model.chars.embed.weight.shape

@@ -33,7 +33,7 @@ def model_config(model: str):
 
 
 def time_scale(params: dict, scale_params: dict, steps: int, device: str, items: list[dict],
-               model_name: str = "baseline") -> dict:
+               model_name: str = "baseline", vocab: list[str] | None = None) -> dict:
     """examples/s of `steps` training steps (after one warm-up step) of one model at `scale_params`' model and
     train settings."""
     import numpy as np
@@ -48,10 +48,10 @@ def time_scale(params: dict, scale_params: dict, steps: int, device: str, items:
     tc = TrainConfig.from_dict({**cfg.train_settings(scale_params), "model": cfg.model_settings(scale_params),
                                 "seed": 0, "device": device})
     dim = VECTOR_DIM[sq["data"]["vectors"]]
-    vocab_size = 1 + max(max(max(x["passage"]), max(x["question"])) for x in items)
+    vocab_size = len(vocab) if vocab else 1 + max(max(max(x["passage"]), max(x["question"])) for x in items)
     torch.manual_seed(0)
     emb = torch.as_tensor(np.random.default_rng(0).standard_normal((vocab_size, dim)), dtype=torch.float32)
-    model = build_model(emb, tc.model).to(device)
+    model = build_model(emb, tc.model, vocab).to(device)
     opt = make_optimizer(tc, [p for p in model.parameters() if p.requires_grad])
     cut = [{**x, "passage": x["passage"][: tc.max_passage_len], "question": x["question"][: tc.max_question_len]}
            for x in items if x["end"] < tc.max_passage_len]
@@ -109,7 +109,7 @@ def benchmark(params: dict, decl: dict, source: str, name: str, paths: Paths) ->
     for model, scale in [(m, s) for m in models for s in decl.get("scales") or ["cpu", "paper"]]:
         sp = config.load(Path("params.yaml"), {"scale": scale, "device": params["device"]}) \
             if scale != params["scale"] else params
-        r = time_scale(params, sp, decl.get("steps", 20), device, items, model)
+        r = time_scale(params, sp, decl.get("steps", 20), device, items, model, vocab)
         sq = sp["squad"]
         n_train = PAPER_TRAIN_QUESTIONS if sq["data"]["source"] == "official" else \
             (sq["data"]["max_train_questions"] or len(items))

@@ -83,6 +83,42 @@ class WordInput(nn.Module):
         w = self.adjust(self.drop(self.embed(ids)))
         return F.relu(w) if self.adjust_activation == "relu" else w
 
+    def embed_words(self, ids: Tensor) -> Tensor:
+        """[w_t; char-CNN(t)] where the model has a `chars` module (BiDAF, QANet), else w_t."""
+        w = self.word_vectors(ids)
+        chars = getattr(self, "chars", None)
+        return w if chars is None else torch.cat([w, chars(ids)], dim=-1)
+
+
+class CharCNN(nn.Module):
+    """Character-level word vectors (Kim 2014), as BiDAF (§2.1) and QANet (§2.2) use: each word's first
+    `max_chars` characters embedded (char_dim), one convolution of `filters` filters of width `width`, ReLU,
+    max-pooled over the characters. The characters of every word come from the vocabulary, so batches stay
+    word ids: `word_chars` (|V| x max_chars, 0 = none) is rebuilt from the vocabulary, never stored; the
+    character table (1 = a character not in the vocabulary's words) is sorted, so the same vocabulary gives the
+    same weights' meaning."""
+
+    def __init__(self, vocab: list[str], char_dim: int, filters: int, width: int, max_chars: int = 16,
+                 dropout: float = 0.0):
+        super().__init__()
+        chars = sorted({c for w in vocab[1:] for c in w})
+        index = {c: i + 2 for i, c in enumerate(chars)}
+        table = torch.zeros(len(vocab), max_chars, dtype=torch.long)
+        for k, w in enumerate(vocab[1:], start=1):
+            ids = [index.get(c, 1) for c in w[:max_chars]]
+            table[k, : len(ids)] = torch.tensor(ids)
+        self.register_buffer("word_chars", table, persistent=False)
+        self.embed = nn.Embedding(len(chars) + 2, char_dim, padding_idx=0)
+        self.conv = nn.Conv1d(char_dim, filters, width, padding=width // 2)
+        self.dropout = nn.Dropout(dropout)
+        self.out_dim = filters
+
+    def forward(self, ids: Tensor) -> Tensor:  # (B, T) word ids -> (B, T, filters)
+        B, T = ids.shape
+        c = self.dropout(self.embed(self.word_chars[ids].flatten(0, 1)))  # (B*T, L, char_dim)
+        h = F.relu(self.conv(c.transpose(1, 2))).max(dim=2).values
+        return h.view(B, T, -1)
+
 
 class Highway(nn.Module):
     """A highway network (Srivastava et al. 2015), as BiDAF and QANet put over their embeddings:

@@ -31,8 +31,13 @@ def model_config(settings: dict):
     return ARCHITECTURES[arch][0](**settings)
 
 
-def build_model(embeddings: Tensor, cfg) -> nn.Module:
+def build_model(embeddings: Tensor, cfg, vocab: list[str] | None = None) -> nn.Module:
+    """The model of `cfg` over frozen `embeddings`; `vocab` (the words of the embedding rows) is needed by a model
+    with character embeddings (char_dim > 0)."""
+    if getattr(cfg, "char_dim", 0) and vocab is None:
+        raise ValueError(f"the {cfg.arch} model has character embeddings (char_dim {cfg.char_dim}): give its vocabulary")
     for config_cls, model_cls in ARCHITECTURES.values():
         if type(cfg) is config_cls:
-            return model_cls(embeddings, cfg)
+            return model_cls(embeddings, cfg) if config_cls in (ModelConfig, DCNConfig) else \
+                model_cls(embeddings, cfg, vocab)
     raise TypeError(f"not a squad model config: {cfg!r}")

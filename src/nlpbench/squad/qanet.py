@@ -1,8 +1,8 @@
 """QANet (Yu, Dohan, Luong, Zhao, Chen, Norouzi, Le, ICLR 2018), the third model of Table 4.4 (spec §2.5):
 "a recurrency-free version of BiDAF" (thesis §4.3). Section numbers are the paper's §2.2.
 
-  1. input embedding    frozen GloVe -> adjustment FNN (model.WordInput, shared with the baseline) -> highway
-                        [D: no character CNN; see README]
+  1. input embedding    [frozen GloVe -> adjustment FNN (model.WordInput, shared with the baseline); char-CNN
+                        (model.CharCNN: 200-d characters, 200 filters, max-pooled; char_dim 0 = none)] -> highway
   2. embedding encoder  one encoder block, shared by context and question: [conv x #]-self-attention-feed-forward,
                         each sublayer f: x + f(layernorm(x)), positional encoding at the block's input,
                         depthwise-separable convolutions; a 1x1 projection to d_model first
@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from nlpbench.squad.model import Highway, WordInput
+from nlpbench.squad.model import CharCNN, Highway, WordInput
 from nlpbench.squad.output import NEG, OutputFormation
 from nlpbench.squad.similarity import make_similarity
 
@@ -35,6 +35,9 @@ class QANetConfig:
     similarity: str = "trilinear"  # the paper's own; Table 4.4 swaps in T-trilinear
     embed_adjust: int = 100
     adjust_activation: str = "none"
+    char_dim: int = 200  # p2 = 200; 0 = word vectors only
+    char_filters: int = 200
+    char_width: int = 5  # [D: the released code's]
     highway_layers: int = 2
     d_model: int = 128  # hidden size d
     heads: int = 8
@@ -97,12 +100,15 @@ class EncoderBlock(nn.Module):
 
 
 class QANet(WordInput):
-    def __init__(self, embeddings: Tensor, cfg: QANetConfig):
+    def __init__(self, embeddings: Tensor, cfg: QANetConfig, vocab: list[str] | None = None):
         super().__init__(embeddings, cfg.embed_adjust, cfg.adjust_activation, cfg.dropout)
         self.cfg = cfg
         d = cfg.d_model
-        self.highway = Highway(cfg.embed_adjust, cfg.highway_layers, cfg.dropout)
-        self.input_proj = nn.Linear(cfg.embed_adjust, d, bias=False)
+        self.chars = CharCNN(vocab, cfg.char_dim, cfg.char_filters, cfg.char_width, dropout=cfg.dropout / 2) \
+            if cfg.char_dim else None  # characters dropped at half the rate (0.05 against 0.1)
+        size = cfg.embed_adjust + (self.chars.out_dim if self.chars else 0)
+        self.highway = Highway(size, cfg.highway_layers, cfg.dropout)
+        self.input_proj = nn.Linear(size, d, bias=False)
         self.embedding_encoder = nn.ModuleList(EncoderBlock(d, cfg.embed_convs, cfg.embed_kernel, cfg.heads,
                                                             cfg.dropout) for _ in range(cfg.embed_blocks))
         self.phi = make_similarity(cfg.similarity, d)
@@ -122,8 +128,8 @@ class QANet(WordInput):
 
     def forward(self, passage: Tensor, question: Tensor) -> dict[str, Tensor]:
         p_mask, q_mask = passage != 0, question != 0
-        c = self.input_proj(self.highway(self.word_vectors(passage)))
-        q = self.input_proj(self.highway(self.word_vectors(question)))
+        c = self.input_proj(self.highway(self.embed_words(passage)))
+        q = self.input_proj(self.highway(self.embed_words(question)))
         C = self._stack(self.embedding_encoder, c, p_mask, self.cfg.survival)
         Q = self._stack(self.embedding_encoder, q, q_mask, self.cfg.survival)
         S = self.phi(C, Q)

@@ -218,7 +218,7 @@ def run(cfg: TrainConfig, train_set: dict, test_set: dict, embeddings: np.ndarra
         raise ValueError(f"nothing to train on or evaluate: {len(train_items)} train, {len(test_items)} test examples")
 
     torch.manual_seed(cfg.seed)
-    model = build_model(torch.as_tensor(np.asarray(embeddings), dtype=torch.float32), cfg.model).to(device)
+    model = build_model(torch.as_tensor(np.asarray(embeddings), dtype=torch.float32), cfg.model, vocab).to(device)
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = make_optimizer(cfg, params)
     ema = EMA(model, cfg.ema_decay)
@@ -298,7 +298,7 @@ def load_trained(run_dir: str | os.PathLike, embeddings: np.ndarray | torch.Tens
     vocabulary (glove.embedding_matrix), as the frozen word vectors are not stored."""
     saved = torch.load(Path(run_dir) / "model.pt", weights_only=False)
     cfg = TrainConfig.from_dict(saved["config"])
-    model = build_model(torch.as_tensor(np.asarray(embeddings), dtype=torch.float32), cfg.model)
+    model = build_model(torch.as_tensor(np.asarray(embeddings), dtype=torch.float32), cfg.model, saved["vocab"])
     missing, unexpected = model.load_state_dict(saved["ema_weights"], strict=False)
     if missing != ["embed.weight"] or unexpected:
         raise ValueError(f"{run_dir}/model.pt does not fit its config (missing {missing}, unexpected {unexpected})")
