@@ -1,4 +1,5 @@
-"""One training run of the baseline model (thesis §3.3.2; spec §3.1).
+"""One training run of a squad model: the baseline (thesis §3.3.2; spec §3.1) or a full model of Table 4.4
+(models.py; their settings may change the optimizer, epochs, batch and EMA below through squad.full_models).
 
 Adadelta (lr 0.5, rho 0.95, eps 1e-6), batch 60, dropout 0.2, an exponential moving average (0.999) of the
 trainable weights used at evaluation, loss (3.20). The EMA decay is min(0.999, (1+t)/(10+t)) at step t [D: the
