@@ -111,7 +111,7 @@ def test_group_ids_are_stable_and_follow_the_settings():
 
 def _committed_runs(md: Path) -> set[str]:
     line = next((ln for ln in md.read_text().splitlines() if ln.startswith("- **runs**:")), None)
-    if line is None:      # a table with nothing to train here (squad 4.4: its models are not built) names no runs
+    if line is None:      # a table with nothing to train here names no runs
         return set()
     return {r.strip() for r in line.split(":", 1)[1].split(",")} - {"none"}   # "none": a table nothing trains here
 

@@ -37,7 +37,7 @@ def test_smoke_dag_runs_from_download_to_tables(tmp_path, mirror_dir):
     params["scales"]["smoke"]["memnet.train.epochs"] = 1
     params["scales"]["smoke"]["task_subset"] = [1, 3, 11]
     # DMN family: one table of each kind (pattern grid + figure, augmented column, ensemble with cited columns);
-    # squad family: its data steps, cited cells and claims (3.1), a figure (5.3), models not built (4.4)
+    # squad family: its data steps, cited cells and claims (3.1), a figure (5.3), the full models (4.4)
     params["tables"]["shen-thesis"] = {t: params["tables"]["shen-thesis"][t] for t in ("6.3", "6.7", "3.1", "4.4", "5.3")}
     kept = tuple(f"tables.{source}.{name}." for source, tables in params["tables"].items() for name in tables)
     for scale in params["scales"].values():     # a scale's keys for the tables left out would name nothing
@@ -136,15 +136,17 @@ def test_smoke_dag_runs_from_download_to_tables(tmp_path, mirror_dir):
     assert not list((tmp_path / "runs").glob("dmn-*/*/checkpoint.pt"))   # training checkpoints give way to model.pt
     # squad (Shen chs. 3-5): the dev-split data, its vectors, six configurations x two seeds, three tables
     assert status[("shen-thesis", "3.1")]["status"] == "differs"
-    assert status[("shen-thesis", "4.4")]["status"] == "not yet implemented"
+    assert status[("shen-thesis", "4.4")]["status"] == "differs"
+    assert _cells(results / "shen-thesis" / "4.4.csv")[("DCN", "T-trilinear / EM")]["status"] == "ok"
     cells31 = _cells(results / "shen-thesis" / "3.1.csv")
     assert cells31[("SAN", "Original Model / EM")]["status"] == "cited"
     assert 0 <= float(cells31[("DCN", "Baseline Model with existing model's attention / F1")]["reproduced"]) <= 100
     assert "Claim (§3.3" in (results / "shen-thesis" / "3.1.md").read_text()
     assert (results / "shen-thesis" / "fig5.2.png").stat().st_size > 5000
     assert (results / "shen-thesis" / "fig4.6.png").stat().st_size > 5000       # the heatmaps, an output
-    # 3.1: 3 configurations, 5.3: 3, the heatmaps: trilinear, general-3, T-trilinear x O_1, O_2 (general-3 O_1 shared)
-    assert len(list((tmp_path / "runs").glob("squad-*/seed*/metrics.json"))) == 11 * 2
+    # 3.1: 3 configurations, 5.3: 3, the heatmaps: trilinear, general-3, T-trilinear x O_1, O_2 (general-3 O_1
+    # shared), 4.4: 3 models x 2 similarities
+    assert len(list((tmp_path / "runs").glob("squad-*/seed*/metrics.json"))) == 17 * 2
 
     # a second invocation has nothing to do
     again = subprocess.run(cmd + ["-n"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)

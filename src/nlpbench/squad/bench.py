@@ -1,6 +1,7 @@
-"""The squad timing benchmark (on demand, not a test): training throughput of the baseline model (Figure 3.7,
-trilinear + O_1) at the settings of each scale it names, the time of one epoch at that scale, and the device-hours
-the paper scale needs (every configuration x seed x 20 epochs over SQuAD v1.1 train).
+"""The squad timing benchmark (on demand, not a test): training throughput of each model it names (`models`: the
+baseline of Figure 3.7 with trilinear + O_1, and Table 4.4's BiDAF, DCN and QANet with their own similarity) at the
+settings of each scale it names, the time of one epoch at that scale, and the device-hours of every configuration
+of that model x seed x its epochs (over SQuAD v1.1 train at the paper scale).
 
 Examples are drawn from the prepared data of the scale the command runs at; passages and questions are cut at the
 timed scale's caps. Word vectors are random rows of the timed scale's dimension (300 at the paper scale: timing
@@ -23,23 +24,34 @@ PAPER_TEST_QUESTIONS = 10_570      # SQuAD v1.1 dev
 VECTOR_DIM = {"glove-840B-300d": 300, "glove-6B-50d": 50}
 
 
-def time_scale(params: dict, scale_params: dict, steps: int, device: str, items: list[dict]) -> dict:
-    """examples/s of `steps` training steps (after one warm-up step) at `scale_params`' model and train settings."""
+def model_config(model: str):
+    """The configuration the benchmark times for a model: the baseline's trilinear + O_1, a full model's own."""
+    from nlpbench.squad.experiments import Config
+
+    own = {"baseline": "trilinear", "bidaf": "trilinear", "dcn": "dot-product", "qanet": "trilinear"}[model]
+    return Config(own, "O_1", None, None) if model == "baseline" else Config(own, None, None, None, model)
+
+
+def time_scale(params: dict, scale_params: dict, steps: int, device: str, items: list[dict],
+               model_name: str = "baseline", vocab: list[str] | None = None) -> dict:
+    """examples/s of `steps` training steps (after one warm-up step) of one model at `scale_params`' model and
+    train settings."""
     import numpy as np
     import torch
 
-    from nlpbench.squad.experiments import Config
-    from nlpbench.squad.model import BaselineModel, ModelConfig, span_loss
+    from nlpbench.squad.model import span_loss
+    from nlpbench.squad.models import build_model
     from nlpbench.squad.train import TrainConfig, collate, make_optimizer
 
     sq = scale_params["squad"]
-    cfg = Config("trilinear", "O_1", None, None)
-    tc = TrainConfig.from_dict({**sq["train"], "model": cfg.model_settings(scale_params), "seed": 0, "device": device})
+    cfg = model_config(model_name)
+    tc = TrainConfig.from_dict({**cfg.train_settings(scale_params), "model": cfg.model_settings(scale_params),
+                                "seed": 0, "device": device})
     dim = VECTOR_DIM[sq["data"]["vectors"]]
-    vocab_size = 1 + max(max(max(x["passage"]), max(x["question"])) for x in items)
+    vocab_size = len(vocab) if vocab else 1 + max(max(max(x["passage"]), max(x["question"])) for x in items)
     torch.manual_seed(0)
     emb = torch.as_tensor(np.random.default_rng(0).standard_normal((vocab_size, dim)), dtype=torch.float32)
-    model = BaselineModel(emb, ModelConfig(**tc.model.__dict__)).to(device)
+    model = build_model(emb, tc.model, vocab).to(device)
     opt = make_optimizer(tc, [p for p in model.parameters() if p.requires_grad])
     cut = [{**x, "passage": x["passage"][: tc.max_passage_len], "question": x["question"][: tc.max_question_len]}
            for x in items if x["end"] < tc.max_passage_len]
@@ -64,7 +76,8 @@ def time_scale(params: dict, scale_params: dict, steps: int, device: str, items:
         torch.cuda.synchronize()
     seconds = time.perf_counter() - t0
     return {"examples_per_s": n / seconds, "s_per_step": seconds / steps, "steps": steps,
-            "batch": tc.batch_size, "hidden": tc.model.hidden, "embed_adjust": tc.model.embed_adjust,
+            "batch": tc.batch_size, "hidden": getattr(tc.model, "hidden", getattr(tc.model, "d_model", None)),
+            "embed_adjust": tc.model.embed_adjust,
             "vector_dim": dim, "max_passage_len": tc.max_passage_len, "optimizer": tc.optimizer,
             "epochs": tc.epochs}
 
@@ -81,33 +94,39 @@ def benchmark(params: dict, decl: dict, source: str, name: str, paths: Paths) ->
     index = {w: i for i, w in enumerate(vocab)}
     train = load_prepared(x.data_dir(params, paths.data), "train")
     items = encode(train, index, 10**9, 10**9, drop_unreachable=False)
-    n_configs = len(x.all_configs(params))
-    lines = [f"# {source} {name}: training throughput of the squad baseline model", "",
+    configs = list(x.all_configs(params).values())
+    models = decl.get("models") or ["baseline"]
+    lines = [f"# {source} {name}: training throughput of the squad models", "",
              f"- device: {device_label(device)}; code commit {code_commit()}; generated {now_utc()}",
              f"- examples from the prepared data of scale `{params['scale']}` ({len(items)} training questions); "
-             "trilinear + O_1; random word vectors of the timed scale's dimension", "",
-             "| scale | hidden | adjust | vectors | passage cap | batch | optimizer | examples/s | s/step | "
+             "the baseline with trilinear + O_1, a full model with its own similarity; random word vectors of the "
+             "timed scale's dimension", "",
+             "| model | scale | hidden | adjust | vectors | passage cap | batch | optimizer | examples/s | s/step | "
              "training questions | one epoch | all runs (configs x seeds x epochs) |",
-             "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|"]
+             "|---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|"]
     print(lines[2], flush=True)
     results = {}
-    for scale in decl.get("scales") or ["cpu", "paper"]:
+    for model, scale in [(m, s) for m in models for s in decl.get("scales") or ["cpu", "paper"]]:
         sp = config.load(Path("params.yaml"), {"scale": scale, "device": params["device"]}) \
             if scale != params["scale"] else params
-        r = time_scale(params, sp, decl.get("steps", 20), device, items)
+        r = time_scale(params, sp, decl.get("steps", 20), device, items, model, vocab)
         sq = sp["squad"]
         n_train = PAPER_TRAIN_QUESTIONS if sq["data"]["source"] == "official" else \
             (sq["data"]["max_train_questions"] or len(items))
+        n_configs = sum(c.model == model for c in configs)
         epoch_s = n_train / r["examples_per_s"]
         total_h = epoch_s * r["epochs"] * n_configs * len(sq["seeds"]) / 3600
-        results[scale] = {**r, "n_train": n_train, "epoch_s": epoch_s, "all_runs_hours": total_h}
-        line = (f"| {scale} | {r['hidden']} | {r['embed_adjust']} | {r['vector_dim']}-d | {r['max_passage_len']} | "
+        results[f"{model}/{scale}" if len(models) > 1 else scale] = \
+            {**r, "model": model, "n_train": n_train, "epoch_s": epoch_s, "all_runs_hours": total_h}
+        line = (f"| {model} | {scale} | {r['hidden']} | {r['embed_adjust']} | {r['vector_dim']}-d | "
+                f"{r['max_passage_len']} | "
                 f"{r['batch']} | {r['optimizer']} | {r['examples_per_s']:.0f} | {r['s_per_step']:.3f} | {n_train} | "
                 f"{epoch_s / 60:.1f} min | {total_h:.1f} h ({n_configs} x {len(sq['seeds'])} x {r['epochs']}) |")
         lines.append(line)
         print(line, flush=True)
     lines += ["", "Training steps only (no evaluation, no data loading). \"all runs\" is the device-hours of every "
-              "configuration the nine tables train, at that scale's epochs and seeds, on this device: on a CPU these "
+              "configuration of that model the nine tables train, at that scale's epochs and seeds, on this device "
+              "(QANet's hidden column is its d_model): on a CPU these "
               "are core-hours; run the benchmark on a GPU (`--set device=cuda`) for the paper scale's GPU-hours."]
     lines += [f"- {n}" for n in decl.get("notes") or []]
     out = paths.results / source / f"{name}.md"

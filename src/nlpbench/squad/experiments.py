@@ -3,9 +3,10 @@
 A cell of a table declaration (params.yaml tables.shen-thesis.<name>, family squad) is the merge of the table's
 `fixed` part, its row's part and its column's part. A part names any of
     similarity (similarity.SIMILARITIES), output (output.OUTPUTS), passage_summary (first | second),
-    revised_dim_D (d* of the revised method as a multiple of D), model (baseline | bidaf | dcn | qanet),
+    revised_dim_D (d* of the revised method as a multiple of D), model (baseline | bidaf | dcn | qanet: the full
+    models of Table 4.4, settings squad.full_models, no output formation of their own to choose),
     metric (em | f1), cited (true: the thesis copied the number from other work; never run here).
-Every distinct trained configuration (similarity, output, passage summary, d*) is one training group: its runs
+Every distinct trained configuration (model, similarity, output, passage summary, d*) is one training group: its runs
 are one per seed in squad.seeds (the same seeds for every configuration, so runs pair by seed). A cell reads
 max EM / max F1 over the seeds (squad.best_of_runs, spec §3.1); all seeds are kept in the CSV's note column.
 """
@@ -27,7 +28,7 @@ from nlpbench.provenance import code_commit, now_utc
 SOURCE = "shen-thesis"
 PART_KEYS = ("similarity", "output", "passage_summary", "revised_dim_D", "model", "metric", "cited")
 MODELS = ("baseline", "bidaf", "dcn", "qanet")
-NOT_BUILT = {"bidaf": "BiDAF", "dcn": "DCN", "qanet": "QANet"}
+MODEL_NAMES = {"bidaf": "BiDAF", "dcn": "DCN", "qanet": "QANet"}     # the full models of Table 4.4 (models.py)
 SUMMARY_OUTPUTS = ("RIG_2", "RIG_4", "RIG_5", "RIG_6", "proposed", "revised", "A1-O_1", "A1-O_2")
 VECTORS = ("glove-840B-300d", "glove-6B-50d")
 
@@ -36,14 +37,20 @@ VECTORS = ("glove-840B-300d", "glove-6B-50d")
 
 @dataclass(frozen=True)
 class Config:
-    """One trained configuration of the baseline model (all seeds train it)."""
+    """One trained configuration (all seeds train it): the baseline model's, or a full model's (Table 4.4) with
+    output = passage_summary = revised_dim_D = None."""
 
     similarity: str
-    output: str
+    output: str | None
     passage_summary: str | None      # None where the output formation has no passage summary
     revised_dim_D: int | None        # None except for the revised method
+    model: str = "baseline"          # | bidaf | dcn | qanet
 
     def model_settings(self, params: dict) -> dict:
+        if self.model != "baseline":     # the shared word input (squad.model), then the model's own settings
+            shared = {k: params["squad"]["model"][k] for k in ("embed_adjust", "adjust_activation")}
+            return {"arch": self.model, "similarity": self.similarity, **shared,
+                    **params["squad"]["full_models"][self.model]["model"]}
         m = dict(params["squad"]["model"])
         D = 2 * m["hidden"]
         m.update(similarity=self.similarity, output=self.output,
@@ -51,7 +58,15 @@ class Config:
                  revised_dim=None if self.revised_dim_D is None else self.revised_dim_D * D)
         return m
 
+    def train_settings(self, params: dict) -> dict:
+        """squad.train, with a full model's own training settings (squad.full_models.<model>.train) over it."""
+        if self.model == "baseline":
+            return params["squad"]["train"]
+        return {**params["squad"]["train"], **(params["squad"]["full_models"][self.model].get("train") or {})}
+
     def label(self) -> str:
+        if self.model != "baseline":
+            return f"{MODEL_NAMES[self.model]} / {self.similarity}"
         parts = [self.similarity, self.output]
         if self.passage_summary:
             parts.append(f"{self.passage_summary}-order")
@@ -84,16 +99,22 @@ def config_of(params: dict, part: dict, where: str) -> Config:
     from nlpbench.squad.output import OUTPUTS
     from nlpbench.squad.similarity import SIMILARITIES
 
-    for key in ("similarity", "output"):
+    for key in ("similarity",) if part.get("model", "baseline") != "baseline" else ("similarity", "output"):
         if key not in part:
             raise ConfigError(f"params.yaml: {where}: no {key} (set it in the row, the column or `fixed`)")
     if part["similarity"] not in SIMILARITIES:
         raise ConfigError(f"params.yaml: {where}: unknown similarity {part['similarity']!r} "
                           f"(known: {', '.join(SIMILARITIES)})")
-    if part["output"] not in OUTPUTS:
-        raise ConfigError(f"params.yaml: {where}: unknown output {part['output']!r} (known: {', '.join(OUTPUTS)})")
     if "metric" not in part:
         raise ConfigError(f"params.yaml: {where}: no metric (em or f1)")
+    if part.get("model", "baseline") != "baseline":
+        extra = {"output", "passage_summary", "revised_dim_D"} & set(part)
+        if extra:
+            raise ConfigError(f"params.yaml: {where}: the {MODEL_NAMES[part['model']]} model has no {sorted(extra)} "
+                              "to set (its own attention and output layers; settings in squad.full_models)")
+        return Config(part["similarity"], None, None, None, part["model"])
+    if part["output"] not in OUTPUTS:
+        raise ConfigError(f"params.yaml: {where}: unknown output {part['output']!r} (known: {', '.join(OUTPUTS)})")
     summary = part.get("passage_summary", params["squad"]["model"]["passage_summary"])
     revised = part.get("revised_dim_D", params["squad"]["revised_dim_D"]) if part["output"] == "revised" else None
     return Config(part["similarity"], part["output"], summary if part["output"] in SUMMARY_OUTPUTS else None,
@@ -101,7 +122,7 @@ def config_of(params: dict, part: dict, where: str) -> Config:
 
 
 def cells_of(params: dict, name: str) -> list[tuple[str, str, dict, Config | None]]:
-    """(row, column, part, config or None for cited / not-built cells) over the table's grid."""
+    """(row, column, part, config or None for cited cells) over the table's grid."""
     decl = tables_of(params)[name]
     out = []
     for row in row_names(decl):
@@ -113,7 +134,7 @@ def cells_of(params: dict, name: str) -> list[tuple[str, str, dict, Config | Non
                 raise ConfigError(f"params.yaml: {where}: unknown key(s) {sorted(unknown)} (known: {PART_KEYS})")
             if part.get("model", "baseline") not in MODELS:
                 raise ConfigError(f"params.yaml: {where}: model {part['model']!r} (known: {MODELS})")
-            if part.get("cited") or part.get("model", "baseline") != "baseline":
+            if part.get("cited"):
                 out.append((row, column, part, None))
             else:
                 out.append((row, column, part, config_of(params, part, where)))
@@ -140,10 +161,12 @@ def group_settings(params: dict, cfg: Config) -> dict:
     return {"data": data_id(params), "vectors": sq["data"]["vectors"],
             "max_train_questions": sq["data"]["max_train_questions"],
             "max_test_questions": sq["data"]["max_test_questions"],
-            "model": cfg.model_settings(params), "train": sq["train"], "seeds": sq["seeds"]}
+            "model": cfg.model_settings(params), "train": cfg.train_settings(params), "seeds": sq["seeds"]}
 
 
 def group_id(params: dict, cfg: Config) -> str:
+    if cfg.model != "baseline":
+        return f"squad-{cfg.model}-{_slug(cfg.similarity)}-{config.digest(group_settings(params, cfg))}"
     parts = [cfg.similarity, cfg.output] + ([cfg.passage_summary] if cfg.passage_summary else []) \
         + ([f"r{cfg.revised_dim_D}D"] if cfg.revised_dim_D is not None else [])
     return "squad-" + "-".join(_slug(p) for p in parts) + "-" + config.digest(group_settings(params, cfg))
@@ -174,6 +197,12 @@ def check(params: dict) -> None:
         TrainConfig.from_dict({**sq["train"], "model": {k: v for k, v in sq["model"].items()}})
     except (TypeError, ValueError) as e:
         raise ConfigError(f"params.yaml: squad.train / squad.model: {e}") from None
+    for model in MODEL_NAMES:
+        cfg = Config("trilinear", None, None, None, model)
+        try:
+            TrainConfig.from_dict({**cfg.train_settings(params), "model": cfg.model_settings(params)})
+        except (TypeError, ValueError) as e:
+            raise ConfigError(f"params.yaml: squad.full_models.{model}: {e}") from None
     for name, decl in tables_of(params).items():
         if isinstance(decl["rows"], list) and "row_key" not in decl:
             raise ConfigError(f"params.yaml: tables.{SOURCE}.{name}: rows is a list, so row_key must say what a "
@@ -216,7 +245,7 @@ def train_group(params: dict, gid: str, data_root: Path, runs_root: Path, device
     group_dir = Path(runs_root) / gid
     t0, per_seed = time.monotonic(), {}
     for seed in sq["seeds"]:
-        tc = TrainConfig.from_dict({**sq["train"], "model": cfg.model_settings(params), "seed": seed,
+        tc = TrainConfig.from_dict({**cfg.train_settings(params), "model": cfg.model_settings(params), "seed": seed,
                                     "device": device})
         print(f"{gid}: {cfg.label()}, seed {seed}", flush=True)
         m = run(tc, train_set, test_set, matrix, vocab, group_dir / f"seed{seed}",
@@ -261,12 +290,6 @@ def table_cells(params: dict, name: str, runs_root: Path) -> tuple[list[tables.C
     for row, column, part, cfg in cells_of(params, name):
         if part.get("cited"):
             cells.append(tables.Cell(row, column, None, "cited", "published number the thesis copied; not run"))
-            continue
-        if cfg is None:
-            model = NOT_BUILT[part["model"]]
-            cells.append(tables.Cell(row, column, None, "not_run",
-                                     f"not yet implemented: the full {model} model (spec §2.5) is not built; "
-                                     "nlpbench.squad has only the baseline model of Figure 3.7"))
             continue
         values = seed_values(params, cfg, part["metric"], runs_root)
         if not values:
@@ -460,6 +483,21 @@ def setting_notes(params: dict, data_root: Path) -> list[str]:
     ]
 
 
+def full_model_notes(params: dict, name: str) -> list[str]:
+    """The settings of each full model (Table 4.4) the table trains: its own, and where its training differs
+    from squad.train."""
+    out = []
+    for model in dict.fromkeys(c.model for c in table_configs(params, name) if c.model != "baseline"):
+        cfg = Config("", None, None, None, model)
+        own = {k: v for k, v in cfg.model_settings(params).items() if k not in ("arch", "similarity")}
+        train = params["squad"]["full_models"][model].get("train") or {}
+        out.append(f"{MODEL_NAMES[model]} (squad.full_models.{model}): "
+                   + ", ".join(f"{k} {v}" for k, v in own.items())
+                   + ("; trained with the Training settings above" if not train else
+                      "; training as above except " + ", ".join(f"{k} {v}" for k, v in train.items())) + ".")
+    return out
+
+
 def table_parts(params: dict, name: str, runs_root: Path, data_root: Path) -> TableParts:
     import torch
 
@@ -491,7 +529,7 @@ def table_parts(params: dict, name: str, runs_root: Path, data_root: Path) -> Ta
     }
     if groups:
         provenance["runs"] = ", ".join(f"runs/{g}" for g in groups)
-    notes = setting_notes(params, data_root) + resolution_note(per_seed) + claim_notes(params, name, per_seed) \
+    notes = setting_notes(params, data_root) + full_model_notes(params, name) + resolution_note(per_seed) + claim_notes(params, name, per_seed) \
         + list(decl.get("notes") or [])
     after = []
     if decl.get("figure"):

@@ -2,7 +2,8 @@
 
 Data steps: `squad` (SQuAD v1.1 prepared: the official train/dev files, or offline an article split of the
 mirror's dev set) and `squad-vectors` (the GloVe rows of its vocabulary). A group trains one configuration of the
-baseline model (similarity x output formation x passage summary x d*) over every seed; tables 3.1, 4.2-4.4,
+baseline model (similarity x output formation x passage summary x d*), or one of Table 4.4's full models (BiDAF,
+DCN, QANet) with one similarity, over every seed; tables 3.1, 4.2-4.4,
 5.2-5.5 and A.1 read them (squad.experiments), with box plots of the seeds where a table declares a figure."""
 
 from __future__ import annotations

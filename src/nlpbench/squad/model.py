@@ -67,14 +67,81 @@ class BiLSTM(nn.Module):
         return h * mask[:, :, None]
 
 
-class BaselineModel(nn.Module):
-    def __init__(self, embeddings: Tensor, cfg: ModelConfig):
+class WordInput(nn.Module):
+    """The input every squad model shares (§3.2.1): frozen word vectors e_t, then the adjustment FNN
+    w_t = FNN(e_t) (v -> embed_adjust, linear or ReLU), dropout on its input. `embed` is never stored in
+    checkpoints (train._weights)."""
+
+    def __init__(self, embeddings: Tensor, embed_adjust: int, adjust_activation: str, dropout: float):
         super().__init__()
+        self.embed = nn.Embedding.from_pretrained(embeddings, freeze=True, padding_idx=0)
+        self.adjust = nn.Linear(embeddings.shape[1], embed_adjust)
+        self.drop = nn.Dropout(dropout)
+        self.adjust_activation = adjust_activation
+
+    def word_vectors(self, ids: Tensor) -> Tensor:
+        w = self.adjust(self.drop(self.embed(ids)))
+        return F.relu(w) if self.adjust_activation == "relu" else w
+
+    def embed_words(self, ids: Tensor) -> Tensor:
+        """[w_t; char-CNN(t)] where the model has a `chars` module (BiDAF, QANet), else w_t."""
+        w = self.word_vectors(ids)
+        chars = getattr(self, "chars", None)
+        return w if chars is None else torch.cat([w, chars(ids)], dim=-1)
+
+
+class CharCNN(nn.Module):
+    """Character-level word vectors (Kim 2014), as BiDAF (§2.1) and QANet (§2.2) use: each word's first
+    `max_chars` characters embedded (char_dim), one convolution of `filters` filters of width `width`, ReLU,
+    max-pooled over the characters. The characters of every word come from the vocabulary, so batches stay
+    word ids: `word_chars` (|V| x max_chars, 0 = none) is rebuilt from the vocabulary, never stored; the
+    character table (1 = a character not in the vocabulary's words) is sorted, so the same vocabulary gives the
+    same weights' meaning."""
+
+    def __init__(self, vocab: list[str], char_dim: int, filters: int, width: int, max_chars: int = 16,
+                 dropout: float = 0.0):
+        super().__init__()
+        chars = sorted({c for w in vocab[1:] for c in w})
+        index = {c: i + 2 for i, c in enumerate(chars)}
+        table = torch.zeros(len(vocab), max_chars, dtype=torch.long)
+        for k, w in enumerate(vocab[1:], start=1):
+            ids = [index.get(c, 1) for c in w[:max_chars]]
+            table[k, : len(ids)] = torch.tensor(ids)
+        self.register_buffer("word_chars", table, persistent=False)
+        self.embed = nn.Embedding(len(chars) + 2, char_dim, padding_idx=0)
+        self.conv = nn.Conv1d(char_dim, filters, width, padding=width // 2)
+        self.dropout = nn.Dropout(dropout)
+        self.out_dim = filters
+
+    def forward(self, ids: Tensor) -> Tensor:  # (B, T) word ids -> (B, T, filters)
+        B, T = ids.shape
+        c = self.dropout(self.embed(self.word_chars[ids].flatten(0, 1)))  # (B*T, L, char_dim)
+        h = F.relu(self.conv(c.transpose(1, 2))).max(dim=2).values
+        return h.view(B, T, -1)
+
+
+class Highway(nn.Module):
+    """A highway network (Srivastava et al. 2015), as BiDAF and QANet put over their embeddings:
+    y = t * ReLU(W_H x) + (1 - t) * x, t = sigmoid(W_T x), per layer."""
+
+    def __init__(self, size: int, layers: int, dropout: float = 0.0):
+        super().__init__()
+        self.H = nn.ModuleList(nn.Linear(size, size) for _ in range(layers))
+        self.T = nn.ModuleList(nn.Linear(size, size) for _ in range(layers))
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        for H, T in zip(self.H, self.T):
+            t = torch.sigmoid(T(x))
+            x = t * self.dropout(F.relu(H(x))) + (1 - t) * x
+        return x
+
+
+class BaselineModel(WordInput):
+    def __init__(self, embeddings: Tensor, cfg: ModelConfig):
+        super().__init__(embeddings, cfg.embed_adjust, cfg.adjust_activation, cfg.dropout)
         self.cfg = cfg
         D = 2 * cfg.hidden
-        self.embed = nn.Embedding.from_pretrained(embeddings, freeze=True, padding_idx=0)
-        self.adjust = nn.Linear(embeddings.shape[1], cfg.embed_adjust)
-        self.drop = nn.Dropout(cfg.dropout)
         self.encoder = BiLSTM(cfg.embed_adjust, cfg.hidden, cfg.dropout)  # shared by passage and question
         self.phi = make_similarity(cfg.similarity, D)
         self.rig = OutputFormation(cfg.output, D, cfg.passage_summary, cfg.revised_dim, cfg.dropout)
@@ -82,10 +149,6 @@ class BaselineModel(nn.Module):
         self.end_rnn = BiLSTM(D, cfg.hidden, cfg.dropout)  # G
         self.w_Ps = nn.Linear(2 * D, 1)  # [Z; H] in R^{4d}
         self.w_Pe = nn.Linear(2 * D, 1)  # [G; H]
-
-    def word_vectors(self, ids: Tensor) -> Tensor:
-        w = self.adjust(self.drop(self.embed(ids)))
-        return F.relu(w) if self.cfg.adjust_activation == "relu" else w
 
     def forward(self, passage: Tensor, question: Tensor) -> dict[str, Tensor]:
         """passage (B, M), question (B, N) token ids, 0 = padding. Returns start/end logits (B, M) and S, A."""
@@ -103,8 +166,10 @@ class BaselineModel(nn.Module):
 
 
 def span_loss(out: dict[str, Tensor], y_start: Tensor, y_end: Tensor) -> Tensor:
-    """(3.20): start and end cross-entropies summed, averaged over the batch."""
-    return F.cross_entropy(out["start"], y_start) + F.cross_entropy(out["end"], y_end)
+    """(3.20): start and end cross-entropies summed, averaged over the batch. A model that points several times
+    (DCN's dynamic decoder) returns every iteration's logits as "start_iters"/"end_iters": their losses add up."""
+    starts, ends = out.get("start_iters", [out["start"]]), out.get("end_iters", [out["end"]])
+    return sum(F.cross_entropy(s, y_start) + F.cross_entropy(e, y_end) for s, e in zip(starts, ends))
 
 
 def decode(start_logits: Tensor, end_logits: Tensor, mode: str = "independent", max_len: int = 15) -> Tensor:

@@ -1,4 +1,5 @@
-"""One training run of the baseline model (thesis §3.3.2; spec §3.1).
+"""One training run of a squad model: the baseline (thesis §3.3.2; spec §3.1) or a full model of Table 4.4
+(models.py; their settings may change the optimizer, epochs, batch and EMA below through squad.full_models).
 
 Adadelta (lr 0.5, rho 0.95, eps 1e-6), batch 60, dropout 0.2, an exponential moving average (0.999) of the
 trainable weights used at evaluation, loss (3.20). The EMA decay is min(0.999, (1+t)/(10+t)) at step t [D: the
@@ -31,7 +32,8 @@ from nlpbench.io import atomic_path, read_json, write_json
 from nlpbench.metrics.squad import squad_scores
 from nlpbench.provenance import code_commit, device_label, resolve_device
 from nlpbench.squad.data import token_span_text
-from nlpbench.squad.model import BaselineModel, ModelConfig, decode, span_loss
+from nlpbench.squad.model import ModelConfig, decode, span_loss
+from nlpbench.squad.models import build_model, model_config
 
 DECODE_MODES = ("independent", "span")
 OPTIMIZERS = ("adadelta", "adam")
@@ -39,7 +41,7 @@ OPTIMIZERS = ("adadelta", "adam")
 
 @dataclass
 class TrainConfig:
-    model: ModelConfig = field(default_factory=ModelConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)  # or a full model's config (models.ARCHITECTURES)
     epochs: int = 20
     batch_size: int = 60
     optimizer: str = "adadelta"  # the thesis's Adadelta | "adam" (a cpu-scale reading: fewer steps to learn)
@@ -63,7 +65,7 @@ class TrainConfig:
     @classmethod
     def from_dict(cls, d: dict) -> "TrainConfig":
         d = dict(d)
-        model = ModelConfig(**d.pop("model", {}))
+        model = model_config(d.pop("model", {}))
         unknown = set(d) - {f.name for f in dataclasses.fields(cls)}
         if unknown:
             raise ValueError(f"unknown train settings: {sorted(unknown)}")
@@ -217,7 +219,7 @@ def run(cfg: TrainConfig, train_set: dict, test_set: dict, embeddings: np.ndarra
         raise ValueError(f"nothing to train on or evaluate: {len(train_items)} train, {len(test_items)} test examples")
 
     torch.manual_seed(cfg.seed)
-    model = BaselineModel(torch.as_tensor(np.asarray(embeddings), dtype=torch.float32), cfg.model).to(device)
+    model = build_model(torch.as_tensor(np.asarray(embeddings), dtype=torch.float32), cfg.model, vocab).to(device)
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = make_optimizer(cfg, params)
     ema = EMA(model, cfg.ema_decay)
@@ -292,12 +294,12 @@ def run(cfg: TrainConfig, train_set: dict, test_set: dict, embeddings: np.ndarra
     return metrics
 
 
-def load_trained(run_dir: str | os.PathLike, embeddings: np.ndarray | torch.Tensor) -> tuple[BaselineModel, list[str]]:
+def load_trained(run_dir: str | os.PathLike, embeddings: np.ndarray | torch.Tensor) -> tuple[torch.nn.Module, list[str]]:
     """(model with the EMA weights of run_dir/model.pt, its vocabulary); `embeddings` must be built for that
     vocabulary (glove.embedding_matrix), as the frozen word vectors are not stored."""
     saved = torch.load(Path(run_dir) / "model.pt", weights_only=False)
     cfg = TrainConfig.from_dict(saved["config"])
-    model = BaselineModel(torch.as_tensor(np.asarray(embeddings), dtype=torch.float32), cfg.model)
+    model = build_model(torch.as_tensor(np.asarray(embeddings), dtype=torch.float32), cfg.model, saved["vocab"])
     missing, unexpected = model.load_state_dict(saved["ema_weights"], strict=False)
     if missing != ["embed.weight"] or unexpected:
         raise ValueError(f"{run_dir}/model.pt does not fit its config (missing {missing}, unexpected {unexpected})")

@@ -1,0 +1,135 @@
+"""The full models of Table 4.4 (BiDAF, DCN, QANet; spec §2.5): shapes and padding, the similarity comes from the
+registry (swapping it changes the function called), each learns the synthetic marker task, and a run of each
+trains through train.run and reloads."""
+
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent))
+from squad_synthetic import marker_task  # noqa: E402
+
+from nlpbench.squad import similarity  # noqa: E402
+from nlpbench.squad.bidaf import BiDAFConfig  # noqa: E402
+from nlpbench.squad.dcn import DCNConfig  # noqa: E402
+from nlpbench.squad.model import span_loss  # noqa: E402
+from nlpbench.squad.models import build_model, model_config  # noqa: E402
+from nlpbench.squad.qanet import QANetConfig  # noqa: E402
+from nlpbench.squad.train import TrainConfig, load_trained, run  # noqa: E402
+
+torch.set_num_threads(1)
+
+TINY = {
+    "bidaf": lambda sim: BiDAFConfig(similarity=sim, embed_adjust=8, hidden=8, highway_layers=1, dropout=0.0,
+                                     char_dim=0),
+    "dcn": lambda sim: DCNConfig(similarity=sim, embed_adjust=8, hidden=8, decoder_iterations=2, maxout_pool=4,
+                                 dropout=0.0),
+    "qanet": lambda sim: QANetConfig(similarity=sim, embed_adjust=8, d_model=16, heads=2, embed_convs=1,
+                                     model_blocks=1, model_convs=1, highway_layers=1, dropout=0.0, survival=1.0,
+                                     char_dim=0),
+}
+ORIGINAL = {"bidaf": "trilinear", "dcn": "dot-product", "qanet": "trilinear"}
+
+
+def _model(arch: str, sim: str, seed: int = 0, vocab: int = 20, dim: int = 6):
+    torch.manual_seed(seed)
+    emb = torch.randn(vocab, dim)
+    emb[0] = 0
+    return build_model(emb, TINY[arch](sim))
+
+
+@pytest.mark.parametrize("arch", list(TINY))
+@pytest.mark.parametrize("sim", ["original", "T-trilinear"])
+def test_forward_shapes_padding_and_gradients(arch, sim):
+    model = _model(arch, ORIGINAL[arch] if sim == "original" else sim)
+    passage = torch.tensor([[1, 2, 3, 4, 5, 6, 7], [8, 9, 10, 0, 0, 0, 0]])
+    question = torch.tensor([[1, 2, 3], [4, 0, 0]])
+    out = model(passage, question)
+    assert out["start"].shape == out["end"].shape == (2, 7) and out["S"].shape == (2, 7, 3)
+    assert (out["start"][1, 3:] < -1e29).all() and (out["end"][1, 3:] < -1e29).all()
+    loss = span_loss(out, torch.tensor([1, 0]), torch.tensor([2, 2]))
+    loss.backward()
+    assert torch.isfinite(loss) and not model.embed.weight.requires_grad
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in model.parameters() if p.requires_grad)
+    # padding never changes the real rows: the same passage alone gives the same logits
+    model.eval()
+    with torch.no_grad():
+        both, alone = model(passage, question), model(passage[1:, :3], question[1:, :1])
+    assert torch.allclose(both["start"][1, :3], alone["start"][0], atol=1e-5)
+
+
+@pytest.mark.parametrize("arch", list(TINY))
+def test_the_similarity_is_the_registry_function_that_the_config_names(arch, monkeypatch):
+    calls = []
+    for name in ("Trilinear", "DotProduct", "TTrilinear"):
+        cls = getattr(similarity, name)
+        original = cls.forward
+
+        def spy(self, h, u, _original=original, _name=name):
+            calls.append(_name)
+            return _original(self, h, u)
+        monkeypatch.setattr(cls, "forward", spy)
+    passage, question = torch.tensor([[1, 2, 3, 4]]), torch.tensor([[5, 6]])
+    own = _model(arch, ORIGINAL[arch])
+    own(passage, question)
+    assert calls == [{"trilinear": "Trilinear", "dot-product": "DotProduct"}[ORIGINAL[arch]]]
+    assert type(own.phi).__name__ == calls[0]
+    calls.clear()
+    swapped = _model(arch, "T-trilinear")
+    swapped(passage, question)
+    assert calls == ["TTrilinear"] and isinstance(swapped.phi, similarity.TTrilinear)
+
+
+def test_the_config_names_its_architecture():
+    assert type(model_config({"arch": "dcn", "hidden": 5})) is DCNConfig
+    assert type(model_config({"hidden": 5})).__name__ == "ModelConfig"   # the baseline's keeps no `arch`
+    assert "arch" not in TrainConfig.from_dict({"model": {"hidden": 5}}).to_dict()["model"]
+    assert TrainConfig.from_dict({"model": {"arch": "qanet", "d_model": 8}}).model.d_model == 8
+    with pytest.raises(ValueError, match="unknown squad model"):
+        model_config({"arch": "rnet"})
+
+
+@pytest.mark.parametrize("arch", list(TINY))
+def test_each_model_learns_the_marker_task(arch, tmp_path):
+    """The answer is the word after "@": far above chance (1/12 per pointer, about 1% EM) within a few seconds."""
+    train, test, vectors, vocab = marker_task(600, 100, seed=1)
+    cfg = TrainConfig(model=TINY[arch](ORIGINAL[arch]), epochs=4, batch_size=20, optimizer="adam", lr=0.01,
+                      eval_every_epoch=False, seed=0)
+    metrics = run(cfg, train, test, vectors, vocab, tmp_path / "run", log=lambda line: None)
+    losses = [e["train_loss"] for e in json.loads((tmp_path / "run" / "history.json").read_text())["epochs"]]
+    assert metrics["em"] > 60, metrics["em"]
+    assert losses[-1] < 0.1 * losses[0], losses
+    model, saved_vocab = load_trained(tmp_path / "run", vectors)        # model.pt rebuilds the same architecture
+    assert saved_vocab == vocab and type(model).__name__ == type(build_model(torch.as_tensor(vectors),
+                                                                             cfg.model)).__name__
+
+
+def test_the_character_cnn_reads_each_word_s_characters():
+    from nlpbench.squad.model import CharCNN
+
+    torch.manual_seed(0)
+    vocab = ["<pad>", "ab", "ba", "abc", "b"]
+    cnn = CharCNN(vocab, char_dim=3, filters=5, width=3, max_chars=4)
+    assert cnn.word_chars.tolist() == [[0, 0, 0, 0], [2, 3, 0, 0], [3, 2, 0, 0], [2, 3, 4, 0], [3, 0, 0, 0]]
+    assert "word_chars" not in cnn.state_dict()                 # rebuilt from the vocabulary, never stored
+    out = cnn(torch.tensor([[1, 2, 0]]))
+    assert out.shape == (1, 3, 5) and not torch.allclose(out[0, 0], out[0, 1])   # "ab" and "ba" differ
+
+
+@pytest.mark.parametrize("arch", ["bidaf", "qanet"])
+def test_character_embeddings_join_the_word_input_and_reload(arch, tmp_path):
+    train, test, vectors, vocab = marker_task(100, 20, seed=2)
+    cfg = TrainConfig(model=dataclasses.replace(TINY[arch](ORIGINAL[arch]), char_dim=4, char_filters=6,
+                                                char_width=3),
+                      epochs=1, batch_size=20, optimizer="adam", lr=0.01, eval_every_epoch=False, seed=0)
+    with pytest.raises(ValueError, match="character embeddings"):
+        build_model(torch.as_tensor(vectors), cfg.model)
+    model = build_model(torch.as_tensor(vectors), cfg.model, vocab)
+    assert model.chars is not None and model.embed_words(torch.tensor([[1, 2]])).shape == (1, 2, 8 + 6)
+    run(cfg, train, test, vectors, vocab, tmp_path / "run", log=lambda line: None)
+    reloaded, _ = load_trained(tmp_path / "run", vectors)
+    assert reloaded.chars.embed.weight.shape == model.chars.embed.weight.shape
