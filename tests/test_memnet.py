@@ -42,19 +42,20 @@ def tasks_1_4(babi_root):
     return [load_task_tensors(babi_root, "en", [t], 50, 100, 0) for t in (1, 4)]
 
 
-def _trainer(datasets, runs, bayesian, epochs=2, samples=(1, 3), tying="layerwise", **train):
-    cfg = MemNetConfig(n_words=0, bayesian=bayesian, tying=tying)
+def _trainer(datasets, runs, bayesian, epochs=2, samples=(1, 3), tying="layerwise", t_sampler="gamma", **train):
+    cfg = MemNetConfig(n_words=0, bayesian=bayesian, tying=tying, t_sampler=t_sampler)
     return GroupTrainer(runs, datasets, cfg, TrainConfig(epochs=epochs, lr=0.1, **train),
                         BayesConfig(test_samples=samples) if bayesian else None, log=lambda s: None)
 
 
-@pytest.mark.parametrize("bayesian,tying", [(False, "layerwise"), (True, "layerwise"), (True, "adjacent")])
-def test_group_training_gives_the_same_runs_as_training_alone(tasks_1_4, bayesian, tying):
-    group = _trainer(tasks_1_4, [Run("t1", 0, 7), Run("t4", 1, 3)], bayesian, tying=tying)
+@pytest.mark.parametrize("bayesian,tying,t_sampler", [(False, "layerwise", "gamma"), (True, "layerwise", "gamma"),
+                                                       (True, "adjacent", "gamma"), (True, "adjacent", "polar")])
+def test_group_training_gives_the_same_runs_as_training_alone(tasks_1_4, bayesian, tying, t_sampler):
+    group = _trainer(tasks_1_4, [Run("t1", 0, 7), Run("t4", 1, 3)], bayesian, tying=tying, t_sampler=t_sampler)
     group.fit()
     together = group.evaluate()
     for k, (data, seed) in enumerate([(tasks_1_4[0], 7), (tasks_1_4[1], 3)]):
-        alone = _trainer([data], [Run("x", 0, seed)], bayesian, tying=tying)
+        alone = _trainer([data], [Run("x", 0, seed)], bayesian, tying=tying, t_sampler=t_sampler)
         alone.fit()
         result = alone.evaluate()[0]
         # float summation order differs in a group (padded rows, batched reductions), which can flip the

@@ -132,3 +132,51 @@ def test_n_draws_of_several_runs_keep_each_runs_own_stream():
     alone = q1.samples([torch.Generator().manual_seed(2)], False, 5)
     assert torch.equal(together[:, 1], alone[:, 0])
     assert torch.equal(together[:, 1, 4:], mu[1, 4:].expand(5, 2, 3))      # rows without noise stay at mu
+
+
+def _mean_abs_t(nu: torch.Tensor) -> torch.Tensor:
+    """E|T| of a unit-scale t(nu): 2 sqrt(nu) Gamma((nu+1)/2) / (sqrt(pi) (nu-1) Gamma(nu/2)), nu > 1."""
+    return 2 * torch.sqrt(nu) * torch.exp(torch.lgamma((nu + 1) / 2) - torch.lgamma(nu / 2)) / (
+        math.sqrt(math.pi) * (nu - 1))
+
+
+@pytest.mark.parametrize("df", [3.0, 12.0, 150.0])
+def test_polar_t_noise_has_the_t_distribution_and_its_dof_gradient(df):
+    """model.t_sampler polar (issue 16): Bailey's polar method draws t(df) exactly (tail mass at the 97.5%
+    quantile, variance, E|T|) and its pathwise gradient in df is the derivative of E|T| (closed form)."""
+    from nlpbench.nn.student_t import standard_t_noise_runs_polar
+    quantile = {3.0: 3.182446, 12.0: 2.178813, 150.0: 1.975905}[df]          # t tables, two-sided 5%
+    nu = torch.tensor([df], dtype=torch.float64, requires_grad=True)
+    eps = standard_t_noise_runs_polar(nu, [2000], 400, [torch.Generator().manual_seed(0)])
+    assert eps.shape == (2000, 400)
+    assert (eps.abs() > quantile).double().mean().item() == pytest.approx(0.05, abs=0.002)
+    if df > 4:
+        assert eps.var().item() == pytest.approx(df / (df - 2), rel=0.03)
+    eps.abs().mean().backward()
+    x = torch.tensor(df, dtype=torch.float64, requires_grad=True)
+    _mean_abs_t(x).backward()
+    assert eps.abs().mean().item() == pytest.approx(_mean_abs_t(torch.tensor(df, dtype=torch.float64)).item(),
+                                                    rel=0.01)
+    assert nu.grad.item() == pytest.approx(x.grad.item(), rel=0.03, abs=1e-6)
+
+
+@pytest.mark.parametrize("short_blocks", [False, True])
+def test_polar_t_noise_of_a_run_does_not_depend_on_its_group(monkeypatch, short_blocks):
+    """Each run's draws come from its own generator, so a run grouped with others draws what it draws alone,
+    also when a block of pairs holds too few accepted ones and the run draws more."""
+    from nlpbench.nn import student_t
+    if short_blocks:
+        monkeypatch.setattr(student_t, "_polar_block", lambda n: max(n // 2, 1))
+    df = torch.tensor([3.0, 7.0, 40.0])
+    rows, d, seeds = [5, 9, 2], 4, (1, 2, 3)
+    together = student_t.standard_t_noise_runs_polar(df, rows, d, [torch.Generator().manual_seed(s) for s in seeds])
+    alone = torch.cat([student_t.standard_t_noise_runs_polar(df[k:k + 1], [n], d, [torch.Generator().manual_seed(s)])
+                       for k, (n, s) in enumerate(zip(rows, seeds))])
+    assert together.shape == (sum(rows), d) and torch.isfinite(together).all()
+    assert torch.equal(together, alone)
+
+
+def test_a_student_t_matrix_with_an_unknown_sampler_is_refused():
+    with pytest.raises(ValueError, match="model.t_sampler: unknown value 'boxmuller'"):
+        StudentTMatrix(torch.zeros(1, 3, 2), torch.ones(1, 3, dtype=torch.bool), [torch.arange(3)], 0.01, 10.0,
+                       sampler="boxmuller")

@@ -134,8 +134,10 @@ def measure(params: dict, data_root: Path, steps: int, device: str) -> dict:
         per_task["alone memn2n"].append(train_ms(mem, steps))
         per_task["alone tmemnn"].append(train_ms(tm, steps))
     out = {k: statistics.mean(v) for k, v in per_task.items()}
-    for model in ("memn2n", "tmemnn"):        # the same tasks as one group, the same number of steps
-        out[f"group {model}"] = train_ms(trainer(model, s20, datasets), steps) / len(datasets)
+    s20_polar = {**s20, "model": {**s20["model"], "t_sampler": "polar"}}
+    for name, model, settings in (("memn2n", "memn2n", s20), ("tmemnn", "tmemnn", s20),
+                                  ("tmemnn polar", "tmemnn", s20_polar)):   # one group, the same number of steps
+        out[f"group {name}"] = train_ms(trainer(model, settings, datasets), steps) / len(datasets)
     out["n_train"], out["tasks"], out["variant"] = mem.n_train, exp["rows"], exp["variant"]
     return out
 
@@ -180,7 +182,12 @@ def _rows(m: dict, params: dict) -> list[tuple]:
                  (sec, f"{name}, {K} runs together", group, None, "ms", f"{K} runs: {K * group:.0f} ms per step"),
                  (sec, f"{name}, speed-up of group training", alone / group, None, "x", "")]
     rows.append((sec, f"t-MEM-NN / MemN2N, {K} runs together", m["group tmemnn"] / m["group memn2n"], 1.02, "x",
-                 "paper: one run alone"))
+                 "paper: one run alone; target of issue 16: at most 1.3"))
+    if "group tmemnn polar" in m:
+        rows += [(sec, f"t-MEM-NN, t_sampler polar, {K} runs together", m["group tmemnn polar"], None, "ms",
+                  "Bailey's polar method instead of z / sqrt(Gamma): the same distribution, other numbers"),
+                 (sec, f"t-MEM-NN (polar) / MemN2N, {K} runs together", m["group tmemnn polar"] / m["group memn2n"],
+                  1.02, "x", "target of issue 16: at most 1.3")]
     # Projection: Table 2 at the loaded settings (paper scale): every task x seed for both models.
     seeds, epochs = len(params["memnet"]["seeds"]), s20["train"]["epochs"]
     per_model = len(_table(params, DELTA_20)["rows"]) * seeds

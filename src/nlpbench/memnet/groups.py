@@ -49,7 +49,7 @@ class Group:
 HASH_NEUTRAL = {("model", "prior_sigma"): 1.0, ("train", "track_test_samples"): [], ("train", "clip_scope"): "tensor",
                 ("train", "drop_last"): True, ("model", "nil_row"): "zero",
                 ("model", "memory_slots"): "fixed", ("model", "position_form"): "paper",
-                ("bayes", "test_draws"): "sequential"}
+                ("bayes", "test_draws"): "sequential", ("model", "t_sampler"): "gamma"}
 
 
 def settings_digest(obj: dict) -> str:

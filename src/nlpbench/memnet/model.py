@@ -33,6 +33,8 @@ class MemNetConfig:
     memory_slots: str = "fixed"  # "fixed": memory_size slots, the empty ones with logit 0; "longest_story": min(memory_size,
                                  # the run's longest story) slots, as the footnoted code sizes its memory per task
     position_form: str = "paper" # "paper": l_kj of thesis ch. 3 over the sentence's own J; "code": the footnoted code's form
+    t_sampler: str = "gamma"     # t-MEM-NN's Student-t noise: "gamma" (z / sqrt(Gamma / df), implicit gradient) or
+                                 # "polar" (Bailey's polar method: the same distribution, other numbers, cheaper)
     nil_row: str = "zero"        # "zero": padding is no word; "learned": the nil row is a learned embedding, sentences
                                  # are position-encoded over the data's padded length, empty slots hold the nil sentence
     init_std: float = 0.1
@@ -132,7 +134,7 @@ class MemNet(nn.Module):
                                                      cfg.sigma_init, cfg.prior_sigma)
             elif cfg.bayesian:
                 self.matrices[name] = StudentTMatrix(init(V, self.rows.__getitem__), mask, noise_rows.get(name, read),
-                                                     cfg.sigma_init, cfg.dof_init, cfg.dof_min)
+                                                     cfg.sigma_init, cfg.dof_init, cfg.dof_min, cfg.t_sampler)
             else:
                 self.params[name] = nn.Parameter(init(V, self.rows.__getitem__))
                 self.register_buffer(f"mask_{name}", mask.to(torch.float32).unsqueeze(-1))

@@ -55,6 +55,65 @@ def standard_t_noise_runs(df: torch.Tensor, rows: list[int], d: int,
     return z * torch.rsqrt((gamma / half[run_of_row].unsqueeze(1)).clamp_min(1e-30))
 
 
+def _polar_block(n: int) -> int:
+    """Pairs drawn at a time for n accepted ones (acceptance pi/4 ~ 0.785: a block is short with negligible odds)."""
+    return int(n * 1.35) + 64
+
+
+def _first_accepted(uv: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(u, w) of the first n accepted pairs (0 < w = u^2 + v^2 < 1) among uv (2, m), in order."""
+    w = uv[0] * uv[0] + uv[1] * uv[1]
+    keep = (w < 1) & (w > 0)
+    return uv[0][keep][:n], w[keep][:n]
+
+
+def _accepted_polar_pairs(rows: list[int], d: int, generators: list[torch.Generator], device, dtype
+                          ) -> tuple[torch.Tensor, torch.Tensor]:
+    """For every run, the first rows[k] * d pairs (u, w = u^2 + v^2) with u, v ~ U(-1, 1) and 0 < w < 1 (Bailey's
+    polar method), from the run's own generator in blocks of _polar_block(n) pairs, stacked run after run. A
+    run draws what it would draw alone; the acceptance of every run's first block is one pass over all runs."""
+    need = [n * d for n in rows]
+    blocks = [torch.rand((2, _polar_block(n)), generator=g, device=device, dtype=dtype) * 2 - 1
+              for n, g in zip(need, generators)]
+    width = max(b.shape[1] for b in blocks)
+    uv = torch.stack([torch.nn.functional.pad(b, (0, width - b.shape[1]), value=1.0) for b in blocks])  # w=2: out
+    w = uv[:, 0] * uv[:, 0] + uv[:, 1] * uv[:, 1]
+    keep = (w < 1) & (w > 0)
+    rank = keep.cumsum(1)
+    n_k = torch.tensor(need, device=device).unsqueeze(1)
+    if bool((rank[:, -1:] >= n_k).all()):                     # every run's first block is enough (all but always)
+        take = keep & (rank <= n_k)
+        return uv[:, 0][take], w[take]
+    us, ws = [], []
+    for k, (n, g) in enumerate(zip(need, generators)):        # a short block: that run draws more, as alone
+        u, wk = _first_accepted(blocks[k], n)
+        while len(u) < n:
+            more = torch.rand((2, _polar_block(n - len(u))), generator=g, device=device, dtype=dtype) * 2 - 1
+            u2, w2 = _first_accepted(more, n - len(u))
+            u, wk = torch.cat([u, u2]), torch.cat([wk, w2])
+        us.append(u)
+        ws.append(wk)
+    return torch.cat(us), torch.cat(ws)
+
+
+def standard_t_noise_runs_polar(df: torch.Tensor, rows: list[int], d: int,
+                                generators: list[torch.Generator]) -> torch.Tensor:
+    """eps ~ t(0, 1, df_k) elementwise as `standard_t_noise_runs` (the same distribution, other numbers), by
+    Bailey's polar method (Math. Comp. 62, 1994): T = u sqrt(df (w^(-2/df) - 1) / w) for an accepted pair
+    (u, w). The acceptance does not depend on df, so T is an exact reparameterisation in df (a pathwise
+    gradient through this formula, no rejection term) without a Gamma draw or its implicit gradient. As
+    df -> inf it is Marsaglia's polar normal; w^(-2/df) - 1 is computed as expm1(-2 log(w) / df)."""
+    u, w = _accepted_polar_pairs(rows, d, generators, df.device, df.dtype)
+    u, log_w = u.view(-1, d), w.log().view(-1, d)
+    run_of_row = torch.repeat_interleave(torch.arange(len(rows), device=df.device),
+                                         torch.tensor(rows, device=df.device))
+    nu = df.reshape(-1)[run_of_row].unsqueeze(1)
+    return u * torch.sqrt(nu * torch.expm1(-2 * log_w / nu) * torch.exp(-log_w))
+
+
+T_SAMPLERS = {"gamma": standard_t_noise_runs, "polar": standard_t_noise_runs_polar}
+
+
 def standard_t_noise(df: torch.Tensor, shape: tuple[int, ...], generator: torch.Generator) -> torch.Tensor:
     """eps ~ t(0, 1, df) of `shape` from one generator (one run of `standard_t_noise_runs`)."""
     n, d = shape[0], math.prod(shape[1:])
@@ -91,8 +150,11 @@ class StudentTMatrix(nn.Module):
     """
 
     def __init__(self, mu_init: torch.Tensor, row_mask: torch.Tensor, rows: list[torch.Tensor],
-                 sigma_init: float, dof_init: float, dof_min: float = 0.0):
+                 sigma_init: float, dof_init: float, dof_min: float = 0.0, sampler: str = "gamma"):
         super().__init__()
+        if sampler not in T_SAMPLERS:
+            raise ValueError(f"model.t_sampler: unknown value {sampler!r} (expected one of {', '.join(T_SAMPLERS)})")
+        self.noise = T_SAMPLERS[sampler]    # gamma: z / sqrt(g / df) with g ~ Gamma; polar: Bailey's polar method
         K = mu_init.shape[0]
         self.mu = nn.Parameter(mu_init)                                           # (K, V, d)
         self.log_sigma = nn.Parameter(torch.full_like(mu_init, math.log(sigma_init)))  # sigma > 0 via exp
@@ -115,8 +177,7 @@ class StudentTMatrix(nn.Module):
         (training). escort=False: Theta = mu + sigma * eps, eps ~ t(nu), the posterior q itself (reading A-5)."""
         nu = self.nu
         sigma = self.log_sigma.exp()
-        noise = standard_t_noise_runs(nu + 2 if escort else nu, [len(r) for r in self.rows], self.mu.shape[2],
-                                      generators)
+        noise = self.noise(nu + 2 if escort else nu, [len(r) for r in self.rows], self.mu.shape[2], generators)
         eps = scatter_rows(noise, self.flat_rows, self.mu.shape)
         scale = torch.sqrt(nu / (nu + 2)).view(-1, 1, 1) if escort else 1.0
         return (self.mu + scale * sigma * eps) * self.row_mask
@@ -126,7 +187,7 @@ class StudentTMatrix(nn.Module):
         n calls of `sample`, not their numbers (the generator fills the values in another order)."""
         nu = self.nu
         K, V, d = self.mu.shape
-        noise = standard_t_noise_runs(nu + 2 if escort else nu, [n * len(r) for r in self.rows], d, generators)
+        noise = self.noise(nu + 2 if escort else nu, [n * len(r) for r in self.rows], d, generators)
         eps = scatter_rows(noise, draws_index(self.rows, V, n).to(noise.device), (n * K, V, d)).view(n, K, V, d)
         scale = torch.sqrt(nu / (nu + 2)).view(1, -1, 1, 1) if escort else 1.0
         return (self.mu + scale * self.log_sigma.exp() * eps) * self.row_mask
