@@ -39,6 +39,9 @@ def test_smoke_dag_runs_from_download_to_tables(tmp_path, mirror_dir):
     # DMN family: one table of each kind (pattern grid + figure, augmented column, ensemble with cited columns);
     # squad family: its data steps, cited cells and claims (3.1), a figure (5.3), the full models (4.4)
     params["tables"]["shen-thesis"] = {t: params["tables"]["shen-thesis"][t] for t in ("6.3", "6.7", "3.1", "4.4", "5.3")}
+    # squad outputs: the heatmaps and the histograms of S (Figure 4.2); the loss curves name tables left out above
+    params["outputs"]["shen-thesis"] = {k: v for k, v in params["outputs"]["shen-thesis"].items()
+                                        if v.get("kind") != "loss_curves"}
     kept = tuple(f"tables.{source}.{name}." for source, tables in params["tables"].items() for name in tables)
     for scale in params["scales"].values():     # a scale's keys for the tables left out would name nothing
         for key in [k for k in scale if k.startswith("tables.") and not k.startswith(kept)]:
@@ -144,9 +147,11 @@ def test_smoke_dag_runs_from_download_to_tables(tmp_path, mirror_dir):
     assert "Claim (§3.3" in (results / "shen-thesis" / "3.1.md").read_text()
     assert (results / "shen-thesis" / "fig5.2.png").stat().st_size > 5000
     assert (results / "shen-thesis" / "fig4.6.png").stat().st_size > 5000       # the heatmaps, an output
+    assert (results / "shen-thesis" / "fig4.2.png").stat().st_size > 5000       # the histograms of S
+    assert "fig4.2" in (results / "README.md").read_text()
     # 3.1: 3 configurations, 5.3: 3, the heatmaps: trilinear, general-3, T-trilinear x O_1, O_2 (general-3 O_1
-    # shared), 4.4: 3 models x 2 similarities
-    assert len(list((tmp_path / "runs").glob("squad-*/seed*/metrics.json"))) == 17 * 2
+    # shared), 4.4: 3 models x 2 similarities, the histograms: dot-product, scaled dot-product, cosine x O_1, O_2
+    assert len(list((tmp_path / "runs").glob("squad-*/seed*/metrics.json"))) == 23 * 2
 
     # a second invocation has nothing to do
     again = subprocess.run(cmd + ["-n"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)

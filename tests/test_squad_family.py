@@ -56,6 +56,8 @@ def test_the_family_is_wired_with_nine_tables_and_shared_configurations():
 def test_the_heatmaps_train_their_own_configurations_when_no_table_does():
     params = load("smoke")
     params["tables"]["shen-thesis"] = {"5.4": params["tables"]["shen-thesis"]["5.4"]}   # no O_1 / O_2 table left
+    params["outputs"]["shen-thesis"] = {k: v for k, v in params["outputs"]["shen-thesis"].items()
+                                        if v["kind"] != "loss_curves"}                   # they name those tables
     gid = x.group_id(params, x.Config("T-trilinear", "O_2", None, None))
     assert gid in x.all_configs(params) and gid in plan.make(params).groups
     target = plan.make(params).targets["shen-thesis/4.6"]
@@ -148,6 +150,24 @@ def test_the_smoke_scale_builds_every_table_end_to_end(tmp_path, mirror_dir):
     assert cited["SAN"]["paper"] == "76.2" and cited["SAN"]["status"] == "cited"
     heatmap = fam.output("shen-thesis", "4.6", params, paths)[0]      # Figures 4.5/4.6 from the best seeds
     assert heatmap == paths.results / "shen-thesis" / "fig4.6.png" and heatmap.stat().st_size > 5000
+    # Figure 4.2 (histograms of S) and the loss curves of Figures 4.4, 5.2 and A.1, from the same runs
+    png, table = fam.output("shen-thesis", "fig4.2", params, paths)
+    assert png.stat().st_size > 5000 and table == paths.results / "shen-thesis" / "fig4.2.csv"
+    bars = list(csv.DictReader(open(table, newline="")))
+    assert {(r["output"], r["similarity"]) for r in bars} == {
+        (o, s) for o in ("O_1", "O_2") for s in ("dot-product", "scaled dot-product", "cosine")}
+    counts = {}
+    for r in bars:
+        counts[(r["output"], r["similarity"])] = counts.get((r["output"], r["similarity"]), 0) + int(r["count"])
+    assert len(set(counts.values())) == 1          # the same sample: every model scores the same (i, j) pairs
+    cosine = [r for r in bars if r["similarity"] == "cosine" and int(r["count"])]
+    assert -1 - 1e-4 <= min(float(r["bin_left"]) for r in cosine) and max(float(r["bin_right"]) for r in cosine) <= 1 + 1e-4
+    for name, n_lines in (("fig4.4", 10), ("fig5.2-loss", 8), ("figA.1-loss", 8)):
+        png, table = fam.output("shen-thesis", name, params, paths)
+        assert png.stat().st_size > 5000
+        rows = list(csv.DictReader(open(table, newline="")))
+        assert len({(r["panel"], r["line"]) for r in rows}) == n_lines
+        assert {r["seed"] for r in rows} == {"0", "1", "mean"}
     from nlpbench.squad.bench import benchmark      # the timing benchmark times each model it names
     bench = benchmark(params, {"steps": 1, "scales": ["smoke"], "models": ["baseline", "bidaf", "dcn", "qanet"]},
                       "shen-thesis", "squad-timing", paths).read_text()

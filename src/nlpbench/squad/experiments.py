@@ -183,7 +183,7 @@ def all_configs(params: dict) -> dict[str, Config]:
         for cfg in table_configs(params, name):
             out[group_id(params, cfg)] = cfg
     for d in config.declared(params, "outputs", "squad"):
-        if d.decl["kind"] == "heatmap":
+        if d.decl["kind"] in ("heatmap", "histogram"):
             for cfg in heatmap_configs(d.decl):
                 out.setdefault(group_id(params, cfg), cfg)
     return out
@@ -203,6 +203,13 @@ def check(params: dict) -> None:
             TrainConfig.from_dict({**cfg.train_settings(params), "model": cfg.model_settings(params)})
         except (TypeError, ValueError) as e:
             raise ConfigError(f"params.yaml: squad.full_models.{model}: {e}") from None
+    for d in config.declared(params, "outputs", "squad"):
+        if d.decl["kind"] in ("heatmap", "histogram"):
+            for cfg in heatmap_configs(d.decl):
+                config_of(params, {"similarity": cfg.similarity, "output": cfg.output, "metric": "em"}, d.where)
+        elif d.decl["kind"] == "loss_curves":
+            from nlpbench.squad.figures import loss_lines
+            loss_lines(params, d.decl, d.where)
     for name, decl in tables_of(params).items():
         if isinstance(decl["rows"], list) and "row_key" not in decl:
             raise ConfigError(f"params.yaml: tables.{SOURCE}.{name}: rows is a list, so row_key must say what a "
@@ -541,7 +548,8 @@ def table_parts(params: dict, name: str, runs_root: Path, data_root: Path) -> Ta
 
 def draw_boxes(params: dict, name: str, figure: str, per_seed: dict, results_dir: Path) -> Path:
     """Box plots of the seeds' EM (left) and F1 (right) per row and configuration column (Figures 4.1, 4.3, 5.1-5.3,
-    A.1; the thesis's 5.1 is pairwise scatter plots and its 5.2 loss curves, drawn here as boxes of the same runs):
+    A.1; the thesis's 5.1 is pairwise scatter plots, and its 5.2 and A.1 are loss curves (drawn as such by
+    squad.figures, outputs 5.2-loss and A.1-loss): here boxes of the same runs):
     each box is the runs of one cell, the thesis's printed best-of-five a cross on the right axis."""
     import matplotlib
     matplotlib.use("Agg")
@@ -594,7 +602,34 @@ def draw_boxes(params: dict, name: str, figure: str, per_seed: dict, results_dir
 # -- attention heatmaps (Figures 4.5 / 4.6) -------------------------------------------------------------------
 
 def heatmap_configs(decl: dict) -> list[Config]:
-    return [Config(sim, out, None, None) for out in ("O_1", "O_2") for sim in decl["similarities"]]
+    """The (similarity, output) configurations a heatmap or histogram output reads: every similarity it names
+    under each of its `outputs` (default O_1 and O_2), Table 4.2's configurations."""
+    return [Config(sim, out, None, None) for out in decl.get("outputs", ("O_1", "O_2")) for sim in decl["similarities"]]
+
+
+def load_vectors(params: dict, data_root: Path) -> tuple[list[str], "object"]:
+    """(vocabulary, embedding matrix) of this scale's prepared data (`nlpbench data squad-vectors`)."""
+    import numpy as np
+
+    saved = np.load(vectors_file(params, data_root), allow_pickle=False)
+    return [str(w) for w in saved["vocab"]], saved["matrix"]
+
+
+def load_best_seed(params: dict, cfg: Config, runs_root: Path, data_root: Path, vocab: list[str],
+                   matrix) -> tuple[object, int, float] | None:
+    """(EMA model, seed, EM) of the configuration's best seed (max EM, the lowest seed on a tie), None if no
+    seed finished; ConfigError if it was trained on another vocabulary."""
+    from nlpbench.squad.train import load_trained
+
+    em = seed_values(params, cfg, "em", runs_root)
+    if not em:
+        return None
+    seed = max(em, key=lambda s: (em[s], -s))
+    model, run_vocab = load_trained(Path(runs_root) / group_id(params, cfg) / f"seed{seed}", matrix)
+    if run_vocab != vocab:
+        raise ConfigError(f"{runs_root}/{group_id(params, cfg)}: trained on another vocabulary than "
+                          f"{vectors_file(params, data_root)}")
+    return model, seed, em[seed]
 
 
 def _find_question(built: dict, question: str) -> dict | None:
@@ -610,11 +645,9 @@ def draw_heatmaps(params: dict, decl: dict, source: str, name: str, data_root: P
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import numpy as np
     import torch
 
     from nlpbench.squad.data import load_prepared
-    from nlpbench.squad.train import load_trained
 
     ddir = data_dir(params, data_root)
     example, where = None, ""
@@ -629,8 +662,7 @@ def draw_heatmaps(params: dict, decl: dict, source: str, name: str, data_root: P
         example = built["examples"][0]
         where = f"{decl['question']!r} is not in this scale's data: the first test question instead"
     ctx = built["contexts"][example["context"]]
-    saved = np.load(vectors_file(params, data_root), allow_pickle=False)
-    vocab, matrix = [str(w) for w in saved["vocab"]], saved["matrix"]
+    vocab, matrix = load_vectors(params, data_root)
     index = {w: i for i, w in enumerate(vocab)}
     first, last = example["span"]
     window = decl.get("window", 12)
@@ -642,22 +674,18 @@ def draw_heatmaps(params: dict, decl: dict, source: str, name: str, data_root: P
     fig, axes = plt.subplots(2, n_sim, figsize=(3.2 * n_sim, 2 * 0.22 * (hi - lo) + 2.5), squeeze=False)
     for k, cfg in enumerate(configs):
         ax = axes[k // n_sim][k % n_sim]
-        em = seed_values(params, cfg, "em", runs_root)
-        if not em:
+        best = load_best_seed(params, cfg, runs_root, data_root, vocab, matrix)
+        if best is None:
             ax.set_title(f"{cfg.similarity} / {cfg.output}: not trained", fontsize=8)
             ax.axis("off")
             continue
-        seed = max(em, key=lambda s: (em[s], -s))
-        model, run_vocab = load_trained(Path(runs_root) / group_id(params, cfg) / f"seed{seed}", matrix)
-        if run_vocab != vocab:
-            raise ConfigError(f"{runs_root}/{group_id(params, cfg)}: trained on another vocabulary than "
-                              f"{vectors_file(params, data_root)}")
+        model, seed, best_em = best
         with torch.no_grad():
             S = model(passage, question)["S"][0, lo:hi].numpy()
         ax.imshow(S, cmap="Greys", aspect="auto")
         ax.set_xticks(range(len(example["question_tokens"])), example["question_tokens"], rotation=90, fontsize=7)
         ax.set_yticks(range(hi - lo), ctx["tokens"][lo:hi], fontsize=7)
-        ax.set_title(f"({'ab'[k // n_sim]}) {cfg.similarity}, {cfg.output} (seed {seed}, EM {em[seed]:.1f})", fontsize=8)
+        ax.set_title(f"({'ab'[k // n_sim]}) {cfg.similarity}, {cfg.output} (seed {seed}, EM {best_em:.1f})", fontsize=8)
     fig.suptitle(f"Figure {name}: attention similarity S, darker = higher; {where}; gold answer "
                  f"{example['answers'][0]!r}", fontsize=8)
     out = Path(results_root) / source / f"fig{name}.png"

@@ -4,7 +4,9 @@ Data steps: `squad` (SQuAD v1.1 prepared: the official train/dev files, or offli
 mirror's dev set) and `squad-vectors` (the GloVe rows of its vocabulary). A group trains one configuration of the
 baseline model (similarity x output formation x passage summary x d*), or one of Table 4.4's full models (BiDAF,
 DCN, QANet) with one similarity, over every seed; tables 3.1, 4.2-4.4,
-5.2-5.5 and A.1 read them (squad.experiments), with box plots of the seeds where a table declares a figure."""
+5.2-5.5 and A.1 read them (squad.experiments), with box plots of the seeds where a table declares a figure; the
+outputs read the same runs: heatmaps of S (Figure 4.6), histograms of S (Figure 4.2) and loss curves (Figures 4.4,
+5.2, A.1; squad.figures)."""
 
 from __future__ import annotations
 
@@ -50,11 +52,19 @@ class SquadFamily:
                 groups = tuple(x.group_id(params, c) for c in x.heatmap_configs(d.decl))
                 out.append(Target("outputs", d.source, d.name, (f"results/{d.source}/fig{d.name}.png",), groups,
                                   ("squad", "squad-vectors")))
+            elif d.decl["kind"] in ("histogram", "loss_curves"):     # Figure 4.2; Figures 4.4, 5.2, A.1
+                from nlpbench.squad.figures import loss_configs
+                configs = x.heatmap_configs(d.decl) if d.decl["kind"] == "histogram" else loss_configs(params, d.decl)
+                files = (f"results/{d.source}/{d.name}.png", f"results/{d.source}/{d.name}.csv")
+                out.append(Target("outputs", d.source, d.name, files,
+                                  tuple(dict.fromkeys(x.group_id(params, c) for c in configs)),
+                                  ("squad", "squad-vectors") if d.decl["kind"] == "histogram" else ("squad",)))
             elif d.decl["kind"] == "benchmark":
                 out.append(Target("outputs", d.source, d.name, (f"results/{d.source}/{d.name}.md",), (),
                                   ("squad", "squad-vectors"), on_demand=True))
             else:
-                raise ConfigError(f"params.yaml: {d.where}: kind {d.decl['kind']!r} (squad: benchmark, heatmap)")
+                raise ConfigError(f"params.yaml: {d.where}: kind {d.decl['kind']!r} "
+                                  "(squad: benchmark, heatmap, histogram, loss_curves)")
         return out
 
     def prepare(self, step: str, params: dict, paths: Paths, mirror: str | None) -> str:
@@ -85,6 +95,12 @@ class SquadFamily:
         d = config.declaration(params, "outputs", source, name)
         if d.decl["kind"] == "heatmap":
             return [_x().draw_heatmaps(params, d.decl, source, name, paths.data, paths.runs, paths.results)]
+        if d.decl["kind"] == "histogram":
+            from nlpbench.squad.figures import draw_histograms
+            return draw_histograms(params, d.decl, source, name, paths.data, paths.runs, paths.results)
+        if d.decl["kind"] == "loss_curves":
+            from nlpbench.squad.figures import draw_loss_curves
+            return draw_loss_curves(params, d.decl, source, name, paths.runs, paths.results)
         from nlpbench.squad.bench import benchmark
         return [benchmark(params, d.decl, source, name, paths)]
 

@@ -12,7 +12,9 @@ Reproducible: the seed fixes the initial weights (torch global RNG, also used by
 generator fixes batch order; both RNG states go into the checkpoint written after every epoch, so a run killed
 and restarted gives the same numbers as an uninterrupted one (on CPU; on CUDA the cuDNN LSTM kernels need not be
 bit-reproducible). Outputs in the run directory, each written
-atomically: checkpoint.pt (every epoch), history.json (every epoch), model.pt (EMA weights), metrics.json (last).
+atomically: checkpoint.pt (every epoch), history.json (every epoch: per-epoch records, `loss_log` every
+loss_log_every steps and `step_loss`, the loss of every optimizer step, for the loss-curve figures; recording it
+is no setting), model.pt (EMA weights), metrics.json (last).
 """
 
 from __future__ import annotations
@@ -224,7 +226,7 @@ def run(cfg: TrainConfig, train_set: dict, test_set: dict, embeddings: np.ndarra
     optimizer = make_optimizer(cfg, params)
     ema = EMA(model, cfg.ema_decay)
     gen = torch.Generator().manual_seed(cfg.seed)
-    history = {"epochs": [], "loss_log": [], "n_train": len(train_items),
+    history = {"epochs": [], "loss_log": [], "step_loss": [], "n_train": len(train_items),
                "n_train_dropped": len(train_set["examples"]) - len(train_items), "n_test": len(test_items)}
     start_epoch, step, spent = 1, 0, 0.0
 
@@ -260,6 +262,7 @@ def run(cfg: TrainConfig, train_set: dict, test_set: dict, embeddings: np.ndarra
             ema.update(model)
             step += 1
             total, count = total + loss.item() * len(batch), count + len(batch)
+            history.setdefault("step_loss", []).append(loss.item())   # every batch loss (the loss curves)
             if step % cfg.loss_log_every == 0:
                 history["loss_log"].append([step, loss.item()])
         record = {"epoch": epoch, "train_loss": total / count, "steps": step}
