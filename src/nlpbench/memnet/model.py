@@ -34,7 +34,7 @@ class MemNetConfig:
                                  # the run's longest story) slots, as the footnoted code sizes its memory per task
     position_form: str = "paper" # "paper": l_kj of thesis ch. 3 over the sentence's own J; "code": the footnoted code's form
     t_sampler: str = "gamma"     # t-MEM-NN's Student-t noise: "gamma" (z / sqrt(Gamma / df), implicit gradient) or
-                                 # "polar" (Bailey's polar method: the same distribution, other numbers, cheaper)
+                                 # "polar" (Bailey's polar method: the same distribution, other numbers)
     nil_row: str = "zero"        # "zero": padding is no word; "learned": the nil row is a learned embedding, sentences
                                  # are position-encoded over the data's padded length, empty slots hold the nil sentence
     init_std: float = 0.1
