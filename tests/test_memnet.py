@@ -99,29 +99,6 @@ def test_weight_draws_side_by_side_give_the_sequential_averages(tasks_1_4, monke
     assert agree > 0.9, agree                                   # 1 epoch: an uncertain model
 
 
-@pytest.mark.parametrize("bayesian,tying", [(False, "adjacent"), (True, "adjacent"), (True, "layerwise")])
-def test_a_few_questions_embed_only_their_sentences_with_the_same_logits(tasks_1_4, monkeypatch, bayesian, tying):
-    """Answering one question (issue 16's batch-1 inference) embeds only the sentences it reads, not every
-    distinct sentence of the data; the logits are those of the full-table pass, for S draws side by side."""
-    from nlpbench.memnet.data import gather
-    tr = _trainer(tasks_1_4, [Run("t1", 0, 7), Run("t4", 1, 3)], bayesian, epochs=1, tying=tying)
-    tr.fit()
-    one = gather(tr.split["test"], tr.data_of_run, torch.tensor([[5], [9]]))
-    assert tr._few_sentences(one)
-    assert not tr._few_sentences(gather(tr.split["test"], tr.data_of_run, torch.arange(250).expand(2, 250)))
-    mode, n = ("posterior", 4) if bayesian else ("mean", 1)
-    weights = tr.model.draws(tr.gens["eval"], mode, n, batched=True)
-    with torch.no_grad():
-        compact = tr.forward_draws(one, weights, n)
-        monkeypatch.setattr(type(tr), "_few_sentences", lambda self, batch: False)
-        full = tr.forward_draws(one, weights, n)
-    assert compact.shape == full.shape == (n, 2, 1, full.shape[-1])
-    finite = torch.isfinite(full)
-    assert torch.equal(finite, torch.isfinite(compact))
-    assert torch.allclose(compact[finite], full[finite], atol=1e-5)
-    assert torch.equal(compact.argmax(-1), full.argmax(-1))
-
-
 def test_a_saved_run_answers_with_its_draws_side_by_side(tasks_1_4, babi_root, tmp_path):
     """RunPredictor (Tables 3-5, 16-18) averages S draws computed in one pass: the same as S passes."""
     from nlpbench.data import babi

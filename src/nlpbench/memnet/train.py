@@ -214,8 +214,6 @@ class GroupTrainer:
         run k is pseudo-run s K + k, which reads run k's questions, sentences and masks (MemNet.forward's
         `runs`). Equal to n calls of forward."""
         K = len(self.runs)
-        if self._few_sentences(batch):
-            return self._forward_draws_compact(batch, weights, n)
         if n == 1:
             return self.forward(batch, weights).unsqueeze(0)
         if n not in self._draw_layouts:
@@ -230,30 +228,6 @@ class GroupTrainer:
                            sentences, runs=runs_at)
                 for pseudo, runs_at, sentences in layout]
         logits = torch.cat(outs)[order]
-        return logits.view(n, K, *logits.shape[1:])
-
-    def _few_sentences(self, batch: dict[str, torch.Tensor]) -> bool:
-        """Whether the batch reads far fewer sentences than the tables hold (a question or a few): then embedding
-        only those (`_forward_draws_compact`) is cheaper than embedding every distinct sentence of the data."""
-        K, B, M = batch["story_ids"].shape
-        return 2 * B * (M + 1) <= self.tables["tokens"].shape[1]
-
-    def _forward_draws_compact(self, batch: dict[str, torch.Tensor], weights: dict[str, torch.Tensor], n: int
-                               ) -> torch.Tensor:
-        """forward_draws over a table of only the sentences the batch reads: the union of its sentence ids,
-        gathered from each run's own table (row 0, the empty sentence, first), the ids renumbered into it. Each
-        sentence is embedded by the same sparse row as in the full table, so the logits are those of
-        forward_draws; the cost no longer grows with the data set's size, only with the batch and n."""
-        K = len(self.runs)
-        runs_at = torch.arange(K, device=self.device).repeat(n)        # pseudo-run s K + k reads run k's data
-        b = {k: v[runs_at] for k, v in batch.items()}
-        zero = torch.zeros(1, dtype=b["story_ids"].dtype, device=self.device)
-        used = torch.unique(torch.cat([b["story_ids"].reshape(-1), b["query_ids"].reshape(-1), zero]))
-        b["story_ids"], b["query_ids"] = torch.searchsorted(used, b["story_ids"]), torch.searchsorted(used, b["query_ids"])
-        d = self.data_of_run[runs_at]
-        t = self.tables
-        sentences = {"bags": self.model.sentence_bags(t["tokens"][d][:, used], t["len"][d][:, used], t["width"][d])}
-        logits = self.model(b, weights, sentences, runs=runs_at)
         return logits.view(n, K, *logits.shape[1:])
 
     # -- training ----------------------------------------------------------------------------------------
