@@ -4,6 +4,7 @@ trains through train.run and reloads."""
 
 import dataclasses
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -133,3 +134,31 @@ def test_character_embeddings_join_the_word_input_and_reload(arch, tmp_path):
     run(cfg, train, test, vectors, vocab, tmp_path / "run", log=lambda line: None)
     reloaded, _ = load_trained(tmp_path / "run", vectors)
     assert reloaded.chars.embed.weight.shape == model.chars.embed.weight.shape
+
+
+def test_qanet_s_adam_settings_l2_and_warm_up(tmp_path, monkeypatch):
+    """squad.full_models.qanet.train at the paper scale: Adam (0.8, 0.999), eps 1e-7, L2 3e-7 and the
+    learning rate warmed up as log(t + 1) / log(warmup_steps - 1), step by step through training."""
+    from nlpbench.squad.train import make_optimizer, warmup_factor
+
+    cfg = TrainConfig(optimizer="adam", lr=1e-3, adam_betas=(0.8, 0.999), adam_eps=1e-7, weight_decay=3e-7,
+                      warmup_steps=1000)
+    group = make_optimizer(cfg, [torch.nn.Parameter(torch.zeros(2))]).param_groups[0]
+    assert group["betas"] == (0.8, 0.999) and group["eps"] == 1e-7 and group["weight_decay"] == 3e-7
+    assert warmup_factor(cfg, 0) == 0.0 and warmup_factor(cfg, 998) == 1.0 and warmup_factor(cfg, 5000) == 1.0
+    assert warmup_factor(cfg, 99) == pytest.approx(math.log(100) / math.log(999))
+    assert warmup_factor(TrainConfig(), 0) == 1.0                                   # no warm-up: the lr as set
+    seen = []
+    step = torch.optim.Adam.step
+
+    def record(self, *a, **k):
+        seen.append(self.param_groups[0]["lr"])
+        return step(self, *a, **k)
+
+    monkeypatch.setattr(torch.optim.Adam, "step", record)
+    train, test, vectors, vocab = marker_task(100, 20, seed=3)
+    run_cfg = TrainConfig(model=TINY["qanet"](ORIGINAL["qanet"]), epochs=1, batch_size=20, optimizer="adam",
+                          lr=0.01, warmup_steps=10, eval_every_epoch=False, seed=0)
+    run(run_cfg, train, test, vectors, vocab, tmp_path / "run", log=lambda line: None)
+    assert len(seen) == 5                                                          # 100 questions, batch 20
+    assert seen == pytest.approx([0.01 * min(1.0, math.log(t + 1) / math.log(9)) for t in range(5)])

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 import os
 import time
 from dataclasses import dataclass, field
@@ -51,6 +52,10 @@ class TrainConfig:
     rho: float = 0.95
     eps: float = 1e-6
     ema_decay: float = 0.999
+    adam_betas: tuple[float, float] = (0.9, 0.999)  # Adam's (beta1, beta2): torch's defaults; QANet 0.8, 0.999
+    adam_eps: float = 1e-8       # Adam's epsilon (QANet: 1e-7)
+    weight_decay: float = 0.0    # L2 on every trainable weight, lambda w added to its gradient (QANet: 3e-7)
+    warmup_steps: int = 0        # QANet's warm-up: lr x min(1, log(t + 1) / log(warmup_steps - 1)) at step t = 0, 1, ...
     grad_clip: float | None = None  # not stated in the thesis [D: none]
     max_passage_len: int = 400
     max_question_len: int = 50
@@ -77,12 +82,22 @@ class TrainConfig:
         return dataclasses.asdict(self)
 
 
+def warmup_factor(cfg: "TrainConfig", step: int) -> float:
+    """The learning-rate multiplier at optimizer step `step` (0, 1, ...): QANet's inverse-exponential warm-up,
+    min(1, log(step + 1) / log(warmup_steps - 1)), reaching 1 after warmup_steps - 2 steps; 1 without warm-up."""
+    if cfg.warmup_steps <= 2:
+        return 1.0
+    return min(1.0, math.log(step + 1) / math.log(cfg.warmup_steps - 1))
+
+
 def make_optimizer(cfg: "TrainConfig", params: list) -> torch.optim.Optimizer:
-    """Adadelta (lr, rho, eps) as the thesis (§3.3.2), or Adam (lr; default betas) as a reading for short runs."""
+    """Adadelta (lr, rho, eps) as the thesis (§3.3.2), or Adam (lr, adam_betas, adam_eps: QANet's optimizer, and a
+    reading for short runs); either with `weight_decay` (L2 on every trainable weight)."""
     if cfg.optimizer == "adadelta":
-        return torch.optim.Adadelta(params, lr=cfg.lr, rho=cfg.rho, eps=cfg.eps)
+        return torch.optim.Adadelta(params, lr=cfg.lr, rho=cfg.rho, eps=cfg.eps, weight_decay=cfg.weight_decay)
     if cfg.optimizer == "adam":
-        return torch.optim.Adam(params, lr=cfg.lr)
+        return torch.optim.Adam(params, lr=cfg.lr, betas=tuple(cfg.adam_betas), eps=cfg.adam_eps,
+                                weight_decay=cfg.weight_decay)
     raise ValueError(f"optimizer must be one of {OPTIMIZERS}, not {cfg.optimizer!r}")
 
 
@@ -258,6 +273,9 @@ def run(cfg: TrainConfig, train_set: dict, test_set: dict, embeddings: np.ndarra
             loss.backward()
             if cfg.grad_clip:
                 torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
+            if cfg.warmup_steps:
+                for group in optimizer.param_groups:
+                    group["lr"] = cfg.lr * warmup_factor(cfg, step)
             optimizer.step()
             ema.update(model)
             step += 1
