@@ -141,7 +141,7 @@ def test_qanet_s_adam_settings_l2_and_warm_up(tmp_path, monkeypatch):
     learning rate warmed up as log(t + 1) / log(warmup_steps - 1), step by step through training."""
     from nlpbench.squad.train import make_optimizer, warmup_factor
 
-    cfg = TrainConfig(optimizer="adam", lr=1e-3, adam_betas=(0.8, 0.999), adam_eps=1e-7, weight_decay=3e-7,
+    cfg = TrainConfig(optimizer="adam", lr=1e-3, adam_betas=[0.8, 0.999], adam_eps=1e-7, weight_decay=3e-7,
                       warmup_steps=1000)
     group = make_optimizer(cfg, [torch.nn.Parameter(torch.zeros(2))]).param_groups[0]
     assert group["betas"] == (0.8, 0.999) and group["eps"] == 1e-7 and group["weight_decay"] == 3e-7

@@ -52,7 +52,8 @@ class TrainConfig:
     rho: float = 0.95
     eps: float = 1e-6
     ema_decay: float = 0.999
-    adam_betas: tuple[float, float] = (0.9, 0.999)  # Adam's (beta1, beta2): torch's defaults; QANet 0.8, 0.999
+    adam_betas: list[float] = field(default_factory=lambda: [0.9, 0.999])  # Adam's [beta1, beta2] (QANet: 0.8, 0.999);
+    #   a list, as JSON and params.yaml hold it, so that a saved config compares equal to the one it came from
     adam_eps: float = 1e-8       # Adam's epsilon (QANet: 1e-7)
     weight_decay: float = 0.0    # L2 on every trainable weight, lambda w added to its gradient (QANet: 3e-7)
     warmup_steps: int = 0        # QANet's warm-up: lr x min(1, log(t + 1) / log(warmup_steps - 1)) at step t = 0, 1, ...
@@ -68,6 +69,9 @@ class TrainConfig:
     loss_log_every: int = 50  # optimizer steps between logged batch losses
     seed: int = 0
     device: str = "cpu"
+
+    def __post_init__(self):
+        self.adam_betas = [float(b) for b in self.adam_betas]
 
     @classmethod
     def from_dict(cls, d: dict) -> "TrainConfig":
