@@ -28,7 +28,8 @@ from typing import Sequence
 
 import torch
 
-from nlpbench.data.fetch import MIRROR_ENV, ChecksumError, FetchError, file_records, resolve_mirror, verify_prepared
+from nlpbench.data.fetch import (MIRROR_ENV, ChecksumError, FetchError, file_records, resolve_mirror,
+                                  status_records, verify_prepared)
 from nlpbench.io import read_json, write_json, write_text
 
 from .tokenize import fix_missing_period, ptb_tokenize, split_sentences
@@ -86,8 +87,7 @@ def prepared_file(out_dir: str | os.PathLike, rel: str, step: str, key: str | No
     if not (out / STATUS_FILE).is_file() or not path.is_file():
         raise FetchError(f"{path} not prepared (it or {out / STATUS_FILE} is missing): run the data step {step}"
                          + (f" ({key})" if key else ""))
-    files = read_json(out / STATUS_FILE).get("files") or {}
-    verify_prepared(out, {rel: None if isinstance(files, list) else files.get(rel)}, step)
+    verify_prepared(out, {rel: status_records(read_json(out / STATUS_FILE)).get(rel)}, step)
     return path
 
 

@@ -10,7 +10,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from nlpbench.data.fetch import BABI_URL, STATUS_FILE, verify_prepared
+from nlpbench.data.fetch import BABI_URL, STATUS_FILE, status_records, verify_prepared
 from nlpbench.io import read_json
 
 TASK_NAMES: dict[int, str] = {
@@ -96,8 +96,7 @@ def _verify_prepared(root: Path, rel: str) -> None:
     prepared before those were recorded: present); a folder without STATUS.json is not checked."""
     if not (root / STATUS_FILE).is_file():
         return
-    status = read_json(root / STATUS_FILE)
-    records = status.get("files") or dict.fromkeys(status.get("present", ()))
+    records = status_records(read_json(root / STATUS_FILE))
     if rel in records:
         verify_prepared(root, {rel: records[rel]}, "babi")
 

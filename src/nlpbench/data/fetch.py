@@ -116,6 +116,14 @@ def file_records(root: Path, rels: Iterable[str]) -> dict[str, dict]:
     return {rel: {"bytes": (root / rel).stat().st_size, "sha256": sha256_file(root / rel)} for rel in rels}
 
 
+def status_records(status: Mapping) -> dict[str, dict | None]:
+    """The file records of a STATUS.json for verify_prepared: its `files` ({path: {"bytes", "sha256"}}, or a
+    list of paths written before hashes were recorded) or its `present` list; a path without hashes maps to
+    None (existence only)."""
+    files = status.get("files") or status.get("present") or {}
+    return dict(files) if isinstance(files, Mapping) else dict.fromkeys(files)
+
+
 def verify_prepared(root: Path, records: Mapping[str, dict | None], step: str) -> None:
     """Check prepared files against their STATUS.json records ({"bytes", "sha256"}; None: existence only):
     PreparedDataChanged naming the first file that was deleted or edited since its preparation."""

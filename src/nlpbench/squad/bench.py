@@ -24,11 +24,13 @@ PAPER_TEST_QUESTIONS = 10_570      # SQuAD v1.1 dev
 VECTOR_DIM = {"glove-840B-300d": 300, "glove-6B-50d": 50}
 
 
-def model_config(model: str):
-    """The configuration the benchmark times for a model: the baseline's trilinear + O_1, a full model's own."""
+def timed_config(model: str):
+    """The configuration the benchmark times for a model: the baseline's trilinear + O_1, a full model with the
+    similarity its settings class defaults to (its paper's own)."""
     from nlpbench.squad.experiments import Config
+    from nlpbench.squad.models import ARCHITECTURES
 
-    own = {"baseline": "trilinear", "bidaf": "trilinear", "dcn": "dot-product", "qanet": "trilinear"}[model]
+    own = ARCHITECTURES[model][0]().similarity
     return Config(own, "O_1", None, None) if model == "baseline" else Config(own, None, None, None, model)
 
 
@@ -44,7 +46,7 @@ def time_scale(params: dict, scale_params: dict, steps: int, device: str, items:
     from nlpbench.squad.train import TrainConfig, collate, make_optimizer
 
     sq = scale_params["squad"]
-    cfg = model_config(model_name)
+    cfg = timed_config(model_name)
     tc = TrainConfig.from_dict({**cfg.train_settings(scale_params), "model": cfg.model_settings(scale_params),
                                 "seed": 0, "device": device})
     dim = VECTOR_DIM[sq["data"]["vectors"]]

@@ -27,8 +27,8 @@ from nlpbench.provenance import code_commit, now_utc
 
 SOURCE = "shen-thesis"
 PART_KEYS = ("similarity", "output", "passage_summary", "revised_dim_D", "model", "metric", "cited")
-MODELS = ("baseline", "bidaf", "dcn", "qanet")
 MODEL_NAMES = {"bidaf": "BiDAF", "dcn": "DCN", "qanet": "QANet"}     # the full models of Table 4.4 (models.py)
+MODELS = ("baseline", *MODEL_NAMES)
 SUMMARY_OUTPUTS = ("RIG_2", "RIG_4", "RIG_5", "RIG_6", "proposed", "revised", "A1-O_1", "A1-O_2")
 VECTORS = ("glove-840B-300d", "glove-6B-50d")
 

@@ -17,7 +17,6 @@ ARCHITECTURES: dict[str, tuple[type, type[nn.Module]]] = {
     "dcn": (DCNConfig, DCN),
     "qanet": (QANetConfig, QANet),
 }
-FULL_MODELS = {"bidaf": "BiDAF", "dcn": "DCN", "qanet": "QANet"}   # Table 4.4's rows
 
 
 def model_config(settings: dict):
