@@ -162,3 +162,34 @@ def test_qanet_s_adam_settings_l2_and_warm_up(tmp_path, monkeypatch):
     run(run_cfg, train, test, vectors, vocab, tmp_path / "run", log=lambda line: None)
     assert len(seen) == 5                                                          # 100 questions, batch 20
     assert seen == pytest.approx([0.01 * min(1.0, math.log(t + 1) / math.log(9)) for t in range(5)])
+
+
+def test_dcn_evaluation_stops_each_example_once_its_estimate_repeats():
+    """§2.3: the first iteration whose (s_i, e_i) equals the one before (s_0 = e_0 = 0) gives the prediction;
+    without a repeat, the last iteration does."""
+    from nlpbench.squad.dcn import stopped_estimate
+
+    def onehot(positions):  # logits peaking at each example's position, m = 5
+        return torch.nn.functional.one_hot(torch.tensor(positions), 5).float()
+
+    # example 0: (2,3) (2,3) (4,4) -> iteration 2; example 1: (0,0) at iteration 1 repeats s_0 = e_0 = 0;
+    # example 2: (1,1) (2,2) (3,3) never repeats -> the last
+    starts = [onehot([2, 0, 1]), onehot([2, 4, 2]), onehot([4, 4, 3])]
+    ends = [onehot([3, 0, 1]), onehot([3, 4, 2]), onehot([4, 4, 3])]
+    alpha, beta = stopped_estimate(starts, ends)
+    assert alpha.argmax(1).tolist() == [2, 0, 3] and beta.argmax(1).tolist() == [3, 0, 3]
+    assert torch.equal(alpha[0], starts[1][0]) and torch.equal(beta[2], ends[2][2])
+
+
+def test_dcn_stops_early_only_at_evaluation():
+    model = _model("dcn", "dot-product")
+    passage, question = torch.tensor([[1, 2, 3, 4, 5, 6, 7]]), torch.tensor([[1, 2, 3]])
+    out = model(passage, question)  # training: the last iteration's logits
+    assert torch.equal(out["start"], out["start_iters"][-1])
+    model.eval()
+    from nlpbench.squad.dcn import stopped_estimate
+    out = model(passage, question)
+    alpha, beta = stopped_estimate(out["start_iters"], out["end_iters"])
+    assert torch.equal(out["start"], alpha) and torch.equal(out["end"], beta)
+    model.cfg.stop_when_unchanged = False
+    assert torch.equal(model(passage, question)["start"], out["start_iters"][-1])

@@ -238,3 +238,11 @@ def test_every_output_formation_runs_in_the_model(name, order):
     model = BaselineModel(emb, ModelConfig(hidden=3, embed_adjust=4, output=name, passage_summary=order))
     out = model(torch.tensor([[1, 2, 3, 4], [5, 6, 0, 0]]), torch.tensor([[7, 8], [9, 0]]))
     assert torch.isfinite(out["start"][0]).all() and out["start"].shape == (2, 4)
+
+
+def test_reverse_padded_reverses_within_each_length():
+    from nlpbench.squad.model import reverse_padded
+    x = torch.arange(2 * 4 * 2, dtype=torch.float32).view(2, 4, 2)
+    out = reverse_padded(x, torch.tensor([4, 2]))
+    assert out[0].tolist() == x[0].flip(0).tolist()
+    assert out[1].tolist() == [x[1, 1].tolist(), x[1, 0].tolist(), x[1, 2].tolist(), x[1, 3].tolist()]

@@ -17,9 +17,11 @@ The paper writes sequences as columns (D in R^{l x (m+1)}); here they are rows, 
   HMN(u_t, h_i, u_s, u_e) = max(W3 [m1; m2] + b3)                                                             (9)
     r = tanh(W_D [h_i; u_s; u_e]), m1 = max(W1 [u_t; r] + b1), m2 = max(W2 m1 + b2)   (max over the pool p)  (10-12)
   Loss: the cross-entropies of every iteration's alpha and beta, summed (model.span_loss with start/end_iters).
-Every iteration runs [D: the paper stops early once the estimate is unchanged; a fixed count trains and decodes
-the same batch the same way]; s_0 = e_0 = 0 [D]. The prediction is the last iteration's argmax (decode
-"independent"; "span" is logged beside it as for every model).
+Training runs every iteration and sums their losses (§2.3, "cumulative ... across all iterations"). At
+evaluation the decoder "iterates until the estimate no longer changes or a maximum number of iterations is
+reached" (§2.3): each example's prediction is the logits of its first iteration i whose (s_i, e_i) equals
+(s_{i-1}, e_{i-1}), else of the last (`stop_when_unchanged`; false = always the last iteration, our earlier
+reading); s_0 = e_0 = 0 [D]. Decode "independent" takes their argmax; "span" is logged beside it as for every model.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ class DCNConfig:
     decoder_iterations: int = 4  # §4.1: maximum 4
     maxout_pool: int = 16  # §4.1: pool size 16
     dropout: float = 0.2  # the paper applies dropout without giving the rate [D]
+    stop_when_unchanged: bool = True  # §2.3: at evaluation, stop each example once (s_i, e_i) repeats
 
 
 class HighwayMaxout(nn.Module):
@@ -100,7 +103,10 @@ class DCN(WordInput):
         C_att = passage_summary(S, D, A_D, d_mask, q_mask, "second")  # C^Q A^D, C^Q = D A^Q
         U = self.fusion(torch.cat([D, Q_att, C_att], -1), d_mask.sum(1))[:, 1:]  # (B, m, 2l)
         starts, ends = self._decode(U, p_mask)
-        return {"start": starts[-1], "end": ends[-1], "start_iters": starts, "end_iters": ends,
+        start, end = starts[-1], ends[-1]
+        if self.cfg.stop_when_unchanged and not self.training:
+            start, end = stopped_estimate(starts, ends)
+        return {"start": start, "end": end, "start_iters": starts, "end_iters": ends,
                 "S": S[:, 1:, 1:], "A": A_D[:, 1:, 1:]}
 
     def _decode(self, U: Tensor, mask: Tensor) -> tuple[list[Tensor], list[Tensor]]:
@@ -119,3 +125,17 @@ class DCN(WordInput):
             starts.append(alpha)
             ends.append(beta)
         return starts, ends
+
+
+def stopped_estimate(starts: list[Tensor], ends: list[Tensor]) -> tuple[Tensor, Tensor]:
+    """Per example, the (alpha, beta) of the first iteration whose argmaxes (s_i, e_i) equal the previous
+    estimate (s_0 = e_0 = 0 before the first), or of the last iteration if the estimate never repeats (§2.3)."""
+    alpha, beta = torch.stack(starts), torch.stack(ends)  # (I, B, m)
+    s, e = alpha.argmax(2), beta.argmax(2)  # (I, B)
+    s_prev = torch.cat([torch.zeros_like(s[:1]), s[:-1]])
+    e_prev = torch.cat([torch.zeros_like(e[:1]), e[:-1]])
+    unchanged = (s == s_prev) & (e == e_prev)
+    unchanged[-1] = True
+    stop = unchanged.long().argmax(0)  # the first iteration that repeats, (B,)
+    rows = torch.arange(s.shape[1], device=s.device)
+    return alpha[stop, rows], beta[stop, rows]
