@@ -84,6 +84,12 @@ def time_scale(params: dict, scale_params: dict, steps: int, device: str, items:
             "epochs": tc.epochs}
 
 
+def trained_questions(items: list[dict], max_questions: int | None, max_passage_len: int) -> int:
+    """The questions an epoch trains on: the first `max_questions` (all if None), less those whose answer ends
+    beyond the passage cut (train.encode drops them)."""
+    return sum(x["end"] < max_passage_len for x in items[:max_questions])
+
+
 def benchmark(params: dict, decl: dict, source: str, name: str, paths: Paths) -> Path:
     from nlpbench.squad import experiments as x
     from nlpbench.squad.data import load_prepared
@@ -100,7 +106,7 @@ def benchmark(params: dict, decl: dict, source: str, name: str, paths: Paths) ->
     models = decl.get("models") or ["baseline"]
     lines = [f"# {source} {name}: training throughput of the squad models", "",
              f"- device: {device_label(device)}; code commit {code_commit()}; generated {now_utc()}",
-             f"- examples from the prepared data of scale `{params['scale']}` ({len(items)} training questions); "
+             f"- examples from the prepared data of scale `{params['scale']}` ({len(items)} training questions; an epoch counts those its passage cut keeps); "
              "the baseline with trilinear + O_1, a full model with its own similarity; random word vectors of the "
              "timed scale's dimension", "",
              "| model | scale | hidden | adjust | vectors | passage cap | batch | optimizer | examples/s | s/step | "
@@ -114,7 +120,7 @@ def benchmark(params: dict, decl: dict, source: str, name: str, paths: Paths) ->
         r = time_scale(params, sp, decl.get("steps", 20), device, items, model, vocab)
         sq = sp["squad"]
         n_train = PAPER_TRAIN_QUESTIONS if sq["data"]["source"] == "official" else \
-            (sq["data"]["max_train_questions"] or len(items))
+            trained_questions(items, sq["data"]["max_train_questions"], sq["train"]["max_passage_len"])
         n_configs = sum(c.model == model for c in configs)
         epoch_s = n_train / r["examples_per_s"]
         total_h = epoch_s * r["epochs"] * n_configs * len(sq["seeds"]) / 3600
