@@ -104,3 +104,8 @@ def test_the_figures_read_the_tables_runs_and_bad_declarations_are_named():
         load("smoke", {"outputs.shen-thesis.fig4.4.panels": {"O_2": [{"table": "9.9", "columns": ["EM"]}]}})
     with pytest.raises(ConfigError, match=r"fig4.2.*unknown output"):
         load("smoke", {"outputs.shen-thesis.fig4.2.outputs": ["O_9"]})
+
+
+def test_a_histogram_of_no_questions_is_rejected_naming_the_key():
+    with pytest.raises(ConfigError, match=r"outputs\.shen-thesis\.fig4\.2\.questions"):
+        load("cpu", {"outputs.shen-thesis.fig4.2.questions": 0})
