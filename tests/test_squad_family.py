@@ -178,7 +178,6 @@ def test_the_smoke_scale_builds_every_table_end_to_end(tmp_path, mirror_dir):
     trained = json.loads((paths.runs / gid / f"seed{params['squad']['seeds'][0]}" / "metrics.json").read_text())
     assert int(row.split("|")[11]) == trained["n_train"]
     # same seed, same numbers: one group trained again into a fresh folder
-    gid = x.group_id(params, x.Config("trilinear", "RIG_4", "second", None))
     again = Paths(paths.data, tmp_path / "runs2", paths.results)
     fam.train(gid, params, again, "cpu")
     for seed in params["squad"]["seeds"]:

@@ -84,12 +84,6 @@ def time_scale(params: dict, scale_params: dict, steps: int, device: str, items:
             "epochs": tc.epochs}
 
 
-def trained_questions(items: list[dict], max_questions: int | None, max_passage_len: int) -> int:
-    """The questions an epoch trains on: the first `max_questions` (all if None), less those whose answer ends
-    beyond the passage cut (train.encode drops them)."""
-    return sum(x["end"] < max_passage_len for x in items[:max_questions])
-
-
 def benchmark(params: dict, decl: dict, source: str, name: str, paths: Paths) -> Path:
     from nlpbench.squad import experiments as x
     from nlpbench.squad.data import load_prepared
@@ -120,7 +114,8 @@ def benchmark(params: dict, decl: dict, source: str, name: str, paths: Paths) ->
         r = time_scale(params, sp, decl.get("steps", 20), device, items, model, vocab)
         sq = sp["squad"]
         n_train = PAPER_TRAIN_QUESTIONS if sq["data"]["source"] == "official" else \
-            trained_questions(items, sq["data"]["max_train_questions"], sq["train"]["max_passage_len"])
+            len(encode(x._subset(train, sq["data"]["max_train_questions"]), index, sq["train"]["max_passage_len"],
+                       sq["train"]["max_question_len"], drop_unreachable=True))   # as a run's epoch: after the cut
         n_configs = sum(c.model == model for c in configs)
         epoch_s = n_train / r["examples_per_s"]
         total_h = epoch_s * r["epochs"] * n_configs * len(sq["seeds"]) / 3600
