@@ -172,6 +172,8 @@ def test_the_smoke_scale_builds_every_table_end_to_end(tmp_path, mirror_dir):
     bench = benchmark(params, {"steps": 1, "scales": ["smoke"], "models": ["baseline", "bidaf", "dcn", "qanet"]},
                       "shen-thesis", "squad-timing", paths).read_text()
     assert all(f"| {m} | smoke |" in bench for m in ("baseline", "bidaf", "dcn", "qanet"))
+    record = json.loads((paths.results / "shen-thesis" / "squad-timing.output.json").read_text())
+    assert record["kind"] == "benchmark" and record["files"] == ["squad-timing.md"]   # the index lists it
     # its epoch counts the questions a run trains on (those the passage cut keeps), as the runs record them
     row = next(line for line in bench.splitlines() if line.startswith("| baseline | smoke |"))
     gid = x.group_id(params, x.Config("trilinear", "RIG_4", "second", None))

@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from nlpbench import config, io
+from nlpbench import config, io, results_index
 from nlpbench.family import Paths
 from nlpbench.provenance import code_commit, device_label, now_utc, resolve_device
 
@@ -134,5 +134,8 @@ def benchmark(params: dict, decl: dict, source: str, name: str, paths: Paths) ->
     lines += [f"- {n}" for n in decl.get("notes") or []]
     out = paths.results / source / f"{name}.md"
     io.write_text(out, "\n".join(lines) + "\n")
+    results_index.register_output(paths.results, source, name, "squad timing benchmark: training throughput and "
+                                  "device-hours of each model at each scale", "benchmark", [out.name],
+                                  f"measured on {device_label(device)}", params["scale"])
     io.write_json(paths.runs / "_bench" / f"{name}.json", results)
     return out
