@@ -99,6 +99,32 @@ def test_weight_draws_side_by_side_give_the_sequential_averages(tasks_1_4, monke
     assert agree > 0.9, agree                                   # 1 epoch: an uncertain model
 
 
+@pytest.mark.parametrize("bayesian,over", [(False, {}), (True, {"tying": "adjacent"}), (True, {"nil_row": "learned"}),
+                                           (True, {"position_encoding": False}),
+                                           (True, {"memory_slots": "longest_story", "tying": "adjacent"}),
+                                           (False, {"position_form": "code_published", "tying": "adjacent"})])
+def test_a_few_questions_embedding_their_own_sentences_get_the_whole_tables_answers(tasks_1_4, bayesian, over):
+    """Answering one question at a time (issue 16) embeds only its own story and query, not the task's whole
+    table of distinct sentences: the same logits up to float summation order, for one and several draws side
+    by side, in every bucket of runs."""
+    from nlpbench.memnet.data import gather
+    tr = GroupTrainer([Run("t1", 0, 7), Run("t4", 1, 3)], tasks_1_4, MemNetConfig(n_words=0, bayesian=bayesian, **over),
+                      TrainConfig(), BayesConfig() if bayesian else None, log=lambda s: None)
+    assert len(tr.buckets) == 2
+    with torch.no_grad():
+        for n in (1, 3):
+            weights = tr.model.draws(tr.gens["eval"], "posterior" if bayesian else "mean", n, batched=True)
+            for questions in ([[0], [5]], [[0, 1, 2], [6, 7, 8]]):
+                batch = gather(tr.split["test"], tr.data_of_run, torch.tensor(questions))
+                whole = tr.forward_draws(batch, weights, n)
+                own = tr.forward_draws(batch, weights, n, own_sentences=True)
+                assert whole.shape == own.shape == (n, 2, len(questions[0]), tr.model_cfg.n_words)
+                assert torch.equal(torch.isfinite(whole), torch.isfinite(own))      # the same -inf rows
+                real = torch.isfinite(whole)
+                assert torch.allclose(whole[real], own[real], atol=1e-5)
+                assert whole[real].abs().max() > 1e-3                              # not trivially zero
+
+
 def test_a_saved_run_answers_with_its_draws_side_by_side(tasks_1_4, babi_root, tmp_path):
     """RunPredictor (Tables 3-5, 16-18) averages S draws computed in one pass: the same as S passes."""
     from nlpbench.data import babi

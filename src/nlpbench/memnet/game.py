@@ -17,7 +17,7 @@ import torch
 
 from nlpbench import config, io, paper, results_index, tables
 from nlpbench.family import TableParts
-from nlpbench.memnet.groups import is_bayesian, memnet_settings, settings_digest
+from nlpbench.memnet.groups import memnet_settings, own_settings, settings_digest
 from nlpbench.data import babi
 from nlpbench.memnet import guess_number as gn
 from nlpbench.memnet.data import tensors_from_samples
@@ -50,9 +50,7 @@ def game_groups(params: dict) -> dict[str, GameGroup]:
     ranges = tuple((t, lo, hi) for t, (lo, hi) in sorted(g["ranges"].items()))
     out = {}
     for model in ("memn2n", "tmemnn"):
-        settings = memnet_settings(params, g.get("overrides", {}), "memnet.game.overrides")
-        if not is_bayesian(model):
-            settings.pop("bayes")
+        settings = own_settings(model, memnet_settings(params, g.get("overrides", {}), "memnet.game.overrides"))
         for size in g["train_sizes"]:
             key = {"model": model, "size": size, "ranges": ranges, "seeds": g["seeds"],
                    "game": g,

@@ -25,6 +25,18 @@ def is_bayesian(model: str) -> bool:
     return MODELS[model]["bayesian"]
 
 
+def own_settings(model: str, settings: dict) -> dict:
+    """A copy of `settings` without what `model` never reads: the bayes section for MemN2N, the Student-t
+    sampler for every model without Student-t posteriors. Group ids hash these, so a change of a setting the
+    model ignores never retrains its runs."""
+    s = copy.deepcopy(settings)
+    if not is_bayesian(model):
+        s.pop("bayes")
+    if MODELS[model].get("posterior") != "student_t":
+        s["model"].pop("t_sampler", None)
+    return s
+
+
 @dataclass(frozen=True)
 class Group:
     """Runs of one model configuration over several tasks and seeds, trained together."""
@@ -81,9 +93,7 @@ def column_key(column: dict) -> str:
 
 def make_group(model: str, variant: str, tasks: tuple[int, ...], seeds: tuple[int, ...], settings: dict,
                joint: bool = False) -> Group:
-    s = copy.deepcopy(settings)
-    if not is_bayesian(model):
-        s.pop("bayes")
+    s = own_settings(model, settings)
     key = {"model": model, "variant": variant, "tasks": tasks, "seeds": seeds, "settings": s}
     if joint:
         key["joint"] = True

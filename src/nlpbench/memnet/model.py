@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from nlpbench.nn.gaussian import GaussianMatrix
 from nlpbench.nn.position import position_weights, position_weights_code, position_weights_code_published
@@ -174,36 +175,46 @@ class MemNet(nn.Module):
         return {n: q.nu.detach() for n, q in self.matrices.items()}
 
     # -- forward ---------------------------------------------------------------------------------------
-    def sentence_bags(self, tokens: torch.Tensor, lengths: torch.Tensor,
-                      widths: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
-        """Each run's table of distinct sentences, tokens (K, U, W), as one sparse matrix built once per data set.
-
-        With l_kj = a_j + (k/d) b_j, sum_j l_j E x_j = P_a E + P_b (E diag(k/d)) = [P_a | P_b] [E ; E diag(k/d)]:
-        row (k, u) of P holds the weights a_j of sentence u's words at columns k V + word and b_j at columns
-        K V + k V + word (without position encoding: word counts, and no P_b half). With a learned nil row,
-        every sentence is padded to its run's data width (`widths`, (K,)) and J is that width: the padding
-        positions are nil words."""
+    def _position_values(self, tokens: torch.Tensor, lengths: torch.Tensor, widths: torch.Tensor | None
+                         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """For sentences tokens (K, U, W): which positions hold words (`present`), and the weights l_j = a_j +
+        (k/d) b_j of their words, zero elsewhere (without position encoding: a = 1 per word, b None). With a
+        learned nil row every sentence is padded to its run's data width (`widths`, (K,)) and J is that width:
+        the padding positions are nil words."""
         K, U, W = tokens.shape
         if self.cfg.nil_row == "learned":
             lengths = widths.view(K, 1).expand(K, U)
             present = torch.arange(W, device=tokens.device) < lengths.unsqueeze(-1)
         else:
             present = tokens != 0
+        if not self.cfg.position_encoding:
+            return present, present.to(torch.float32), None
+        if self.cfg.position_form == "code":
+            a, b = position_weights_code(widths.view(K, 1).expand(K, U), W, self.cfg.embedding_dim)
+        elif self.cfg.position_form == "code_published":
+            a, b = position_weights_code_published(widths.view(K, 1).expand(K, U), W, self.cfg.embedding_dim,
+                                                   self.cfg.temporal_encoding)
+        else:
+            a, b = position_weights(lengths, W, self.cfg.embedding_dim)
+        return present, a, b
+
+    def sentence_bags(self, tokens: torch.Tensor, lengths: torch.Tensor,
+                      widths: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+        """Each run's table of distinct sentences, tokens (K, U, W), as one sparse matrix built once per data set.
+
+        With l_kj = a_j + (k/d) b_j, sum_j l_j E x_j = P_a E + P_b (E diag(k/d)) = [P_a | P_b] [E ; E diag(k/d)]:
+        row (k, u) of P holds the weights a_j of sentence u's words at columns k V + word and b_j at columns
+        K V + k V + word (without position encoding: word counts, and no P_b half)."""
+        K, U, W = tokens.shape
+        present, a, b = self._position_values(tokens, lengths, widths)
         col = (tokens + torch.arange(K, device=tokens.device).view(K, 1, 1) * self.cfg.n_rows)[present]
         row = torch.arange(K * U, device=tokens.device).view(K, U, 1).expand(K, U, W)[present]
-        if self.cfg.position_encoding:
-            if self.cfg.position_form == "code":
-                a, b = position_weights_code(widths.view(K, 1).expand(K, U), W, self.cfg.embedding_dim)
-            elif self.cfg.position_form == "code_published":
-                a, b = position_weights_code_published(widths.view(K, 1).expand(K, U), W, self.cfg.embedding_dim,
-                                                       self.cfg.temporal_encoding)
-            else:
-                a, b = position_weights(lengths, W, self.cfg.embedding_dim)
+        if b is not None:
             values = torch.cat([a[present], b[present]])
             row, col = torch.cat([row, row]), torch.cat([col, col + K * self.cfg.n_rows])
             size = (K * U, 2 * K * self.cfg.n_rows)
         else:
-            values = present.to(torch.float32)[present]
+            values = a[present]
             size = (K * U, K * self.cfg.n_rows)
 
         def csr(r, c, shape):
@@ -214,11 +225,46 @@ class MemNet(nn.Module):
 
         return {"shape": torch.tensor([K, U]), "P": csr(row, col, size), "P_T": csr(col, row, size[::-1])}
 
-    def _embed(self, X: torch.Tensor, bags: dict[str, torch.Tensor]) -> torch.Tensor:
-        """sum_j l_j E x_j for every distinct sentence of every run and every matrix E at once: X (K, V, n d)
-        holds n matrices side by side; returns (K, U, n d)."""
+    def word_weights(self, tables: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Sentence tables tokens (T, U, W), len (T, U), width (T,) with every word's weights beside it, for
+        `own_sentences`: {"tokens", "weights" (T, U, 2, W): a_j and b_j (without position encoding (T, U, 1, W):
+        1 per word)}."""
+        _, a, b = self._position_values(tables["tokens"], tables["len"], tables["width"])
+        return {"tokens": tables["tokens"], "weights": torch.stack([a] if b is None else [a, b], 2)}
+
+    def own_sentences(self, tables: dict[str, torch.Tensor], table_of_run: torch.Tensor,
+                      batch: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        """A batch's own sentences as a small table of their own, for answering a few questions: embedding
+        them costs what the batch reads, where `sentence_bags` embeds a run's whole table of distinct sentences
+        at every pass (cheaper for a full batch, whose stories share sentences). `tables`: word_weights(...);
+        run k reads table table_of_run[k]. Returns the sentences for `forward` and the batch with its ids into
+        them: row 0 is the nil sentence, then the B queries, then the B x M_used story slots (the M - M_used
+        slots past every story's facts read row 0). The same numbers as the whole table up to the order of
+        floating-point sums."""
+        story_ids, query_ids, n_facts = batch["story_ids"], batch["query_ids"], batch["n_facts"]
+        K, B = query_ids.shape
+        M_used = max(int(n_facts.max()), 1)
+        ids = torch.cat([torch.zeros_like(query_ids[:, :1]), query_ids, story_ids[..., :M_used].reshape(K, -1)], 1)
+        at = (table_of_run.view(K, 1), ids)
+        local = torch.arange(1, 1 + B * (1 + M_used), device=ids.device)
+        slots = F.pad(local[B:].view(B, M_used), (0, story_ids.shape[2] - M_used))   # still M slots: empty ones count
+        own = {**batch, "query_ids": local[:B].expand(K, B), "story_ids": slots.expand(K, *slots.shape)}
+        return {"tokens": tables["tokens"][at], "weights": tables["weights"][at]}, own
+
+    def _embed(self, X: torch.Tensor, sentences: dict[str, torch.Tensor]) -> torch.Tensor:
+        """sum_j l_j E x_j for every sentence of every run and every matrix E at once: X (K, V, n d) holds n
+        matrices side by side; returns (K, U, n d). `sentences`: {"bags": sentence_bags(...)} (one sparse
+        product over the whole table) or own_sentences(...)[0] (the words gathered, then weighted)."""
         K, V, nd = X.shape
         d = self.cfg.embedding_dim
+        if "bags" not in sentences:
+            words = self._rows(X, sentences["tokens"])                 # (K, U, W, n d)
+            ab = sentences["weights"] @ words                           # (K, U, 2, n d): sum_j a_j E x_j, sum_j b_j E x_j
+            if ab.shape[2] == 1:
+                return ab[:, :, 0]
+            dk = (torch.arange(1, d + 1, device=X.device, dtype=X.dtype) / d).repeat(nd // d)   # k/d, k = 1..d
+            return ab[:, :, 0] + ab[:, :, 1] * dk
+        bags = sentences["bags"]
         flat = X.reshape(K * V, nd)
         if self.cfg.position_encoding:
             dk = (torch.arange(1, d + 1, device=X.device, dtype=X.dtype) / d).repeat(nd // d)   # k/d, k = 1..d
@@ -274,13 +320,13 @@ class MemNet(nn.Module):
         # Every matrix side by side, embedded in one sparse mm, and cut with split (whose backward is one cat).
         if cfg.tying == "layerwise":                                   # [A | C] for every hop, u^1 = B q
             X = torch.cat([weights["A"], weights["C"], weights["B"]], -1)
-            (X_AC, _), (T_AC, T_B) = X.split([2 * d, d], -1), self._embed(X, sentences["bags"]).split([2 * d, d], -1)
+            (X_AC, _), (T_AC, T_B) = X.split([2 * d, d], -1), self._embed(X, sentences).split([2 * d, d], -1)
             u = self._rows(T_B, batch["query_ids"])
             mc, mc0 = self._memory(X_AC, T_AC, story_ids, time_ids, filled)
             per_hop = [(*mc.split(d, -1), *(mc0.split(d, -1) if mc0 is not None else (None, None)))] * cfg.hops
         else:                                                           # hop k: A^k = E_k, C^k = E_{k+1}; B = E_0
             E = [weights[f"E{k}"] for k in range(cfg.hops + 1)]
-            T = self._embed(torch.cat(E, -1), sentences["bags"]).split(d, -1)
+            T = self._embed(torch.cat(E, -1), sentences).split(d, -1)
             u = self._rows(T[0], batch["query_ids"])
             per_hop = []
             for k in range(cfg.hops):

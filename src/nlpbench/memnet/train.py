@@ -146,6 +146,8 @@ class GroupTrainer:
             self.bucket_sentences = [bags(b) for b in self.buckets]
         self.bucket_order = torch.argsort(torch.cat(self.buckets))     # rows of the concatenated buckets -> runs
         self._draw_layouts: dict[int, tuple] = {}                       # n draws side by side -> see forward_draws
+        self._draw_bags: dict[tuple[int, int], dict] = {}               # (n, bucket) -> its pseudo-runs' tables
+        self._word_weights = None                                       # the tables for own_sentences, when asked
         params = list(self.model.parameters())
         K = len(runs)
         self.prior_log_nu = None
@@ -159,7 +161,7 @@ class GroupTrainer:
             self.opt = torch.optim.Adagrad(params, lr=train_cfg.lr,
                                            initial_accumulator_value=train_cfg.adagrad_initial_accumulator)
         elif train_cfg.optimizer == "sgd":
-            self.opt = torch.optim.SGD(params, lr=train_cfg.lr)
+            self.opt = torch.optim.SGD(params, lr=train_cfg.lr, foreach=True)
         else:
             raise ValueError(f"memnet.train.optimizer: unknown optimizer {train_cfg.optimizer!r}")
         self.epoch = 0
@@ -209,25 +211,44 @@ class GroupTrainer:
             return torch.cat(outs)[self.bucket_order]
         return tuple(torch.cat(parts)[self.bucket_order] for parts in zip(*outs))
 
-    def forward_draws(self, batch: dict[str, torch.Tensor], weights: dict[str, torch.Tensor], n: int) -> torch.Tensor:
+    def forward_draws(self, batch: dict[str, torch.Tensor], weights: dict[str, torch.Tensor], n: int,
+                      own_sentences: bool = False) -> torch.Tensor:
         """Logits (n, K, B, V) for n weight draws (MemNet.draws: (n K, V, d), draw-major) in one pass: draw s of
         run k is pseudo-run s K + k, which reads run k's questions, sentences and masks (MemNet.forward's
-        `runs`). Equal to n calls of forward."""
+        `runs`). Equal to n calls of forward.
+
+        own_sentences: each pass embeds only the batch's own sentences (MemNet.own_sentences), not every run's
+        whole sentence table; cheaper for a few questions (answering one at a time), dearer for a full batch.
+        The same numbers up to the order of floating-point sums; training and the tables' evaluation use the
+        whole tables."""
         K = len(self.runs)
-        if n == 1:
+        if n == 1 and not own_sentences:
             return self.forward(batch, weights).unsqueeze(0)
         if n not in self._draw_layouts:
             layout = []
             for b in self.buckets:
-                runs_at = b.repeat(n)                                   # the real run of each pseudo-run
-                layout.append((torch.cat([b + s * K for s in range(n)]), runs_at, self._bags(runs_at)))
-            order = torch.argsort(torch.cat([pseudo for pseudo, _, _ in layout]))
-            self._draw_layouts[n] = (layout, order)
-        layout, order = self._draw_layouts[n]
-        outs = [self.model({k: v[runs_at] for k, v in batch.items()}, {m: w[pseudo] for m, w in weights.items()},
-                           sentences, runs=runs_at)
-                for pseudo, runs_at, sentences in layout]
-        logits = torch.cat(outs)[order]
+                pseudo = torch.cat([b + s * K for s in range(n)])
+                layout.append((pseudo, b.repeat(n)))                   # and the real run of each pseudo-run
+            pseudo = torch.cat([p for p, _ in layout])
+            identity = len(layout) == 1 and torch.equal(pseudo, torch.arange(n * K, device=self.device))
+            self._draw_layouts[n] = (layout, torch.argsort(pseudo), identity)
+        layout, order, identity = self._draw_layouts[n]
+        outs = []
+        for i, (pseudo, runs_at) in enumerate(layout):
+            draws = weights if identity else {m: w[pseudo] for m, w in weights.items()}
+            questions = {k: v[runs_at] for k, v in batch.items()}
+            if own_sentences:
+                if self._word_weights is None:
+                    self._word_weights = self.model.word_weights(self.tables)
+                sentences, questions = self.model.own_sentences(self._word_weights, self.data_of_run[runs_at],
+                                                                questions)
+            else:
+                if (n, i) not in self._draw_bags:
+                    self._draw_bags[(n, i)] = self._bags(runs_at)
+                sentences = self._draw_bags[(n, i)]
+            outs.append(self.model(questions, draws, sentences, runs=runs_at))
+        logits = torch.cat(outs)
+        logits = logits if identity else logits[order]
         return logits.view(n, K, *logits.shape[1:])
 
     # -- training ----------------------------------------------------------------------------------------

@@ -55,60 +55,75 @@ def standard_t_noise_runs(df: torch.Tensor, rows: list[int], d: int,
     return z * torch.rsqrt((gamma / half[run_of_row].unsqueeze(1)).clamp_min(1e-30))
 
 
-def _polar_block(n: int) -> int:
-    """Pairs drawn at a time for n accepted ones (acceptance pi/4 ~ 0.785: a block is short with negligible odds)."""
-    return int(n * 1.35) + 64
+def _polar_uniforms(rows: list[int], d: int, generators: list[torch.Generator], device, dtype
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+    """For every run, rows[k] x d pairs from one call of its own generator, stacked run after run: the angle's
+    cosine cos(2 pi U_2) and log(w) with w = 1 - U_1 in (0, 1], U_1, U_2 ~ U[0, 1)."""
+    pairs = torch.cat([torch.rand((2, n * d), generator=g, device=device, dtype=dtype) for n, g in zip(rows, generators)],
+                      1)
+    return torch.cos(2 * math.pi * pairs[1]).view(-1, d), torch.log1p(-pairs[0]).view(-1, d)
 
 
-def _first_accepted(uv: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(u, w) of the first n accepted pairs (0 < w = u^2 + v^2 < 1) among uv (2, m), in order."""
-    w = uv[0] * uv[0] + uv[1] * uv[1]
-    keep = (w < 1) & (w > 0)
-    return uv[0][keep][:n], w[keep][:n]
-
-
-def _accepted_polar_pairs(rows: list[int], d: int, generators: list[torch.Generator], device, dtype
-                          ) -> tuple[torch.Tensor, torch.Tensor]:
-    """For every run, the first rows[k] * d pairs (u, w = u^2 + v^2) with u, v ~ U(-1, 1) and 0 < w < 1 (Bailey's
-    polar method), from the run's own generator in blocks of _polar_block(n) pairs, stacked run after run. A
-    run draws what it would draw alone; the acceptance of every run's first block is one pass over all runs."""
-    need = [n * d for n in rows]
-    blocks = [torch.rand((2, _polar_block(n)), generator=g, device=device, dtype=dtype) * 2 - 1
-              for n, g in zip(need, generators)]
-    width = max(b.shape[1] for b in blocks)
-    uv = torch.stack([torch.nn.functional.pad(b, (0, width - b.shape[1]), value=1.0) for b in blocks])  # w=2: out
-    w = uv[:, 0] * uv[:, 0] + uv[:, 1] * uv[:, 1]
-    keep = (w < 1) & (w > 0)
-    rank = keep.cumsum(1)
-    n_k = torch.tensor(need, device=device).unsqueeze(1)
-    if bool((rank[:, -1:] >= n_k).all()):                     # every run's first block is enough (all but always)
-        take = keep & (rank <= n_k)
-        return uv[:, 0][take], w[take]
-    us, ws = [], []
-    for k, (n, g) in enumerate(zip(need, generators)):        # a short block: that run draws more, as alone
-        u, wk = _first_accepted(blocks[k], n)
-        while len(u) < n:
-            more = torch.rand((2, _polar_block(n - len(u))), generator=g, device=device, dtype=dtype) * 2 - 1
-            u2, w2 = _first_accepted(more, n - len(u))
-            u, wk = torch.cat([u, u2]), torch.cat([wk, w2])
-        us.append(u)
-        ws.append(wk)
-    return torch.cat(us), torch.cat(ws)
+def _polar_t(cos: torch.Tensor, log_w: torch.Tensor, df: torch.Tensor) -> torch.Tensor:
+    """Bailey's polar t(df) variate T = cos(2 pi U_2) sqrt(df (w^(-2/df) - 1)), w^(-2/df) - 1 computed as
+    expm1(-2 log(w) / df)."""
+    return cos * torch.sqrt(df * torch.expm1(-2 * log_w / df))
 
 
 def standard_t_noise_runs_polar(df: torch.Tensor, rows: list[int], d: int,
                                 generators: list[torch.Generator]) -> torch.Tensor:
     """eps ~ t(0, 1, df_k) elementwise as `standard_t_noise_runs` (the same distribution, other numbers), by
-    Bailey's polar method (Math. Comp. 62, 1994): T = u sqrt(df (w^(-2/df) - 1) / w) for an accepted pair
-    (u, w). The acceptance does not depend on df, so T is an exact reparameterisation in df (a pathwise
-    gradient through this formula, no rejection term) without a Gamma draw or its implicit gradient. As
-    df -> inf it is Marsaglia's polar normal; w^(-2/df) - 1 is computed as expm1(-2 log(w) / df)."""
-    u, w = _accepted_polar_pairs(rows, d, generators, df.device, df.dtype)
-    u, log_w = u.view(-1, d), w.log().view(-1, d)
+    Bailey's polar method (Math. Comp. 62, 1994): a pair (u, v) uniform in the unit disk gives
+    T = u sqrt(df (w^(-2/df) - 1) / w), w = u^2 + v^2. Its pair is drawn here without rejection, as Box-Muller
+    draws Marsaglia's polar normal: w = 1 - U_1 is uniform and u / sqrt(w) = cos(2 pi U_2), so
+    T = cos(2 pi U_2) sqrt(df (w^(-2/df) - 1)). No draw depends on df, so T is an exact reparameterisation in df
+    (a pathwise gradient through this formula) without a Gamma draw or its implicit gradient. As df -> inf it
+    is the Box-Muller normal."""
+    cos, log_w = _polar_uniforms(rows, d, generators, df.device, df.dtype)
     run_of_row = torch.repeat_interleave(torch.arange(len(rows), device=df.device),
                                          torch.tensor(rows, device=df.device))
-    nu = df.reshape(-1)[run_of_row].unsqueeze(1)
-    return u * torch.sqrt(nu * torch.expm1(-2 * log_w / nu) * torch.exp(-log_w))
+    return _polar_t(cos, log_w, df.reshape(-1)[run_of_row].unsqueeze(1))
+
+
+class _PolarDraw(torch.autograd.Function):
+    """One draw Theta = (mu + c sigma eps) * mask of every run's matrix, eps ~ t(df) by the polar method
+    (`_polar_t` of the uniforms (cos, log w), placed at each run's noise rows), with c = sqrt(nu/(nu+2)) and
+    df = nu + 2 for the escort (eqs. 60-62), c = 1 and df = nu for q itself. The same numbers and gradients as
+    autograd through those formulas, in a few passes over the matrix instead of autograd's many:
+
+        dTheta/dmu = mask,  dTheta/dlog sigma = c sigma eps (the noise term itself),
+        dTheta/dnu = sigma (eps dc/dnu + c dT/ddf),  dc/dnu = c / (nu (nu + 2)),
+        dT/ddf = T / (2 df) (1 - (1 + q) x / q)  with x = -2 log(w) / df, q = expm1(x),
+
+    each run's dnu summed over its own elements."""
+
+    @staticmethod
+    def forward(ctx, mu, log_sigma, nu, cos, log_w, flat_rows, run_of_row, row_mask, escort):
+        K, V, d = mu.shape
+        df = (nu + 2 if escort else nu)[run_of_row].unsqueeze(1)           # (rows, 1)
+        T = _polar_t(cos, log_w, df)
+        eps = torch.zeros(K * V, d, dtype=mu.dtype, device=mu.device).index_put_((flat_rows,), T).view(K, V, d)
+        c = torch.sqrt(nu / (nu + 2)) if escort else torch.ones_like(nu)
+        sigma = log_sigma.exp()
+        noise = c.view(-1, 1, 1) * sigma * eps
+        ctx.save_for_backward(nu, c, sigma, noise, T, log_w, df, flat_rows, run_of_row, row_mask)
+        ctx.escort = escort
+        return (mu + noise) * row_mask
+
+    @staticmethod
+    def backward(ctx, grad):
+        nu, c, sigma, noise, T, log_w, df, flat_rows, run_of_row, row_mask = ctx.saved_tensors
+        K, V, d = grad.shape
+        g = grad * row_mask
+        d_log_sigma = g * noise
+        x = -2 * log_w / df
+        q = torch.expm1(x)
+        dT = T / (2 * df) * (1 - (1 + q) * x / q.clamp_min(1e-30))        # dT/ddf (T = 0 where w = 1, q = 0)
+        g_sigma = (g * sigma).view(K * V, d).index_select(0, flat_rows)     # dL/deps / c at the noise rows
+        d_nu = c * torch.zeros_like(nu).index_add_(0, run_of_row, (g_sigma * dT).sum(1))
+        if ctx.escort:                                                      # + sum sigma eps dc/dnu dL/dTheta
+            d_nu = d_nu + d_log_sigma.sum((1, 2)) / (nu * (nu + 2))
+        return g, d_log_sigma, d_nu, None, None, None, None, None, None
 
 
 T_SAMPLERS = {"gamma": standard_t_noise_runs, "polar": standard_t_noise_runs_polar}
@@ -154,6 +169,7 @@ class StudentTMatrix(nn.Module):
         super().__init__()
         if sampler not in T_SAMPLERS:
             raise ValueError(f"model.t_sampler: unknown value {sampler!r} (expected one of {', '.join(T_SAMPLERS)})")
+        self.sampler = sampler
         self.noise = T_SAMPLERS[sampler]    # gamma: z / sqrt(g / df) with g ~ Gamma; polar: Bailey's polar method
         K = mu_init.shape[0]
         self.mu = nn.Parameter(mu_init)                                           # (K, V, d)
@@ -164,6 +180,9 @@ class StudentTMatrix(nn.Module):
         self.register_buffer("row_mask", row_mask.to(torch.float32).unsqueeze(-1))
         self.rows = rows  # per run, the rows noise is drawn for (the others stay at mu), as when trained alone
         self.register_buffer("flat_rows", flat_row_index(rows, mu_init.shape[1]), persistent=False)
+        self.register_buffer("run_of_row", torch.repeat_interleave(torch.arange(K), torch.tensor([len(r) for r in rows])),
+                             persistent=False)                    # the run of each of those rows
+        self.register_buffer("n_elements", self.row_mask.sum((1, 2)) * mu_init.shape[2], persistent=False)
 
     @property
     def nu(self) -> torch.Tensor:
@@ -176,8 +195,13 @@ class StudentTMatrix(nn.Module):
         """One draw per run. escort=True: eqs. 60-62, Theta = mu + sqrt(nu/(nu+2)) sigma * eps, eps ~ t(nu+2)
         (training). escort=False: Theta = mu + sigma * eps, eps ~ t(nu), the posterior q itself (reading A-5)."""
         nu = self.nu
+        d = self.mu.shape[2]
+        if self.sampler == "polar":
+            cos, log_w = _polar_uniforms([len(r) for r in self.rows], d, generators, nu.device, nu.dtype)
+            return _PolarDraw.apply(self.mu, self.log_sigma, nu, cos, log_w, self.flat_rows, self.run_of_row,
+                                    self.row_mask, escort)
         sigma = self.log_sigma.exp()
-        noise = self.noise(nu + 2 if escort else nu, [len(r) for r in self.rows], self.mu.shape[2], generators)
+        noise = self.noise(nu + 2 if escort else nu, [len(r) for r in self.rows], d, generators)
         eps = scatter_rows(noise, self.flat_rows, self.mu.shape)
         scale = torch.sqrt(nu / (nu + 2)).view(-1, 1, 1) if escort else 1.0
         return (self.mu + scale * sigma * eps) * self.row_mask
@@ -194,8 +218,22 @@ class StudentTMatrix(nn.Module):
 
     def divergence(self, prior_nu: torch.Tensor | None) -> torch.Tensor:
         """sum_l D_t(q_l || p_l) over the existing elements of each run's matrix: shape (K,).
-        prior_nu None ties the prior's dof to this posterior's nu_Theta (then eq. 56 is exact)."""
-        nu_q = self.nu.reshape(-1, 1, 1)
-        nu_p = nu_q if prior_nu is None else prior_nu.reshape(-1, 1, 1)
-        d = t_divergence(self.mu, self.log_sigma, nu_q, nu_p)
-        return (d * self.row_mask).sum(dim=(1, 2))
+        prior_nu None ties the prior's dof to this posterior's nu_Theta (then eq. 56 is exact).
+
+        `t_divergence` summed, with the sums taken first: per element only sigma^(2/(nu_q+1)) (in Psi_q,
+        eq. 57) and sigma^2 + mu^2 depend on the element. With Psi_1 = Psi_q at sigma = 1 and N elements,
+            sum_l D_t = -(1+nu_q)/2 [N ((1 + 1/nu_q) Psi_1 - Psi_p) + (1 + 1/nu_q) Psi_1 S_1 - Psi_p S_2 / nu_p],
+        S_1 = sum_l (sigma_l^(2/(nu_q+1)) - 1) and S_2 = sum_l (sigma_l^2 + mu_l^2): no difference of
+        two large sums, so float32 keeps the per-element form's accuracy. Tied (Psi_p = Psi_1), the bracket is
+        (Psi_1 / nu_q) (N + (1 + nu_q) S_1 - S_2)."""
+        nu_q = self.nu
+        rows = self.row_mask[..., 0]                                             # (K, V)
+        s1 = (((self.log_sigma * (2 / (nu_q + 1)).view(-1, 1, 1)).exp() - 1).sum(2) * rows).sum(1)   # (exp: 6x expm1's speed)
+        s2 = (((2 * self.log_sigma).exp() + self.mu * self.mu).sum(2) * rows).sum(1)
+        psi_1 = torch.exp(log_psi(nu_q))
+        if prior_nu is None:                                                     # nu_p = nu_q: Psi_p = Psi_1
+            return -(1 + nu_q) / (2 * nu_q) * (self.n_elements + (1 + nu_q) * s1 - s2) * psi_1
+        nu_p = prior_nu.reshape(-1)
+        psi_p = torch.exp(log_psi(nu_p))
+        q_term = (1 + 1 / nu_q) * psi_1
+        return -(1 + nu_q) / 2 * (self.n_elements * (q_term - psi_p) + q_term * s1 - psi_p * s2 / nu_p)
