@@ -390,6 +390,65 @@ def test_the_timing_benchmark_runs_and_writes_its_ratios(babi_root, tmp_path, mo
     params["tables"]["tolias-thesis"][bench.DELTA_20]["rows"] = [1, 2]
     md = bench.main(params, babi_root, tmp_path / "results" / "tolias-thesis", steps=2, device="cpu")["md"].read_text()
     for quantity in ("S = 10 / S = 1, draws batched", "S = 10 / S = 1, draws shared by the questions",
-                     "t-MEM-NN / MemN2N, 2 runs together"):
+                     "S = 10 / S = 1, shared draws, whole sentence table", "t-MEM-NN / MemN2N, 2 runs together",
+                     "t-MEM-NN (gamma) / MemN2N, 2 runs together", "MemN2N, speed-up over the plain loop",
+                     "t-MEM-NN, speed-up over the plain loop", "t-MEM-NN / MemN2N, plain loop"):
         row = next(line for line in md.splitlines() if line.startswith(f"| {quantity} |"))
         assert float(row.split("|")[2]) > 0, row
+
+
+def _plain_batch(data, split: str, idx) -> dict[str, torch.Tensor]:
+    from nlpbench.memnet.plain import padded_split
+    return {k: v[torch.as_tensor(idx)] for k, v in padded_split(data, split).items()}
+
+
+@pytest.mark.parametrize("task", [0, 1])
+def test_the_plain_baseline_of_the_timing_benchmark_is_the_same_model(tasks_1_4, task):
+    """memnet.plain (the one-run loop the timing benchmark sets against the group trainer, issue 16) computes
+    MemNet's logits for the same weights under the default reading: it times the same model."""
+    from nlpbench.memnet.data import gather
+    from nlpbench.memnet.plain import PlainMemNet
+    cfg = MemNetConfig(n_words=0, tying="adjacent", memory_slots="longest_story", position_form="code_published")
+    data = tasks_1_4[task]
+    tr = GroupTrainer([Run("t", 0, 0)], [data], cfg, TrainConfig(), None, log=lambda s: None)
+    plain = PlainMemNet(data.n_words, int(tr.model.slots[0]), int(tr.tables["width"][0]))
+    with torch.no_grad():
+        for k, E in enumerate(plain.mu):
+            E.copy_(tr.model.params[f"E{k}"][0])
+        idx = torch.arange(0, 1000, 7)
+        ours = tr.forward(gather(tr.split["test"], tr.data_of_run, idx.unsqueeze(0)), tr.model.draw(None, "mean"))[0]
+        batch = _plain_batch(data, "test", idx)
+        theirs = plain(batch["stories"], batch["n_facts"], batch["queries"], plain.weights())
+    assert torch.equal(torch.isfinite(ours), torch.isfinite(theirs))
+    assert torch.allclose(ours[torch.isfinite(ours)], theirs[torch.isfinite(theirs)], atol=1e-5)
+
+
+def test_the_plain_tmemnn_baseline_trains_on_its_draws_and_divergence(tasks_1_4):
+    """One step of the plain t-MEM-NN baseline moves every mean, scale and dof, and the loss is finite."""
+    from nlpbench.memnet.plain import PlainMemNet, train_step
+    data = tasks_1_4[0]
+    from nlpbench.memnet.data import sentence_index
+    torch.manual_seed(0)
+    plain = PlainMemNet(data.n_words, 10, sentence_index(data)[0].shape[1], bayesian=True)
+    before = [p.detach().clone() for p in plain.parameters()]
+    loss = train_step(plain, torch.optim.SGD(plain.parameters(), lr=0.01), _plain_batch(data, "train", list(range(32))), 900)
+    assert torch.isfinite(loss)
+    assert all(not torch.equal(a, b) for a, b in zip(before, plain.parameters()))
+
+
+def test_the_timing_benchmark_reads_each_tables_job_minutes_from_the_pipelines_benchmark_files(tmp_path):
+    """Issue 16's whole-table times come from the `benchmark:` files snakemake writes per training job: each
+    chapter 6 table sums its own groups' seconds, the total counts a group shared by tables once."""
+    from nlpbench import config
+    from nlpbench.memnet import bench
+    from nlpbench.memnet.groups import declaration_groups
+    cpu = config.load(Path(__file__).parents[1] / "params.yaml", {"scale": "cpu"})
+    groups = {name: sorted(g.group_id for g in declaration_groups(
+        cpu, config.declaration(cpu, "tables", "tolias-thesis", name)).values()) for name in ("2", "6")}
+    shared = set(groups["2"]) & set(groups["6"])
+    for i, gid in enumerate(groups["2"]):
+        (tmp_path / f"{gid}.benchmark.tsv").write_text(f"s\th:m:s\tmax_rss\n{60 * (i + 1)}.0\t0:01:00\t1.0\n")
+    jobs = bench.pipeline_job_minutes(tmp_path)
+    assert jobs["2"] == (sum(range(1, len(groups["2"]) + 1)), len(groups["2"]), len(groups["2"]))
+    assert jobs["6"][1:] == (len(shared), len(groups["6"]))
+    assert jobs["all"][0] == jobs["2"][0] and jobs["7"][1] <= len(shared)

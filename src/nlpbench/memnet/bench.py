@@ -22,8 +22,9 @@ import torch
 from torch.nn import functional as F
 
 from nlpbench import config, io, results_index
-from nlpbench.memnet.groups import memnet_settings
-from nlpbench.memnet.data import gather, load_task_tensors
+from nlpbench.memnet.groups import babi_declarations, declaration_groups, memnet_settings
+from nlpbench.memnet.data import gather, load_task_tensors, sentence_index
+from nlpbench.memnet.plain import PlainMemNet, padded_split, train_step
 from nlpbench.memnet.experiments import model_configs
 from nlpbench.provenance import code_commit, device_label
 from nlpbench.memnet.train import GroupTrainer, Run, clip_per_run
@@ -32,6 +33,9 @@ WARMUP = 5              # untimed training steps before each timed stretch
 INFERENCE_REPEATS = 10  # timed passes over each task's test set
 SINGLE_QUESTIONS = 25   # test questions per task answered one at a time (batch 1)
 DELTA_20, DELTA_50 = "2", "9"   # params.yaml tables.tolias-thesis: Table 2 (delta 20), Table 9 (delta 50)
+CH6_TABLES = ("2", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15")   # issue 16's chapter 6 at five seeds
+PLAIN_READING = {"tying": "adjacent", "position_encoding": True, "temporal_encoding": True, "nil_row": "zero",
+                 "memory_slots": "longest_story", "position_form": "code_published", "mask_empty_memory": False}
 
 
 
@@ -70,6 +74,55 @@ def train_ms(tr: GroupTrainer, steps: int) -> float:
         tr.opt.step()
     _sync(tr.device)
     return 1000 * (time.perf_counter() - t0) / steps
+
+
+def plain_train_ms(data, bayesian: bool, settings: dict, steps: int) -> float:
+    """ms per training step of memnet.plain: one run, one minibatch of padded word ids at a time (the loop a
+    user would write), with the settings' optimiser, lr, clipping and divergence weight. Timed after WARMUP
+    steps, as train_ms."""
+    m, t = settings["model"], settings["train"]
+    off = {k: v for k, v in PLAIN_READING.items() if m[k] != v}
+    if off:
+        raise ValueError(f"memnet.plain implements the default reading only; these settings differ: {off}")
+    W = sentence_index(data)[0].shape[1]
+    longest = max(int(split["n_facts"].max()) for split in data.splits.values())
+    g = torch.Generator().manual_seed(0)
+    model = PlainMemNet(data.n_words, min(longest, m["memory_size"]), W, m["embedding_dim"], m["hops"],
+                        m["memory_size"], bayesian, m["sigma_init"], m["dof_init"], m["dof_min"], m["init_std"], g)
+    opt = (torch.optim.SGD(model.parameters(), lr=t["lr"]) if t["optimizer"] == "sgd" else
+           torch.optim.Adagrad(model.parameters(), lr=t["lr"], initial_accumulator_value=t["adagrad_initial_accumulator"]))
+    split = padded_split(data, "train")
+    B, n = t["batch_size"], len(split["answers"])
+    order = torch.randperm(n, generator=g)
+    weight = settings["bayes"]["divergence_weight"] if bayesian else 0.0
+    for i in range(WARMUP + steps):
+        if i == WARMUP:
+            t0 = time.perf_counter()
+        idx = order[(i % (n // B)) * B:(i % (n // B) + 1) * B]
+        train_step(model, opt, {k: v[idx] for k, v in split.items()}, n, weight, t["clip_norm"])
+    return 1000 * (time.perf_counter() - t0) / steps
+
+
+def pipeline_job_minutes(logs: Path) -> dict[str, tuple[float, int, int]]:
+    """From the `benchmark:` files snakemake writes for each training job (logs/train/<group>.benchmark.tsv),
+    the job-minutes of each chapter 6 table's groups at the cpu scale: {table: (minutes, groups found, groups)};
+    key "all" counts each group once."""
+    cpu = config.load(Path("params.yaml"), {"scale": "cpu"})
+    seconds, out = {}, {}
+    for d in babi_declarations(cpu):
+        if d.section != "tables" or d.source != "tolias-thesis" or d.name not in CH6_TABLES:
+            continue
+        gids = {g.group_id for g in declaration_groups(cpu, d).values()}
+        for gid in gids:
+            f = logs / f"{gid}.benchmark.tsv"
+            if f.is_file():
+                seconds[gid] = float(f.read_text().splitlines()[1].split("\t")[0])
+        found = [seconds[g] for g in gids if g in seconds]
+        out[d.name] = (sum(found) / 60, len(found), len(gids))
+        out.setdefault("_groups", set()).update(gids)
+    groups = out.pop("_groups", set())
+    out["all"] = (sum(seconds.values()) / 60, len(seconds), len(groups))
+    return out
 
 
 @torch.no_grad()
@@ -137,12 +190,15 @@ def measure(params: dict, data_root: Path, steps: int, device: str) -> dict:
                 single_ms(tm_b, S, reuse_draws=True, own_sentences=False))
         per_task["alone memn2n"].append(train_ms(mem, steps))
         per_task["alone tmemnn"].append(train_ms(tm, steps))
+        per_task["plain memn2n"].append(plain_train_ms(d, False, s20, steps))
+        per_task["plain tmemnn"].append(plain_train_ms(d, True, s20, steps))
     out = {k: statistics.mean(v) for k, v in per_task.items()}
-    s20_polar = {**s20, "model": {**s20["model"], "t_sampler": "polar"}}
+    s20_gamma = {**s20, "model": {**s20["model"], "t_sampler": "gamma"}}
     for name, model, settings in (("memn2n", "memn2n", s20), ("tmemnn", "tmemnn", s20),
-                                  ("tmemnn polar", "tmemnn", s20_polar)):   # one group, the same number of steps
+                                  ("tmemnn gamma", "tmemnn", s20_gamma)):   # one group, the same number of steps
         out[f"group {name}"] = train_ms(trainer(model, settings, datasets), steps) / len(datasets)
     out["n_train"], out["tasks"], out["variant"] = mem.n_train, exp["rows"], exp["variant"]
+    out["pipeline"] = pipeline_job_minutes(Path("logs/train"))
     return out
 
 
@@ -192,11 +248,18 @@ def _rows(m: dict, params: dict) -> list[tuple]:
                  (sec, f"{name}, speed-up of group training", alone / group, None, "x", "")]
     rows.append((sec, f"t-MEM-NN / MemN2N, {K} runs together", m["group tmemnn"] / m["group memn2n"], 1.02, "x",
                  "paper: one run alone; target of issue 16: at most 1.3"))
-    if "group tmemnn polar" in m:
-        rows += [(sec, f"t-MEM-NN, t_sampler polar, {K} runs together", m["group tmemnn polar"], None, "ms",
-                  "Bailey's polar method instead of z / sqrt(Gamma): the same distribution, other numbers"),
-                 (sec, f"t-MEM-NN (polar) / MemN2N, {K} runs together", m["group tmemnn polar"] / m["group memn2n"],
-                  1.02, "x", "target of issue 16: at most 1.3")]
+    rows += [(sec, f"t-MEM-NN, t_sampler gamma, {K} runs together", m["group tmemnn gamma"], None, "ms",
+              "z / sqrt(Gamma) with its implicit gradient (the sampler before issue 16): the same distribution"),
+             (sec, f"t-MEM-NN (gamma) / MemN2N, {K} runs together", m["group tmemnn gamma"] / m["group memn2n"],
+              1.02, "x", "")]
+    sec = "Training, a plain one-run PyTorch loop (memnet.plain) vs the group trainer, per run per minibatch"
+    for model, name in (("memn2n", "MemN2N"), ("tmemnn", "t-MEM-NN")):
+        plain, group = m[f"plain {model}"], m[f"group {model}"]
+        rows += [(sec, f"{name}, plain loop, one run at a time", plain, None, "ms",
+                  "padded word ids, embedding lookups" + (", torch.distributions.StudentT" if model == "tmemnn" else "")),
+                 (sec, f"{name}, group trainer, {K} runs together", group, None, "ms", ""),
+                 (sec, f"{name}, speed-up over the plain loop", plain / group, None, "x", "")]
+    rows.append((sec, "t-MEM-NN / MemN2N, plain loop", m["plain tmemnn"] / m["plain memn2n"], 1.02, "x", ""))
     # Projection: Table 2 at the loaded settings (paper scale): every task x seed for both models.
     seeds, epochs = len(params["memnet"]["seeds"]), s20["train"]["epochs"]
     per_model = len(_table(params, DELTA_20)["rows"]) * seeds
@@ -208,6 +271,16 @@ def _rows(m: dict, params: dict) -> list[tuple]:
     rows += [(sec, "one run at a time", ms_to_h * (m["alone memn2n"] + m["alone tmemnn"]), None, "h", what),
              (sec, f"grouped, {per_model} runs per group", ms_to_h * (m["group memn2n"] + m["group tmemnn"]), None,
               "h", f"{what}; per-run cost measured with {K} runs together, assumed the same with {per_model}")]
+    jobs = m.get("pipeline")
+    if jobs:
+        sec = "Chapter 6 at the cpu scale, from the pipeline's own benchmark files (job-minutes, one thread a job)"
+        for name in CH6_TABLES:
+            minutes, found, total = jobs[name]
+            rows.append((sec, f"Table {name}", minutes, None, "min",
+                         f"{found} of {total} groups timed" + ("" if found == total else " (the rest not trained here)")))
+        minutes, found, total = jobs["all"]
+        rows.append((sec, "Tables 2 and 6-15, each group once", minutes, None, "min",
+                     f"{found} of {total} groups timed; two jobs side by side take about half of it in wall time"))
     return rows
 
 
@@ -278,6 +351,15 @@ def main(params: dict, data_root: Path, out_dir: Path, steps: int, device: str) 
         f"{steps} steps each) against one GroupTrainer holding the {len(m['tasks'])} runs ({steps} steps), in the "
         "same process on the same machine; per-run ms = group step time / runs. Setup and data loading are "
         "excluded from both.",
+        "The plain loop (memnet.plain) is one run written as a user would write it without the group trainer: "
+        "stories as padded word ids, embedding lookups weighted by the position encoding and summed, "
+        "torch.distributions.StudentT for t-MEM-NN's noise and the elementwise t-divergence; the default reading "
+        "(its forward pass equals MemNet's for the same weights, tested); per-tensor clipping and the settings' "
+        "optimiser; gradient noise left out as above. It is timed task by task beside the single-run trainers.",
+        "The pipeline rows read the `benchmark:` file snakemake wrote for each training job of the cpu scale "
+        "(logs/train/<group>.benchmark.tsv, seconds of wall time per job, one thread each) for the groups each "
+        "chapter 6 table reads; a table's groups are counted once per table, and the total counts each group once. "
+        "They describe the last pipeline run on this machine, not this benchmark's process.",
         "The projection multiplies the measured per-run step times by the training steps of Table 2 at paper "
         "settings (both models, every task and seed; t-MEM-NN's S = 1 and S = 10 columns share runs). It leaves "
         "out per-epoch validation, final evaluation, checkpoints and process start-up.",
