@@ -452,3 +452,17 @@ def test_the_timing_benchmark_reads_each_tables_job_minutes_from_the_pipelines_b
     assert jobs["2"] == (sum(range(1, len(groups["2"]) + 1)), len(groups["2"]), len(groups["2"]))
     assert jobs["6"][1:] == (len(shared), len(groups["6"]))
     assert jobs["all"][0] == jobs["2"][0] and jobs["7"][1] <= len(shared)
+
+
+def test_a_learned_prior_dof_is_reported_without_a_pytorch_warning(tasks_1_4):
+    """The priors ablation learns the prior's dof; its metrics read it from a detached tensor (PyTorch warned
+    on every evaluation, converting a tensor that requires grad)."""
+    import warnings
+    tr = GroupTrainer([Run("t1", 0, 7)], tasks_1_4[:1], MemNetConfig(n_words=0, bayesian=True),
+                      TrainConfig(epochs=1, lr=0.1), BayesConfig(learn_prior_dof=True, tie_prior_dof=False),
+                      log=lambda s: None)
+    tr.fit()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        metrics = tr.evaluate()
+    assert metrics[0]["prior_dof"] > 0

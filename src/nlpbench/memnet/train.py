@@ -425,7 +425,7 @@ class GroupTrainer:
                 m["val_acc_by_task"] = {t: {keys[s]: v for s, v in acc.items()} for t, acc in val_by_task[k].items()}
             if dof:
                 m["dof"] = {n: float(v[k]) for n, v in dof.items()}
-                m["prior_dof"] = float(self.prior_log_nu.exp()[k])
+                m["prior_dof"] = float(self.prior_log_nu.detach().exp()[k])
             metrics.append(m)
         return metrics
 
