@@ -10,6 +10,11 @@ def flat_row_index(rows: list[torch.Tensor], V: int) -> torch.Tensor:
     return torch.cat([r + k * V for k, r in enumerate(rows)])
 
 
+def run_of_rows(rows: list[int], device=None) -> torch.Tensor:
+    """The run of every row of per-run blocks stacked run after run (run k has rows[k] rows)."""
+    return torch.repeat_interleave(torch.arange(len(rows), device=device), torch.tensor(rows, device=device))
+
+
 def scatter_rows(noise: torch.Tensor, flat_rows: torch.Tensor, shape: torch.Size) -> torch.Tensor:
     """Per-run noise, stacked run after run (sum_k rows_k, d), placed at each run's own rows of a zero
     (K, V, d) tensor in one differentiable index_put (a run's noise comes from its own generator, so

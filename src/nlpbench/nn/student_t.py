@@ -12,7 +12,7 @@ import math
 import torch
 from torch import nn
 
-from nlpbench.nn.per_run import draws_index, flat_row_index, scatter_rows
+from nlpbench.nn.per_run import draws_index, flat_row_index, run_of_rows, scatter_rows
 
 
 class _GammaRuns(torch.autograd.Function):
@@ -47,8 +47,7 @@ def standard_t_noise_runs(df: torch.Tensor, rows: list[int], d: int,
     draws are per run; the arithmetic runs once over all of them.
     """
     half = df.reshape(-1) / 2
-    run_of_row = torch.repeat_interleave(torch.arange(len(rows), device=df.device),
-                                         torch.tensor(rows, device=df.device))
+    run_of_row = run_of_rows(rows, df.device)
     gamma = _GammaRuns.apply(half, list(rows), d, generators, run_of_row)
     z = torch.cat([torch.randn((n, d), generator=g, device=df.device, dtype=df.dtype)
                    for n, g in zip(rows, generators)])
@@ -80,8 +79,7 @@ def standard_t_noise_runs_polar(df: torch.Tensor, rows: list[int], d: int,
     (a pathwise gradient through this formula) without a Gamma draw or its implicit gradient. As df -> inf it
     is the Box-Muller normal."""
     cos, log_w = _polar_uniforms(rows, d, generators, df.device, df.dtype)
-    run_of_row = torch.repeat_interleave(torch.arange(len(rows), device=df.device),
-                                         torch.tensor(rows, device=df.device))
+    run_of_row = run_of_rows(rows, df.device)
     return _polar_t(cos, log_w, df.reshape(-1)[run_of_row].unsqueeze(1))
 
 
@@ -99,10 +97,9 @@ class _PolarDraw(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, mu, log_sigma, nu, cos, log_w, flat_rows, run_of_row, row_mask, escort):
-        K, V, d = mu.shape
         df = (nu + 2 if escort else nu)[run_of_row].unsqueeze(1)           # (rows, 1)
         T = _polar_t(cos, log_w, df)
-        eps = torch.zeros(K * V, d, dtype=mu.dtype, device=mu.device).index_put_((flat_rows,), T).view(K, V, d)
+        eps = scatter_rows(T, flat_rows, mu.shape)
         c = torch.sqrt(nu / (nu + 2)) if escort else torch.ones_like(nu)
         sigma = log_sigma.exp()
         noise = c.view(-1, 1, 1) * sigma * eps
@@ -180,8 +177,7 @@ class StudentTMatrix(nn.Module):
         self.register_buffer("row_mask", row_mask.to(torch.float32).unsqueeze(-1))
         self.rows = rows  # per run, the rows noise is drawn for (the others stay at mu), as when trained alone
         self.register_buffer("flat_rows", flat_row_index(rows, mu_init.shape[1]), persistent=False)
-        self.register_buffer("run_of_row", torch.repeat_interleave(torch.arange(K), torch.tensor([len(r) for r in rows])),
-                             persistent=False)                    # the run of each of those rows
+        self.register_buffer("run_of_row", run_of_rows([len(r) for r in rows]), persistent=False)   # each row's run
         self.register_buffer("n_elements", self.row_mask.sum((1, 2)) * mu_init.shape[2], persistent=False)
 
     @property
