@@ -80,6 +80,45 @@ def test_attn_gru_follows_eqs_6_12_to_6_15():
     assert torch.allclose(cell(f[:1, keep], g[:1, keep]), cell(f[:1], g[:1]), atol=1e-6)
 
 
+def test_attn_gru_steps_only_the_stories_still_reading_and_gives_every_row_its_own_result():
+    """Stories of different lengths (n_facts): the AttnGRU updates only the stories with facts left at each step
+    (sorted longest first). It must equal eqs. 6.12-6.15 run over every slot of every row with g = 0 on the
+    padding, in the batch's own row order, gradients included."""
+    torch.manual_seed(1)
+    cell = AttnGRU(D)
+    n_facts = torch.tensor([2, 5, 1, 5, 3])
+    f = torch.randn(5, 5, D, requires_grad=True)
+    real = torch.arange(5) < n_facts.unsqueeze(-1)
+    g = torch.softmax(torch.randn(5, 5).masked_fill(~real, float("-inf")), -1)
+    c = cell(f, g, n_facts)
+    h = torch.zeros(5, D)
+    for t in range(5):
+        r = torch.sigmoid(f[:, t] @ cell.Wr.weight.T + cell.Wr.bias + h @ cell.Ur.weight.T)
+        h_tilde = torch.tanh(f[:, t] @ cell.W.weight.T + cell.W.bias + r * (h @ cell.U.weight.T))
+        h = g[:, t:t + 1] * h_tilde + (1 - g[:, t:t + 1]) * h
+    assert torch.allclose(c, h, atol=1e-6)
+    grad_c, = torch.autograd.grad(c.square().sum(), f)
+    grad_h, = torch.autograd.grad(h.square().sum(), f)
+    assert torch.allclose(grad_c, grad_h, atol=1e-6)
+    assert torch.all(grad_c[~real] == 0)                       # padding facts never reach the context
+
+
+def test_attention_gate_scores_only_real_facts_as_eqs_6_8_to_6_10():
+    """The gate scores the real facts only; it must equal eqs. 6.8-6.10 over every slot with the padding
+    masked out of the softmax."""
+    torch.manual_seed(2)
+    model = _model("dmn+")
+    n_facts = torch.tensor([7, 1, 3, 5, 2])
+    mask = torch.arange(M) < n_facts.unsqueeze(-1)
+    f, q, m = torch.randn(B, M, D), torch.randn(B, D), torch.randn(B, D)
+    gate = model.gate
+    qq, mm = q.unsqueeze(1), m.unsqueeze(1)
+    z = torch.cat([f * qq, f * mm, (f - qq).abs(), (f - mm).abs()], -1)
+    expected = torch.softmax((torch.tanh(z @ gate.W1.weight.T + gate.W1.bias) @ gate.W2.weight.T + gate.W2.bias)
+                             .squeeze(-1).masked_fill(~mask, float("-inf")), -1)
+    assert torch.allclose(gate(f, q, m, mask), expected, atol=1e-6)
+
+
 def test_position_encoder_is_memnet_position_encoding():
     pe = PositionEncoder(D)
     emb, J = torch.randn(L, D), 4

@@ -70,8 +70,9 @@ class PositionEncoder(nn.Module):
 
     def forward(self, emb: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """emb (..., L, d), lengths (...) -> (..., d); words past `lengths` get weight 0."""
-        a, b = position_weights(lengths, emb.shape[-2], emb.shape[-1])   # l_kj = a_j + (k/d) b_j
-        return torch.einsum("...l,...ld->...d", a, emb) + self.k_over_d * torch.einsum("...l,...ld->...d", b, emb)
+        a, b = position_weights(lengths, emb.shape[-2], emb.shape[-1])
+        l = a.unsqueeze(-1) + b.unsqueeze(-1) * self.k_over_d             # l_kj = a_j + (k/d) b_j: (..., L, d)
+        return (l * emb).sum(-2)            # elementwise (a batched matmul of 1 x L by L x d matrices is far slower)
 
 
 class AttentionGate(nn.Module):
@@ -83,11 +84,14 @@ class AttentionGate(nn.Module):
         self.W2 = nn.Linear(dim, 1)         # W^(2), b^(2)
 
     def forward(self, f: torch.Tensor, q: torch.Tensor, m: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """f (B, M, d), q and m (B, d), mask (B, M) true on real facts -> g (B, M), zero on padding."""
-        q, m = q.unsqueeze(1), m.unsqueeze(1)
+        """f (B, M, d), q and m (B, d), mask (B, M) true on real facts -> g (B, M), zero on padding.
+        Only the real facts are scored (padding would cost B x max(n_facts) rows for sum(n_facts) real ones)."""
+        story = mask.nonzero()[:, 0]                                              # the story of each real fact
+        f, q, m = f[mask], q[story], m[story]                                     # (n_real, d) each
         z = torch.cat([f * q, f * m, (f - q).abs(), (f - m).abs()], dim=-1)    # eq. 6.8
         alpha = torch.tanh(self.W1(z))                                            # eq. 6.9
-        scores = self.W2(alpha).squeeze(-1).masked_fill(~mask, float("-inf"))
+        scores = torch.full(mask.shape, float("-inf"), dtype=f.dtype, device=f.device)
+        scores = scores.masked_scatter(mask, self.W2(alpha).squeeze(-1))
         return torch.softmax(scores, dim=-1)                                      # eq. 6.10
 
 
@@ -99,16 +103,30 @@ class AttnGRU(nn.Module):
         self.Wr, self.Ur = nn.Linear(dim, dim), nn.Linear(dim, dim, bias=False)   # W^(r), b^(r); U^(r)
         self.W, self.U = nn.Linear(dim, dim), nn.Linear(dim, dim, bias=False)     # W, b; U
 
-    def forward(self, f: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
-        """f (B, M, d), g (B, M) -> c = h_M (B, d), h_0 = 0; a fact with g_t = 0 leaves h unchanged."""
-        wr, w = self.Wr(f), self.W(f)       # input terms of all facts at once
+    def forward(self, f: torch.Tensor, g: torch.Tensor, n_facts: torch.Tensor | None = None) -> torch.Tensor:
+        """f (B, M, d), g (B, M), n_facts (B,; default all M) -> c = h_M (B, d), h_0 = 0.
+
+        A fact past a story's n_facts has g_t = 0 and leaves h unchanged, so step t updates only the stories
+        with more than t facts: the stories sorted longest first, those are the first n_t rows, and a step
+        costs n_t rows instead of B (the same numbers as running every row through every step)."""
+        if n_facts is None:
+            n_facts = torch.full(f.shape[:1], f.shape[1], device=f.device)
+        order = torch.argsort(n_facts, descending=True, stable=True)
+        f, g = f[order], g[order]
+        active = (n_facts.unsqueeze(0) > torch.arange(f.shape[1], device=f.device).unsqueeze(1)).sum(1).tolist()
+        # input terms of all facts at once, cut into time steps by unbind: its backward is one stack, where
+        # indexing wr[:, t] would add a zero-filled (B, M, d) gradient per step (quadratic in M)
+        wr, w, g = self.Wr(f).unbind(1), self.W(f).unbind(1), g.unsqueeze(-1).unbind(1)
         h = f.new_zeros(f.shape[0], f.shape[2])
-        for t in range(f.shape[1]):
-            r = torch.sigmoid(wr[:, t] + self.Ur(h))                   # eq. 6.12
-            h_tilde = torch.tanh(w[:, t] + r * self.U(h))               # eq. 6.13
-            gt = g[:, t].unsqueeze(-1)
-            h = gt * h_tilde + (1 - gt) * h                             # eq. 6.15
-        return h
+        for t, n in enumerate(active):
+            if n == 0:
+                break
+            h_t, gt = h[:n], g[t][:n]
+            r = torch.sigmoid(wr[t][:n] + self.Ur(h_t))                # eq. 6.12
+            h_tilde = torch.tanh(w[t][:n] + r * self.U(h_t))            # eq. 6.13
+            h_t = gt * h_tilde + (1 - gt) * h_t                         # eq. 6.15
+            h = h_t if n == h.shape[0] else torch.cat([h_t, h[n:]])
+        return h[torch.argsort(order)]
 
 
 def _last_state(gru: nn.GRU, x: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -146,9 +164,12 @@ class DMN(nn.Module):
     # -- modules -------------------------------------------------------------------------------------------
     def encode_facts(self, stories: torch.Tensor, n_facts: torch.Tensor, generator=None) -> torch.Tensor:
         """f_t (B, M, d) for stories (B, M, L); rows past n_facts are zero."""
-        s = self.pe(self.embedding(stories), (stories != 0).sum(-1))     # eq. 6.1: s_t
+        mask = fact_mask(n_facts, stories.shape[1])
+        facts = stories[mask]                                             # only the real facts are encoded
+        s = self.pe(self.embedding(facts), (facts != 0).sum(-1))          # eq. 6.1: s_t
+        s = s.new_zeros(*stories.shape[:2], s.shape[-1]).masked_scatter(mask.unsqueeze(-1), s)   # padding: 0
         s = dropout(s, self.cfg.input_dropout, self.training, generator)
-        mask = fact_mask(n_facts, stories.shape[1]).unsqueeze(-1)
+        mask = mask.unsqueeze(-1)
         if self.cfg.variant == "ff-dmn":
             return torch.relu(self.sentence_ffn(s)) * mask                # f_t = FNN(s_t), no order kept
         out, _ = _last_state(self.fusion, s, n_facts)
@@ -186,7 +207,7 @@ class DMN(nn.Module):
         for i in range(self.cfg.hops):
             g = self.gate(f, q, m, mask)                                  # eqs. 6.8-6.10
             if self.cfg.variant == "dmn+":
-                c = self.attn_gru(f, g)                                   # eqs. 6.12-6.15: c^i = h_T
+                c = self.attn_gru(f, g, n_facts)                          # eqs. 6.12-6.15: c^i = h_T
             else:
                 c = torch.einsum("bm,bmd->bd", g, f)                      # eq. 6.16
             m = self.memory_update(i, m, c, q)
