@@ -239,3 +239,21 @@ def test_resume_gives_the_same_result_as_an_uninterrupted_run(task1, tmp_path):
     other = DMNTrainer(cfg, tcfg, task1, seed=4, log=lambda s: None)
     with pytest.raises(ValueError, match="ckpt.pt: key 'identity.seed'"):
         other.fit(tmp_path / "ckpt.pt")
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_plain_forward_of_the_timing_benchmark_equals_the_model(variant):
+    """dmn.plain (the padded baseline the DMN timing benchmark measures) computes the same logits and gradients
+    as DMN.forward for the same weights and dropout generator, in training and in evaluation mode."""
+    from nlpbench.dmn.plain import plain_logits
+    stories, n_facts, queries = _batch(3)
+    model = _model(variant).train()
+    ours = model(stories, n_facts, queries, generator=torch.Generator().manual_seed(5))
+    grads = torch.autograd.grad(ours.logsumexp(-1).sum(), list(model.parameters()), allow_unused=True)
+    plain = plain_logits(model, stories, n_facts, queries, torch.Generator().manual_seed(5))
+    assert torch.allclose(plain, ours, atol=1e-5)
+    plain_grads = torch.autograd.grad(plain.logsumexp(-1).sum(), list(model.parameters()), allow_unused=True)
+    for g1, g2 in zip(grads, plain_grads):
+        assert (g1 is None) == (g2 is None) and (g1 is None or torch.allclose(g1, g2, atol=1e-5))
+    model.eval()
+    assert torch.allclose(plain_logits(model, stories, n_facts, queries), model(stories, n_facts, queries), atol=1e-5)

@@ -218,3 +218,50 @@ def test_no_derived_data_from_an_empty_babi_file(params, tmp_path):
     with pytest.raises(FetchError, match="qa16_basic-induction_train.txt: no questions"):
         dx.make_dataset(pid, params, tmp_path / "babi", tmp_path / "dmn", log=lambda s: None)
     assert not (tmp_path / "dmn" / pid / "manifest.json").exists()
+
+
+def test_timing_benchmark_reads_the_pipelines_job_times_and_epochs(params, tmp_path):
+    """dmn.bench: each group's job minutes from its benchmark file, the epochs its runs trained before early
+    stopping, and the two-core wall-time bound, rendered beside the step timings; a group never timed says so."""
+    from nlpbench.dmn import bench
+    logs, runs = tmp_path / "logs", tmp_path / "runs"
+    tasks = dx.column_groups(params, "6.5")["DMN+ (ours)"]["dmn+"]
+    logs.mkdir()
+    (logs / f"{tasks.group_id}.benchmark.tsv").write_text("s\th:m:s\n3600.0\t1:00:00\n")
+    for epochs, best, item in ((23, 3, "task1"), (61, 41, "task2"), (40, 20, "task4")):
+        io.write_json(runs / tasks.group_id / f"{item}-seed0" / "metrics.json",
+                      {"status": "ok", "epochs": epochs, "best_epoch": best})
+    costs = {c["group"]: c for c in bench.pipeline_costs(params, logs, runs)}
+    mine = costs[tasks.group_id]
+    assert mine["seconds"] == 3600.0 and mine["trained"] == 3 and mine["epochs"] == [23, 40, 61]
+    assert all(c["seconds"] is None for g, c in costs.items() if g != tasks.group_id)
+    steps = [{"task": 1, "model": "dmn+", "ours": 20.0, "plain": 50.0, "batches": 63, "longest": 10,
+              "mean_facts": 6.0}]
+    md, csv_text = bench.render(steps, list(costs.values()), {"device": "cpu"}, ["a note"])
+    assert "| dmn+ task 1: ours / plain | 20 | ms | plain 50.0 ms, x2.50;" in md
+    assert "epochs trained min / median / max 23 / 40 / 61; selected epoch 3 / 20 / 41" in md
+    assert "| wall time on two cores, at least | 60 | min |" in md          # one job of 60 min
+    assert "not timed" in md and "dmn+,one epoch" not in csv_text
+
+
+def test_timing_benchmark_times_both_forward_passes_on_one_trainer_each(babi_root):
+    """bench.step_ms runs real training steps with either forward pass (the weights move)."""
+    from nlpbench.data.babi import load_task, train_val_split
+    from nlpbench.dmn import bench
+    from nlpbench.dmn.model import DMNConfig
+    from nlpbench.dmn.train import DMNTrainConfig, DMNTrainer, build_data
+    train, test = load_task(babi_root, "en", 2)
+    tr, va = train_val_split(train[:300], 60, 0)
+    data = build_data({"train": tr, "val": va, "test": test[:50]})
+    for plain in (False, True):
+        t = DMNTrainer(DMNConfig(0, 0, dim=8), DMNTrainConfig(batch_size=32), data, 0, log=lambda _: None)
+        before = t.model.answer.weight.detach().clone()
+        assert bench.step_ms(t, plain, 2) > 0
+        assert not torch.equal(before, t.model.answer.weight)
+
+
+def test_timing_benchmark_is_an_on_demand_target_of_the_dmn_family(params):
+    from nlpbench import plan
+    p = plan.make(params)
+    t = p.targets["shen-thesis/dmn-timing"]
+    assert t.on_demand and t.groups == () and p.owner[t.key] == "dmn"

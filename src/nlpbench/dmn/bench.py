@@ -1,0 +1,180 @@
+"""Timing benchmark of the DMN family (issue 16; Shen thesis §6.3.2, spec seed-004 §3.2 and §8).
+
+Run on demand (`nlpbench output shen-thesis dmn-timing`, rule `output_shen_thesis_dmn_timing`), never as a test.
+In one process it times training steps of DMN+ and ff-DMN on every en-10k task present, with the family's
+model (DMN.forward: only the real facts are computed) beside the plain padded forward pass a user would write
+(nlpbench.dmn.plain: the same logits), and reads what the pipeline's last run of the DMN tables cost: each
+group's job time from its `benchmark:` file and the epochs each run trained before early stopping.
+"""
+
+from __future__ import annotations
+
+import csv
+import io as _io
+import math
+import os
+import statistics
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import torch
+from torch.nn import functional as F
+
+from nlpbench import io, results_index
+from nlpbench.data import babi
+from nlpbench.dmn import experiments as dx
+from nlpbench.dmn.model import DMNConfig
+from nlpbench.dmn.plain import plain_logits
+from nlpbench.dmn.train import DMNTrainConfig, DMNTrainer, batch_of, build_data
+from nlpbench.family import Paths
+from nlpbench.provenance import code_commit, device_label
+
+WARMUP = 2                     # untimed steps before each timed stretch
+MODELS = ("dmn+", "ff-dmn")    # the task tables' two trained models (MoDMN+ trains on the patterns only)
+
+
+def step_ms(trainer: DMNTrainer, plain: bool, steps: int) -> float:
+    """ms per training step (forward, eq. 6.6 loss with the L2 term, backward, Adam), minibatches taken in a
+    fixed order from the training split; `plain` swaps DMN.forward for dmn.plain.plain_logits."""
+    split, B = trainer.data.splits["train"], trainer.tcfg.batch_size
+    order = torch.randperm(trainer.data.size("train"), generator=torch.Generator().manual_seed(0))
+    n_batches = trainer.data.size("train") // B
+    model = trainer.model.train()
+    for i in range(WARMUP + steps):
+        if i == WARMUP:
+            t0 = time.perf_counter()
+        b = batch_of(split, order[(i % n_batches) * B:(i % n_batches + 1) * B])
+        args = (b["stories"], b["n_facts"], b["queries"])
+        logits = (plain_logits(model, *args, trainer.gens["dropout"]) if plain
+                  else model(*args, generator=trainer.gens["dropout"]))
+        loss = F.cross_entropy(logits, b["answers"]) + trainer.tcfg.l2 * trainer.l2_term()
+        trainer.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        trainer.opt.step()
+    return 1000 * (time.perf_counter() - t0) / steps
+
+
+def measure_steps(params: dict, data_root: Path, steps: int) -> list[dict]:
+    """Per task present and model: ms per step of both forward passes (each on a fresh trainer of seed 0),
+    the two interleaved task by task so that load from other processes falls on both alike."""
+    rows = []
+    for task in range(1, 21):
+        for model in MODELS:
+            s = dx.resolved_settings(params, "tasks", model)
+            try:
+                train, test = babi.load_task(data_root, s["data"]["variant"], task)
+            except babi.MissingDataError:
+                break
+            tr, va = babi.train_val_split(train, s["data"]["n_val"], s["data"]["split_seed"])
+            data = build_data({"train": tr, "val": va, "test": test}, memory_size=s["data"]["memory_size"])
+            trainers = {plain: DMNTrainer(DMNConfig(n_words=0, n_answers=0, variant=model, **s["model"]),
+                                          DMNTrainConfig(**s["train"]), data, 0, log=lambda _: None)
+                        for plain in (False, True)}
+            ms = {plain: step_ms(t, plain, steps) for plain, t in trainers.items()}
+            rows.append({"task": task, "model": model, "ours": ms[False], "plain": ms[True],
+                         "batches": math.ceil(data.size("train") / s["train"]["batch_size"]),
+                         "longest": int(data.splits["train"]["n_facts"].max()),
+                         "mean_facts": float(data.splits["train"]["n_facts"].float().mean())})
+    return rows
+
+
+def pipeline_costs(params: dict, logs: Path, runs_root: Path) -> list[dict]:
+    """Per DMN group of the chosen scale: its job's seconds (the `benchmark:` file snakemake wrote, None where
+    absent) and, from the runs' metrics, epochs trained and the selected epoch (min / median / max)."""
+    out = []
+    for gid, g in sorted(dx.groups_by_id(params).items(), key=lambda kv: (kv[1].kind, kv[1].model)):
+        bench = logs / f"{gid}.benchmark.tsv"
+        seconds = float(bench.read_text().splitlines()[1].split("\t")[0]) if bench.is_file() else None
+        ok = [m for m in (io.read_json(p) for p in (runs_root / gid).glob("*/metrics.json")) if m["status"] == "ok"]
+        out.append({"group": gid, "model": g.model, "kind": g.kind, "runs": len(g.items) * len(g.seeds),
+                    "trained": len(ok), "seconds": seconds,
+                    "epochs": sorted(m["epochs"] for m in ok), "best": sorted(m["best_epoch"] for m in ok)})
+    return out
+
+
+def _spread(values: list[int]) -> str:
+    return f"{values[0]} / {statistics.median(values):g} / {values[-1]}" if values else ""
+
+
+def render(steps: list[dict], costs: list[dict], provenance: dict, notes: list[str]) -> tuple[str, str]:
+    """Markdown and CSV (section, quantity, measured, unit, note) of the benchmark."""
+    table = []                                                         # (section, quantity, value, unit, note)
+    sec = "Training step: the family's model (real facts only) vs the plain padded forward pass"
+    for model in MODELS:
+        mine = [r for r in steps if r["model"] == model]
+        for r in mine:
+            table.append((sec, f"{model} task {r['task']}: ours / plain", r["ours"], "ms",
+                          f"plain {r['plain']:.1f} ms, x{r['plain'] / r['ours']:.2f}; longest story "
+                          f"{r['longest']} facts, mean {r['mean_facts']:.1f}"))
+        if mine:
+            ours = sum(r["ours"] * r["batches"] for r in mine) / 1000
+            plain = sum(r["plain"] * r["batches"] for r in mine) / 1000
+            table.append((sec, f"{model}: one epoch of training steps over the {len(mine)} tasks, ours", ours, "s",
+                          f"plain {plain:.1f} s: x{plain / ours:.2f}"))
+    sec = "The pipeline's last run of the DMN tables at this scale (benchmark files; one thread a job)"
+    timed = [c["seconds"] for c in costs if c["seconds"] is not None]
+    for c in costs:
+        table.append((sec, f"{c['model']} on {c['kind']} ({c['trained']} of {c['runs']} runs)",
+                      None if c["seconds"] is None else c["seconds"] / 60, "min",
+                      f"epochs trained min / median / max {_spread(c['epochs'])}; selected epoch "
+                      f"{_spread(c['best'])}; {c['group']}"))
+    if timed:
+        total, longest = sum(timed) / 60, max(timed) / 60
+        table.append((sec, f"all {len(timed)} timed groups, job-minutes", total, "min", ""))
+        table.append((sec, "wall time on two cores, at least", max(longest, total / 2), "min",
+                      "the longest job, or half the job-minutes if that is more (two jobs side by side)"))
+    buf = _io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["section", "quantity", "measured", "unit", "note"])
+    md = ["# Timing benchmark: the DMN family (Shen thesis ch. 6; issue 16)", "",
+          "Measured in one run of `nlpbench output shen-thesis dmn-timing` on the machine below.", ""]
+    md += [f"- {k}: {v}" for k, v in provenance.items()]
+    section = None
+    for s, q, v, unit, note in table:
+        w.writerow([s, q, "" if v is None else f"{v:.6g}", unit, note])
+        if s != section:
+            md += ["", f"## {s}", "", "| quantity | measured | unit | note |", "|---|---:|---|---|"]
+            section = s
+        md.append(f"| {q} | {'not timed' if v is None else f'{v:.4g}'} | {unit} | {note} |")
+    md += ["", "## Notes", ""] + [f"- {n}" for n in notes]
+    return "\n".join(md) + "\n", buf.getvalue()
+
+
+def benchmark(params: dict, decl: dict, source: str, name: str, paths: Paths) -> Path:
+    load = os.getloadavg()[0]
+    t0 = time.perf_counter()
+    steps = measure_steps(params, paths.data / "babi", decl.get("steps", 10))
+    costs = pipeline_costs(params, Path("logs/train"), paths.runs)
+    t = params["dmn"]["train"]
+    provenance = {
+        "device": device_label("cpu"), "torch": torch.__version__, "threads": torch.get_num_threads(),
+        "code commit": code_commit(), "generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "scale": params["scale"], "benchmark wall time": f"{time.perf_counter() - t0:.0f} s",
+        "load average at start (1 min)": f"{load:.2f} on {os.cpu_count()} cores (other processes share the machine)",
+        "timed steps": f"{decl.get('steps', 10)} per task and forward pass, after {WARMUP} warm-up steps",
+    }
+    notes = [
+        f"A step is one minibatch of {t['batch_size']} questions: forward pass, the batch-mean cross-entropy "
+        f"(eq. 6.6) plus L2 {t['l2']} on every weight matrix, backward pass and Adam, on the task's training split "
+        "(the variant and validation split of the task tables' settings), each batch cut to its longest story and "
+        "sentence as training cuts it. Both forward passes share the weights' shapes and the dropout stream "
+        "(dmn.plain equals DMN.forward, tested); ours computes the position encoding and the attention gate on the "
+        "real facts only and steps the AttnGRU through the stories that still have facts, where the plain pass "
+        "spends the same work on every fact slot of the batch's longest story.",
+        "One epoch of training steps = the per-step time x the task's minibatches, summed over the tasks; "
+        "per-epoch validation and checkpoints are left out.",
+        "The pipeline rows describe the last run of the DMN tables on this machine (logs/train/<group>.benchmark.tsv "
+        "and runs/<group>/*/metrics.json), not this benchmark's process: a group trains its runs one after another in "
+        "one job, each until early stopping.",
+    ]
+    md, csv_text = render(steps, costs, provenance, notes)
+    out = paths.results / source
+    io.write_text(out / f"{name}.md", md)
+    io.write_text(out / f"{name}.csv", csv_text)
+    results_index.register_output(paths.results, source, name, "Timing benchmark of the DMN family: the model's "
+                                  "training step beside a plain padded one, and the cost of the DMN tables",
+                                  "benchmark", [f"{name}.md", f"{name}.csv"],
+                                  f"measured on {provenance['device']}", params["scale"])
+    print(md)
+    return out / f"{name}.md"
