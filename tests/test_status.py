@@ -61,10 +61,10 @@ def test_the_report_names_scale_device_families_and_an_eta(tmp_path, monkeypatch
     assert "scale smoke, device cpu, 2 training job(s) at a time" in text
     for fam in ("memnet", "dmn", "textgen", "squad", "acvi"):
         assert f"  {fam} " in text
-    assert "training left: 121 groups (acvi 18, dmn 5, memnet 48, squad 46, textgen 4), estimated" in text
+    assert "training left: 133 groups (acvi 18, dmn 17, memnet 48, squad 46, textgen 4), estimated" in text
     assert "tolias-thesis/2 " in text
     dmn = [g for g in plan.make(params).groups if g.startswith("dmn-")]
     part = status.report(params, plan.make(params), "cpu", cores=2, per_table=False, this_run=dmn)
-    assert "this run trains: 5 groups (dmn 5), estimated" in part
+    assert "this run trains: 17 groups (dmn 17), estimated" in part
     paper = config.load(REPO / "params.yaml", {"scale": "paper"})
     assert "the paper scale on a CPU" in status.report(paper, plan.make(paper), "cpu", cores=2, per_table=False)

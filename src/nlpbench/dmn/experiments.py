@@ -5,10 +5,13 @@ Shen thesis ch. 6; spec seed-004 §1.3-1.5, §2.6-2.9, §3.2, §4.10-4.15.
 * Derived data (`make_dataset`): the six task-16 fact-order patterns and the augmented training set, written by
   nlpbench.dmn.fact_order under data/dmn/<id>/ (the id is a digest of the settings that shape it).
 * Groups (`DMNGroup`): the runs of one model on one kind of data (patterns, augmented, tasks) under one resolved
-  configuration, trained one after the other by one pipeline job. Each run is a pure function of the group's
-  settings and its seed; its directory holds a resumable checkpoint while it trains, then model.pt (the
-  selected weights), config.json, history.json (the training log), test_probs.pt and metrics.json (last). The
-  group's group.json is written after all its runs, as for the memory networks (nlpbench.memnet.experiments).
+  configuration. Each run is a pure function of the group's settings and its seed; its directory holds a
+  resumable checkpoint while it trains, then model.pt (the selected weights), config.json, history.json (the
+  training log), test_probs.pt and metrics.json (last).
+* Jobs (`jobs`): the pipeline trains each item of a group (a task, a pattern, the augmented set; all its seeds)
+  as a job of its own, `<group id>.<item>`, whose <item>.json summary under the group's folder is written last.
+  A DMN run is compute-bound and its length is set by early stopping, so one job per item lets the scheduler keep
+  every core busy to the end, where one job per group left one core with the long DMN+ task group.
 * Tables (`build_table`): every declared column reads its runs (or, for the ensemble, averages the softmax
   outputs of the ff-DMN and DMN+ runs, eqs. 6.20-6.21); cited columns keep the printed numbers. The notes state
   the readings used, what the scale cuts, and whether the thesis's claim for the table holds.
@@ -345,25 +348,44 @@ def train_run(group: DMNGroup, item: str, seed: int, data_root: Path, dmn_data_r
     return metrics
 
 
-def train_group(group: DMNGroup, data_root: Path, dmn_data_root: Path, runs_root: Path, device: str = "cpu",
-                log: Callable[[str], None] = print) -> dict:
-    """Train every incomplete run of the group, one after the other; group.json last."""
+def jobs(params: dict) -> dict[str, tuple[DMNGroup, str]]:
+    """Pipeline job id -> (group, item): one job per item of every group (all the item's seeds)."""
+    return {job_id(g, item): (g, item) for g in all_groups(params).values() for item in g.items}
+
+
+def job_id(group: DMNGroup, item: str) -> str:
+    return f"{group.group_id}.{item}"
+
+
+def job_done(group: DMNGroup, item: str, runs_root: Path | str = "runs") -> Path:
+    """The summary a job writes last (the pipeline's marker that the item's runs are complete)."""
+    return Path(runs_root) / group.group_id / f"{item}.json"
+
+
+def train_item(group: DMNGroup, item: str, data_root: Path, dmn_data_root: Path, runs_root: Path,
+               device: str = "cpu", log: Callable[[str], None] = print) -> dict:
+    """Train every incomplete run of one item of the group (its seeds, one after the other); its summary last."""
     records, trained = {}, 0
-    for item in group.items:
-        for seed in group.seeds:
-            done = group.run_dir(runs_root, item, seed) / "metrics.json"
-            if done.exists() and io.read_json(done).get("status") == "ok":
-                records[(item, seed)] = io.read_json(done)
-                continue
-            records[(item, seed)] = train_run(group, item, seed, data_root, dmn_data_root, runs_root, device, log)
-            trained += 1
+    for seed in group.seeds:
+        done = group.run_dir(runs_root, item, seed) / "metrics.json"
+        if done.exists() and io.read_json(done).get("status") == "ok":
+            records[seed] = io.read_json(done)
+            continue
+        records[seed] = train_run(group, item, seed, data_root, dmn_data_root, runs_root, device, log)
+        trained += 1
     ok = [m for m in records.values() if m["status"] == "ok"]
-    summary = {"group": group.group_id, "model": group.model, "kind": group.kind, "items": list(group.items),
+    summary = {"group": group.group_id, "model": group.model, "kind": group.kind, "item": item,
                "seeds": list(group.seeds), "device": device_label(device), "trained_now": trained,
                "wall_time_s": sum(m["train_wall_time_s"] for m in ok),
-               "runs": {f"{i}-seed{s}": m["status"] for (i, s), m in records.items()}, "settings": group.settings}
-    io.write_json(Path(runs_root) / group.group_id / "group.json", summary)
+               "runs": {f"{item}-seed{s}": m["status"] for s, m in records.items()}, "settings": group.settings}
+    io.write_json(job_done(group, item, runs_root), summary)
     return summary
+
+
+def train_group(group: DMNGroup, data_root: Path, dmn_data_root: Path, runs_root: Path, device: str = "cpu",
+                log: Callable[[str], None] = print) -> list[dict]:
+    """Every item of the group, one after the other (what the pipeline's jobs do side by side)."""
+    return [train_item(group, item, data_root, dmn_data_root, runs_root, device, log) for item in group.items]
 
 
 # -- tables ---------------------------------------------------------------------------------------------------
@@ -671,9 +693,9 @@ def table_parts(params: dict, table: str, runs_root: Path, data_root: Path | Non
     groups = table_groups(params, table)
     wall, n_runs = 0.0, 0
     for g in groups:
-        summary_path = Path(runs_root) / g.group_id / "group.json"
-        if summary_path.exists():
-            wall += io.read_json(summary_path)["wall_time_s"]
+        for item in g.items:
+            if job_done(g, item, runs_root).exists():
+                wall += io.read_json(job_done(g, item, runs_root))["wall_time_s"]
         n_runs += len(g.items) * len(g.seeds)
     provenance = {
         "scale": params["scale"],

@@ -24,9 +24,9 @@ class DMNFamily:
     def data_steps(self, params: dict) -> list[DataStep]:
         return [DataStep(did, f"data/dmn/{did}/manifest.json", ("babi",)) for did in sorted(_x().all_datasets(params))]
 
-    def groups(self, params: dict) -> list[TrainGroup]:
-        return [TrainGroup(gid, f"runs/{gid}/group.json", ("babi",) + tuple(g.datasets()))
-                for gid, g in _x().groups_by_id(params).items()]
+    def groups(self, params: dict) -> list[TrainGroup]:     # one job per item of a group (experiments.jobs)
+        return [TrainGroup(jid, str(_x().job_done(g, item)), ("babi",) + tuple(g.datasets()))
+                for jid, (g, item) in _x().jobs(params).items()]
 
     def targets(self, params: dict) -> list[Target]:
         out = []
@@ -35,7 +35,7 @@ class DMNFamily:
             files = (f"{base}.md", f"{base}.csv", f"{base}.json")
             if d.decl.get("figure"):
                 files += (f"results/{d.source}/fig{d.decl['figure']}.png",)
-            groups = tuple(g.group_id for g in _x().table_groups(params, d.name))
+            groups = tuple(_x().job_id(g, item) for g in _x().table_groups(params, d.name) for item in g.items)
             out.append(Target("tables", d.source, d.name, files, groups))
         for d in config.declared(params, "outputs", self.name):   # the timing benchmark (its figures are table keys)
             out.append(Target("outputs", d.source, d.name, (f"results/{d.source}/{d.name}.md",), (), ("babi",),
@@ -51,7 +51,8 @@ class DMNFamily:
         x = _x()
         if params["dmn"].get("threads"):          # dmn.threads caps the job's threads (these ops are too small)
             torch.set_num_threads(params["dmn"]["threads"])
-        x.train_group(x.groups_by_id(params)[group], paths.data / "babi", paths.data / "dmn", paths.runs, device)
+        g, item = x.jobs(params)[group]
+        x.train_item(g, item, paths.data / "babi", paths.data / "dmn", paths.runs, device)
 
     def table(self, source: str, name: str, params: dict, paths: Paths) -> TableParts:
         return _x().table_parts(params, name, paths.runs, paths.data)
