@@ -29,6 +29,7 @@ from nlpbench.dmn.plain import plain_logits
 from nlpbench.dmn.train import DMNTrainConfig, DMNTrainer, batch_of, build_data
 from nlpbench.family import Paths
 from nlpbench.provenance import code_commit, device_label
+from nlpbench.report import sectioned_markdown
 
 WARMUP = 2                     # untimed steps before each timed stretch
 MODELS = ("dmn+", "ff-dmn")    # the task tables' two trained models (MoDMN+ trains on the patterns only)
@@ -132,18 +133,14 @@ def render(steps: list[dict], costs: list[dict], provenance: dict, notes: list[s
     buf = _io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(["section", "quantity", "measured", "unit", "note"])
-    md = ["# Timing benchmark: the DMN family (Shen thesis ch. 6; issue 16)", "",
-          "Measured in one run of `nlpbench output shen-thesis dmn-timing` on the machine below.", ""]
-    md += [f"- {k}: {v}" for k, v in provenance.items()]
-    section = None
     for s, q, v, unit, note in table:
         w.writerow([s, q, "" if v is None else f"{v:.6g}", unit, note])
-        if s != section:
-            md += ["", f"## {s}", "", "| quantity | measured | unit | note |", "|---|---:|---|---|"]
-            section = s
-        md.append(f"| {q} | {'not timed' if v is None else f'{v:.4g}'} | {unit} | {note} |")
-    md += ["", "## Notes", ""] + [f"- {n}" for n in notes]
-    return "\n".join(md) + "\n", buf.getvalue()
+    md = sectioned_markdown(
+        ["# Timing benchmark: the DMN family (Shen thesis ch. 6; issue 16)", "",
+         "Measured in one run of `nlpbench output shen-thesis dmn-timing` on the machine below.", ""],
+        provenance, ["quantity", "measured", "unit", "note"],
+        [(s, [q, "not timed" if v is None else f"{v:.4g}", unit, note]) for s, q, v, unit, note in table], notes)
+    return md, buf.getvalue()
 
 
 def benchmark(params: dict, decl: dict, source: str, name: str, paths: Paths) -> Path:

@@ -27,6 +27,7 @@ from nlpbench.memnet.data import gather, load_task_tensors, sentence_index
 from nlpbench.memnet.plain import PlainMemNet, padded_split, train_step
 from nlpbench.memnet.experiments import model_configs
 from nlpbench.provenance import code_commit, device_label
+from nlpbench.report import sectioned_markdown
 from nlpbench.memnet.train import GroupTrainer, Run, clip_per_run
 
 WARMUP = 5              # untimed training steps before each timed stretch
@@ -296,18 +297,15 @@ def render(rows: list[tuple], provenance: dict, notes: list[str]) -> tuple[str, 
     w.writerow(["section", "quantity", "measured", "paper", "unit", "note"])
     for sec, q, v, p, unit, note in rows:
         w.writerow([sec, q, f"{v:.6g}", "" if p is None else p, unit, note])
-    md = ["# Timing benchmark: MemN2N and t-MEM-NN (Tolias thesis §6.4.4, §6.5.2)", "",
-          "Measured in one run of `nlpbench output tolias-thesis timing` on the machine below. The paper column is the thesis's figure "
-          "(Tesla K40, TensorFlow); absolute times do not carry across machines, the ratios do (spec §7).", ""]
-    md += [f"- {k}: {v}" for k, v in provenance.items()]
-    section = None
-    for sec, q, v, p, unit, note in rows:
-        if sec != section:
-            md += ["", f"## {sec}", "", "| quantity | measured | paper | unit | note |", "|---|---:|---:|---|---|"]
-            section = sec
-        md.append(f"| {q} | {_fmt(v, unit)} | {'' if p is None else p} | {unit} | {note} |")
-    md += ["", "## Notes", ""] + [f"- {n}" for n in notes]
-    return "\n".join(md) + "\n", buf.getvalue()
+    md = sectioned_markdown(
+        ["# Timing benchmark: MemN2N and t-MEM-NN (Tolias thesis §6.4.4, §6.5.2)", "",
+         "Measured in one run of `nlpbench output tolias-thesis timing` on the machine below. The paper column is the "
+         "thesis's figure (Tesla K40, TensorFlow); absolute times do not carry across machines, the ratios do "
+         "(spec §7).", ""],
+        provenance, ["quantity", "measured", "paper", "unit", "note"],
+        [(sec, [q, _fmt(v, unit), "" if p is None else str(p), unit, note]) for sec, q, v, p, unit, note in rows],
+        notes, numeric=2)
+    return md, buf.getvalue()
 
 
 def main(params: dict, data_root: Path, out_dir: Path, steps: int, device: str) -> dict[str, Path]:
