@@ -49,20 +49,27 @@ def write_costs(costs: dict[str, dict], path: Path = COSTS) -> None:
     io.write_text(path, buf.getvalue())
 
 
+def job_seconds(logs: Path, job: str) -> float | None:
+    """Wall seconds of a training job from the `benchmark:` file Snakemake wrote for it (logs/train/<job>.benchmark.tsv;
+    its last row), None where there is none."""
+    bench = Path(logs) / f"{job}.benchmark.tsv"
+    if not bench.exists():
+        return None
+    with open(bench, newline="") as f:
+        rows = list(csv.DictReader(f, delimiter="\t"))
+    return float(rows[-1]["s"]) if rows else None
+
+
 def refresh_costs(plan: Plan, scale: str, device: str, logs: Path = Path("logs/train"),
                   path: Path = COSTS) -> int:
     """Add or update the measured cost of every group of `plan` that has a Snakemake benchmark file."""
     costs = read_costs(path)
     n = 0
     for gid in plan.groups:
+        seconds = job_seconds(logs, gid)
+        if seconds is None:
+            continue
         bench = Path(logs) / f"{gid}.benchmark.tsv"
-        if not bench.exists():
-            continue
-        with open(bench, newline="") as f:
-            rows = list(csv.DictReader(f, delimiter="\t"))
-        if not rows:
-            continue
-        seconds = float(rows[-1]["s"])
         stamp = datetime.fromtimestamp(bench.stat().st_mtime, timezone.utc).strftime("%Y-%m-%d")
         costs[gid] = {"group": gid, "family": plan.owner[gid], "scale": scale, "seconds": seconds,
                       "device": device, "measured": stamp, "source": "benchmark file of a pipeline run"}

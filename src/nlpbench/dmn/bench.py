@@ -30,6 +30,7 @@ from nlpbench.dmn.train import DMNTrainConfig, DMNTrainer, batch_of, build_data
 from nlpbench.family import Paths
 from nlpbench.provenance import code_commit, device_label
 from nlpbench.report import sectioned_markdown
+from nlpbench.status import job_seconds
 
 WARMUP = 2                     # untimed steps before each timed stretch
 MODELS = ("dmn+", "ff-dmn")    # the task tables' two trained models (MoDMN+ trains on the patterns only)
@@ -86,11 +87,7 @@ def pipeline_costs(params: dict, logs: Path, runs_root: Path) -> list[dict]:
     epoch (sorted)."""
     out = []
     for gid, g in sorted(dx.groups_by_id(params).items(), key=lambda kv: (kv[1].kind, kv[1].model)):
-        seconds = []
-        for item in g.items:
-            bench = logs / f"{dx.job_id(g, item)}.benchmark.tsv"
-            if bench.is_file():
-                seconds.append(float(bench.read_text().splitlines()[1].split("\t")[0]))
+        seconds = [s for s in (job_seconds(logs, dx.job_id(g, item)) for item in g.items) if s is not None]
         ok = [m for m in (io.read_json(p) for p in (runs_root / gid).glob("*/metrics.json")) if m["status"] == "ok"]
         out.append({"group": gid, "model": g.model, "kind": g.kind, "runs": len(g.items) * len(g.seeds),
                     "trained": len(ok), "seconds": sum(seconds) if seconds else None, "jobs": len(g.items),

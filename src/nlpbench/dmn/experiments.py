@@ -382,12 +382,6 @@ def train_item(group: DMNGroup, item: str, data_root: Path, dmn_data_root: Path,
     return summary
 
 
-def train_group(group: DMNGroup, data_root: Path, dmn_data_root: Path, runs_root: Path, device: str = "cpu",
-                log: Callable[[str], None] = print) -> list[dict]:
-    """Every item of the group, one after the other (what the pipeline's jobs do side by side)."""
-    return [train_item(group, item, data_root, dmn_data_root, runs_root, device, log) for item in group.items]
-
-
 # -- tables ---------------------------------------------------------------------------------------------------
 
 def _read_metrics(group: DMNGroup, runs_root: Path, item: str) -> list[dict]:
@@ -693,9 +687,9 @@ def table_parts(params: dict, table: str, runs_root: Path, data_root: Path | Non
     groups = table_groups(params, table)
     wall, n_runs = 0.0, 0
     for g in groups:
-        for item in g.items:
-            if job_done(g, item, runs_root).exists():
-                wall += io.read_json(job_done(g, item, runs_root))["wall_time_s"]
+        for summary in (job_done(g, item, runs_root) for item in g.items):
+            if summary.exists():
+                wall += io.read_json(summary)["wall_time_s"]
         n_runs += len(g.items) * len(g.seeds)
     provenance = {
         "scale": params["scale"],

@@ -28,6 +28,7 @@ from nlpbench.memnet.plain import PlainMemNet, padded_split, train_step
 from nlpbench.memnet.experiments import model_configs
 from nlpbench.provenance import code_commit, device_label
 from nlpbench.report import sectioned_markdown
+from nlpbench.status import job_seconds
 from nlpbench.memnet.train import GroupTrainer, Run, clip_per_run
 
 WARMUP = 5              # untimed training steps before each timed stretch
@@ -115,9 +116,8 @@ def pipeline_job_minutes(logs: Path) -> dict[str, tuple[float, int, int]]:
             continue
         gids = {g.group_id for g in declaration_groups(cpu, d).values()}
         for gid in gids:
-            f = logs / f"{gid}.benchmark.tsv"
-            if f.is_file():
-                seconds[gid] = float(f.read_text().splitlines()[1].split("\t")[0])
+            if (s := job_seconds(logs, gid)) is not None:
+                seconds[gid] = s
         found = [seconds[g] for g in gids if g in seconds]
         out[d.name] = (sum(found) / 60, len(found), len(gids))
         out.setdefault("_groups", set()).update(gids)
