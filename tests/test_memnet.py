@@ -48,14 +48,17 @@ def _trainer(datasets, runs, bayesian, epochs=2, samples=(1, 3), tying="layerwis
                         BayesConfig(test_samples=samples) if bayesian else None, log=lambda s: None)
 
 
-@pytest.mark.parametrize("bayesian,tying,t_sampler", [(False, "layerwise", "gamma"), (True, "layerwise", "gamma"),
-                                                       (True, "adjacent", "gamma"), (True, "adjacent", "polar")])
-def test_group_training_gives_the_same_runs_as_training_alone(tasks_1_4, bayesian, tying, t_sampler):
-    group = _trainer(tasks_1_4, [Run("t1", 0, 7), Run("t4", 1, 3)], bayesian, tying=tying, t_sampler=t_sampler)
+@pytest.mark.parametrize("bayesian,tying,t_sampler,noise", [
+    (False, "layerwise", "gamma", 0.0), (True, "layerwise", "gamma", 0.0), (True, "adjacent", "gamma", 0.0),
+    (True, "adjacent", "polar", 0.0), (False, "adjacent", "gamma", 1e-3), (True, "adjacent", "polar", 1e-3)])
+def test_group_training_gives_the_same_runs_as_training_alone(tasks_1_4, bayesian, tying, t_sampler, noise):
+    group = _trainer(tasks_1_4, [Run("t1", 0, 7), Run("t4", 1, 3)], bayesian, tying=tying, t_sampler=t_sampler,
+                     grad_noise_std=noise)
     group.fit()
     together = group.evaluate()
     for k, (data, seed) in enumerate([(tasks_1_4[0], 7), (tasks_1_4[1], 3)]):
-        alone = _trainer([data], [Run("x", 0, seed)], bayesian, tying=tying, t_sampler=t_sampler)
+        alone = _trainer([data], [Run("x", 0, seed)], bayesian, tying=tying, t_sampler=t_sampler,
+                         grad_noise_std=noise)
         alone.fit()
         result = alone.evaluate()[0]
         # float summation order differs in a group (padded rows, batched reductions), which can flip the
@@ -68,6 +71,23 @@ def test_group_training_gives_the_same_runs_as_training_alone(tasks_1_4, bayesia
         n, g_state, a_state = data.n_words, group.run_state(k), alone.run_state(0)
         name = ("matrices.{}.mu" if bayesian else "params.{}").format("A" if tying == "layerwise" else "E1")
         assert torch.allclose(g_state[name][:n], a_state[name][:n], atol=1e-4)
+
+
+def test_gradient_noise_is_each_runs_own_at_the_set_scale_on_its_own_rows_only(tasks_1_4):
+    tr = _trainer(tasks_1_4, [Run("t1", 0, 7), Run("t4", 1, 3)], True, tying="adjacent", t_sampler="polar")
+    for p in tr.params:
+        p.grad = torch.zeros_like(p)
+    tr.add_gradient_noise(0.5)
+    mu = tr.model.matrices["E1"].mu.grad                                # (2, V, d): V covers the larger vocabulary
+    for k, data in enumerate(tasks_1_4):
+        own = tr.model.rows[k]                                          # nil + the run's words + the time rows
+        padding = torch.ones(mu.shape[1], dtype=torch.bool)
+        padding[own] = False
+        assert float(mu[k, own].std()) == pytest.approx(0.5, rel=0.1)
+        assert not mu[k, padding].any()                                 # rows past its vocabulary draw nothing
+    assert tr.model.matrices["E1"].log_nu.grad.ne(0).all()               # scalars too
+    noise = torch.stack([mu[k, tr.model.rows[k][:10]].reshape(-1) for k in range(2)])
+    assert abs(float(torch.corrcoef(noise)[0, 1])) < 0.2                 # each run from its own generator
 
 
 @pytest.mark.parametrize("tying", ["layerwise", "adjacent"])

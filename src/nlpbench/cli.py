@@ -58,6 +58,10 @@ def _paths(args) -> Paths:
 
 
 def _threads(args) -> None:
+    """The CPU setup of the commands that train or time models: freed memory kept for reuse (allocator.py),
+    and --threads."""
+    from nlpbench.allocator import keep_freed_memory
+    keep_freed_memory()
     if getattr(args, "threads", 0):
         import torch
         torch.set_num_threads(args.threads)

@@ -279,20 +279,17 @@ class MemNet(nn.Module):
         flat = (ids + offset).reshape(-1)
         return table.reshape(K * U, d).index_select(0, flat).view(ids.shape + (d,))   # backward: one index_add
 
-    def _memory(self, X: torch.Tensor, table: torch.Tensor, story_ids, time_ids, filled) -> torch.Tensor:
-        """[m_i | c_i] (K, B, M, 2d) for the input and output matrices side by side in X (K, V, 2d), whose
-        sentence embeddings are `table` (K, U, 2d): m_i = sum_j l_j A x_ij (+ T_A(i)), c_i likewise with C.
-        With a learned nil row, the slots past each story's facts (`filled` false) are followed by the nil
-        sentence (table row 0) with no time row, and the empty slots past every story come back as
-        [m_0 | c_0] (K, B, 1, 2d) in a second output; else that second output is None."""
-        m = self._rows(table, story_ids)                              # each distinct sentence embedded once
-        if self.cfg.temporal_encoding:
-            # + T_A(i), T_C(i): time rows, most recent sentence = time_1 (thesis ch. 3)
-            t = self._rows(X, time_ids)
-            m = m + (t * filled.unsqueeze(-1) if self.cfg.nil_row == "learned" else t)
-        if self.cfg.nil_row != "learned":
-            return m, None
-        return m, table[:, :1].unsqueeze(1).expand(-1, m.shape[1], -1, -1)
+    @staticmethod
+    def _time_scores(u: torch.Tensor, T: torch.Tensor, rev: torch.Tensor, filled: torch.Tensor) -> torch.Tensor:
+        """u^T T_A(i) for every slot i (K, B, M_used): u against the time rows T (K, M_used, d) in one product,
+        then each slot picks its time row rev (K, B, M_used); empty slots have no time row (0)."""
+        return torch.gather(torch.bmm(u, T.transpose(1, 2)), 2, rev).masked_fill(~filled, 0.0)
+
+    @staticmethod
+    def _time_output(p: torch.Tensor, T: torch.Tensor, rev: torch.Tensor, filled: torch.Tensor) -> torch.Tensor:
+        """sum_i p_i T_C(i) (K, B, d): each slot's weight moved onto its time row, then one product with the time
+        rows T (K, M_used, d). The slot of time row j is rev at position j (the reversal is its own inverse)."""
+        return torch.bmm(torch.gather(p, 2, rev).masked_fill(~filled, 0.0), T)
 
     def forward(self, batch: dict[str, torch.Tensor], weights: dict[str, torch.Tensor],
                 sentences: dict[str, torch.Tensor], return_attention: bool = False,
@@ -313,29 +310,32 @@ class MemNet(nn.Module):
         story_ids = story_ids[..., :M_used]
         slot = torch.arange(M_used, device=story_ids.device)
         filled = slot < n_facts.unsqueeze(-1)                           # (K, B, M_used)
-        time_ids = torch.where(filled, cfg.n_words + (n_facts.unsqueeze(-1) - 1 - slot), 0)
         n_empty = M - M_used                                            # slots empty in every story
 
         d = cfg.embedding_dim
-        # Every matrix side by side, embedded in one sparse mm, and cut with split (whose backward is one cat).
-        if cfg.tying == "layerwise":                                   # [A | C] for every hop, u^1 = B q
-            X = torch.cat([weights["A"], weights["C"], weights["B"]], -1)
-            (X_AC, _), (T_AC, T_B) = X.split([2 * d, d], -1), self._embed(X, sentences).split([2 * d, d], -1)
-            u = self._rows(T_B, batch["query_ids"])
-            mc, mc0 = self._memory(X_AC, T_AC, story_ids, time_ids, filled)
-            per_hop = [(*mc.split(d, -1), *(mc0.split(d, -1) if mc0 is not None else (None, None)))] * cfg.hops
-        else:                                                           # hop k: A^k = E_k, C^k = E_{k+1}; B = E_0
-            E = [weights[f"E{k}"] for k in range(cfg.hops + 1)]
-            T = self._embed(torch.cat(E, -1), sentences).split(d, -1)
-            u = self._rows(T[0], batch["query_ids"])
-            per_hop = []
-            for k in range(cfg.hops):
-                mc, mc0 = self._memory(torch.cat(E[k:k + 2], -1), torch.cat(T[k:k + 2], -1), story_ids, time_ids,
-                                       filled)
-                per_hop.append((*mc.split(d, -1), *(mc0.split(d, -1) if mc0 is not None else (None, None))))
+        names = cfg.matrix_names()
+        if cfg.tying == "layerwise":                                   # u^1 = B q; every hop reads A and C
+            query, hops = "B", [("A", "C")] * cfg.hops
+        else:                                                           # B = E_0; hop k: A^k = E_k, C^k = E_{k+1}
+            query, hops = "E0", [(f"E{k}", f"E{k + 1}") for k in range(cfg.hops)]
+        tables = {n: self._embed(weights[n], sentences) for n in names}    # each matrix's sentence embeddings
+        u = self._rows(tables[query], batch["query_ids"])
+        # m_i = sum_j l_j A x_ij + T_A(i), c_i likewise with C. The sentence part is gathered once per matrix
+        # (K, B, M_used, d); the time rows T_A(i) enter through u^T T_A and sum_i p_i T_C(i) (_time_scores,
+        # _time_output), never as (K, B, M_used, d) copies. Time row 1 is the most recent sentence (thesis ch. 3).
+        memory = {n: self._rows(tables[n], story_ids) for n in dict.fromkeys(n for pair in hops for n in pair)}
+        time_rows = {n: weights[n][:, cfg.n_words:cfg.n_words + M_used] for n in memory}    # T_E(1..M_used)
+        rev = (n_facts.unsqueeze(-1) - 1 - slot).clamp_min(0)          # slot i holds time row n_facts - 1 - i
         attention = []
-        for m, c, m0, c0 in per_hop:
-            scores = (m * u.unsqueeze(2)).sum(-1)                       # u^T m_i (elementwise: 2x a batched bmm here)
+        for a, c in hops:
+            scores = (memory[a] * u.unsqueeze(2)).sum(-1)              # u^T m_i (elementwise: 2x a batched bmm here)
+            if cfg.temporal_encoding:
+                scores = scores + self._time_scores(u, time_rows[a], rev, filled)
+
+            def output(p, c=c):                                         # eq. 35: o = sum_i varpi_i c_i
+                o = (p.unsqueeze(-1) * memory[c]).sum(2)
+                return o + self._time_output(p, time_rows[c], rev, filled) if cfg.temporal_encoding else o
+
             if cfg.memory_slots == "longest_story":
                 # each story has min(M, its task's longest story) slots: n_facts filled, the rest empty (logit 0, c 0)
                 slots = self.slots if runs is None else self.slots[runs]
@@ -343,16 +343,16 @@ class MemNet(nn.Module):
                 extra = torch.log(empty)                                # -inf where a story fills its memory
                 p_all = torch.softmax(torch.cat([scores.masked_fill(~filled, float("-inf")), extra], -1), dim=-1)
                 p = p_all[..., :M_used]                                 # eq. 33 over the run's slots
-                u = u + (p.unsqueeze(-1) * c).sum(2)                    # eq. 35 (empty slots have c_i = 0)
+                u = u + output(p)                                       # eq. 35 (empty slots have c_i = 0)
                 if return_attention:                                    # the fact slots only (empty mass left out)
                     attention.append(torch.cat([p, p.new_zeros(*p.shape[:2], M - M_used)], -1))
                 continue
-            if m0 is not None and n_empty:                              # learned nil: the empty slots hold m_0, c_0
-                extra = (m0 * u.unsqueeze(2)).sum(-1) + math.log(n_empty)
+            if cfg.nil_row == "learned" and n_empty:                    # learned nil: the empty slots hold m_0, c_0
+                m0, c0 = tables[a][:, 0], tables[c][:, :1]              # the nil sentence (table row 0), no time row
+                extra = (m0.unsqueeze(1) * u).sum(-1, keepdim=True) + math.log(n_empty)
                 p_all = torch.softmax(torch.cat([scores, extra], -1), dim=-1)  # eq. 33 over all M slots
                 p, p_empty = p_all[..., :M_used], p_all[..., M_used:] / n_empty
-                o = (p.unsqueeze(-1) * c).sum(2) + n_empty * p_empty * c0.squeeze(2)   # eq. 35
-                u = u + o
+                u = u + output(p) + n_empty * p_empty * c0              # eq. 35
                 if return_attention:
                     attention.append(torch.cat([p, p_empty.expand(*p.shape[:2], n_empty)], -1))
                 continue
@@ -365,8 +365,7 @@ class MemNet(nn.Module):
                 p, p_empty = p_all[..., :M_used], p_all[..., M_used:] / n_empty
             else:
                 p, p_empty = torch.softmax(scores, dim=-1), None                # eq. 33
-            o = (p.unsqueeze(-1) * c).sum(2)                            # eq. 35: o = sum_i varpi_i c_i
-            u = u + o                                                   # u^{k+1} = u^k + o^k
+            u = u + output(p)                                           # u^{k+1} = u^k + o^k (eq. 35)
             if return_attention:
                 attention.append(torch.cat([p, p_empty.expand(*p.shape[:2], n_empty)], -1) if n_empty else p)
         word_rows = self.word_rows if runs is None else self.word_rows[runs]

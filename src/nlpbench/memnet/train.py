@@ -166,6 +166,7 @@ class GroupTrainer:
             raise ValueError(f"memnet.train.optimizer: unknown optimizer {train_cfg.optimizer!r}")
         self.epoch = 0
         self.history: list[dict] = []
+        self._noise_layout = None                                       # add_gradient_noise's, built on first use
 
     # -- state for resuming ------------------------------------------------------------------------------
     def state(self) -> dict:
@@ -267,6 +268,47 @@ class GroupTrainer:
         div = self.model.divergence(None if self.bcfg.tie_prior_dof else self.prior_log_nu.exp())
         return scale * (ce + self.bcfg.divergence_weight * div * B / self.n_train), ce / B
 
+    def add_gradient_noise(self, std: float) -> None:
+        """N(0, std^2) added to the gradient of every element a run owns (its own rows of each matrix, all of its
+        scalars). Run k's noise comes from one call of its own generator, in parameter order, so a run in a
+        group gets the numbers it gets alone (the padding rows of a group's larger vocabulary draw none)."""
+        if self._noise_layout is None:
+            self._noise_layout = self._gradient_noise_layout()
+        sizes, targets = self._noise_layout
+        noise = torch.cat([torch.randn(n, generator=g, device=self.device) for n, g in zip(sizes, self.gens["noise"])])
+        for p, (at, picks) in zip(self.params, targets):
+            if p.grad is not None:
+                p.grad.view(-1).index_add_(0, at, noise[picks], alpha=std)
+
+    def _gradient_noise_layout(self) -> tuple[list[int], list[tuple[torch.Tensor, torch.Tensor]]]:
+        """Each run's count of noisy elements, and per parameter the flat positions its noise goes to with
+        their places in the runs' concatenated draws (run after run; in a run, parameter after parameter)."""
+        K, cfg = len(self.runs), self.model_cfg
+        vocab = [self.datasets[r.data_index].n_words for r in self.runs]
+        own = []                                          # per parameter, per run: flat ids in the run's slice
+        for p in self.params:
+            per_row = p[0].numel() // p.shape[1] if p.dim() > 1 else 1
+            if p.dim() == 1:
+                rows = [torch.zeros(1, dtype=torch.long)] * K
+            elif p.shape[1] == cfg.n_rows:
+                rows = self.model.rows
+            elif p.shape[1] == cfg.n_words:
+                rows = [torch.arange(n) for n in vocab]
+            else:
+                raise ValueError(f"gradient noise: a parameter of shape {tuple(p.shape)} has no row layout")
+            own.append([(r.view(-1, 1) * per_row + torch.arange(per_row)).reshape(-1) for r in rows])
+        sizes = [sum(len(ids[k]) for ids in own) for k in range(K)]
+        start = torch.tensor([0] + sizes[:-1]).cumsum(0).tolist()
+        targets = []
+        before = [0] * K                                  # a run's noise drawn for the earlier parameters
+        for p, ids in zip(self.params, own):
+            slice_size = p[0].numel()
+            at = torch.cat([ids[k] + k * slice_size for k in range(K)]).to(self.device)
+            picks = torch.cat([start[k] + before[k] + torch.arange(len(ids[k])) for k in range(K)]).to(self.device)
+            targets.append((at, picks))
+            before = [b + len(ids[k]) for k, b in enumerate(before)]
+        return sizes, targets
+
     def train_epoch(self) -> dict:
         self.epoch += 1
         lr = learning_rate(self.tcfg, self.epoch)
@@ -284,11 +326,7 @@ class GroupTrainer:
             self.opt.zero_grad(set_to_none=True)
             loss.sum().backward()
             if self.tcfg.grad_noise_std > 0:   # A-9: Gaussian gradient noise (then clipped, as the reference codes)
-                for p in self.params:
-                    if p.grad is not None:
-                        noise = torch.stack([torch.randn(p.shape[1:], generator=g, device=self.device)
-                                             for g in self.gens["noise"]])
-                        p.grad.add_(noise * self.tcfg.grad_noise_std)
+                self.add_gradient_noise(self.tcfg.grad_noise_std)
             if self.tcfg.clip_norm:
                 clip_per_run(self.params, self.tcfg.clip_norm, self.tcfg.clip_scope)
             self.opt.step()
