@@ -412,7 +412,8 @@ def test_the_timing_benchmark_runs_and_writes_its_ratios(babi_root, tmp_path, mo
     for quantity in ("S = 10 / S = 1, draws batched", "S = 10 / S = 1, draws shared by the questions",
                      "S = 10 / S = 1, shared draws, whole sentence table", "t-MEM-NN / MemN2N, 2 runs together",
                      "t-MEM-NN (gamma) / MemN2N, 2 runs together", "MemN2N, speed-up over the plain loop",
-                     "t-MEM-NN, speed-up over the plain loop", "t-MEM-NN / MemN2N, plain loop"):
+                     "t-MEM-NN, speed-up over the plain loop", "t-MEM-NN / MemN2N, plain loop",
+                     "t-MEM-NN / MemN2N, 10 runs together"):          # the protocol's group: 2 tasks x 5 seeds
         row = next(line for line in md.splitlines() if line.startswith(f"| {quantity} |"))
         assert float(row.split("|")[2]) > 0, row
 
@@ -472,6 +473,27 @@ def test_the_timing_benchmark_reads_each_tables_job_minutes_from_the_pipelines_b
     assert jobs["2"] == (sum(range(1, len(groups["2"]) + 1)), len(groups["2"]), len(groups["2"]))
     assert jobs["6"][1:] == (len(shared), len(groups["6"]))
     assert jobs["all"][0] == jobs["2"][0] and jobs["7"][1] <= len(shared)
+
+
+def test_the_five_seed_projection_scales_each_groups_job_time_by_its_training_steps(tmp_path):
+    """Chapter 6 at five seeds (issue 16) is projected from the cpu scale's job times: a 1k group (three seeds)
+    counts 5/3 of its time, a 10k group (one seed) 5 times, the joint model 5/3; no projection while a group
+    has no job file."""
+    from nlpbench import config
+    from nlpbench.memnet import bench
+    from nlpbench.memnet.groups import declaration_groups
+    cpu = config.load(Path(__file__).parents[1] / "params.yaml", {"scale": "cpu"})
+    seeds = {}
+    for name in bench.CH6_TABLES:
+        for g in declaration_groups(cpu, config.declaration(cpu, "tables", "tolias-thesis", name)).values():
+            seeds[g.group_id] = len(g.seeds)
+    assert bench.five_seed_projection(tmp_path) is None
+    for gid in seeds:
+        (tmp_path / f"{gid}.benchmark.tsv").write_text("s\th:m:s\tmax_rss\n60.0\t0:01:00\t1.0\n")
+    proj = bench.five_seed_projection(tmp_path)
+    assert proj["groups"] == len(seeds) and proj["cpu_job_minutes"] == pytest.approx(len(seeds))
+    assert proj["job_minutes"] == pytest.approx(sum(5 / n for n in seeds.values()))
+    assert sorted(set(seeds.values())) == [1, 3]                       # 10k at one seed, 1k and joint at three
 
 
 def test_a_learned_prior_dof_is_reported_without_a_pytorch_warning(tasks_1_4):
