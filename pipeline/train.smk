@@ -1,5 +1,10 @@
 # Training groups (nlpbench.family.TrainGroup): each job trains one group's runs (many small runs in one
 # vectorised pass where the family does so), each run with its own checkpoint and metrics.json; `done` last.
+# Longest expected job first (results/costs.tsv), so that the cores stay busy to the end.
+
+from nlpbench import status as nb_status
+
+TRAIN_PRIORITY = nb_status.longest_first(PLAN, SCALE, nb_status.read_costs())
 
 for _group in PLAN.groups.values():
 
@@ -14,6 +19,7 @@ for _group in PLAN.groups.values():
         benchmark:
             f"logs/train/{_group.id}.benchmark.tsv"
         threads: TRAIN_THREADS
+        priority: TRAIN_PRIORITY[_group.id]
         resources:
             gpu=TRAIN_GPU,
         params:

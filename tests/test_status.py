@@ -39,6 +39,22 @@ def test_estimates_use_measured_groups_then_their_family_median(tmp_path):
     assert est.wall(2) == 30 and est.wall(10) == 30          # never less than the longest group
 
 
+def test_training_jobs_are_scheduled_longest_expected_first():
+    p = plan.make(config.load(REPO / "params.yaml", {"scale": "smoke"}))
+    memnet = [g for g in p.groups if p.owner[g] == "memnet"][:3]
+    dmn = [g for g in p.groups if p.owner[g] == "dmn"][:2]
+    costs = {memnet[0]: {"group": memnet[0], "family": "memnet", "scale": "smoke", "seconds": 10.0},
+             memnet[1]: {"group": memnet[1], "family": "memnet", "scale": "smoke", "seconds": 500.0},
+             dmn[0]: {"group": dmn[0], "family": "dmn", "scale": "smoke", "seconds": 100.0},
+             "other": {"group": "other", "family": "dmn", "scale": "cpu", "seconds": 9999.0}}   # another scale
+    prio = status.longest_first(p, "smoke", costs)
+    assert sorted(prio.values()) == list(range(len(p.groups)))          # one rank per training job
+    assert prio[memnet[1]] > prio[dmn[0]] > prio[memnet[0]]              # measured: 500 s > 100 s > 10 s
+    assert prio[memnet[1]] > prio[memnet[2]] > prio[memnet[0]]           # unmeasured: its family's median, 255 s
+    text = (REPO / "pipeline" / "train.smk").read_text()
+    assert "priority: TRAIN_PRIORITY[_group.id]" in text                # the training rule uses them
+
+
 def test_costs_refresh_from_benchmark_files_and_bad_lines_are_named(tmp_path):
     p = plan.make(config.load(REPO / "params.yaml", {"scale": "smoke"}))
     gid = next(iter(p.groups))

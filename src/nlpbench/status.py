@@ -112,6 +112,27 @@ def estimate(plan: Plan, groups: list[str], scale: str, costs: dict[str, dict]) 
     return Estimate(total, measured, estimated, unknown, longest)
 
 
+def longest_first(plan: Plan, scale: str, costs: dict[str, dict]) -> dict[str, int]:
+    """A scheduling priority per training group, higher for a group expected to take longer (its measured cost,
+    else its family's median at this scale, else the median of all): with the longest jobs started first, the
+    short ones fill the cores at the end instead of leaving one core idle beside a late long job."""
+    by_family: dict[str, list[float]] = {}
+    for row in costs.values():
+        if row["scale"] == scale:
+            by_family.setdefault(row["family"], []).append(row["seconds"])
+    everything = [c for v in by_family.values() for c in v]
+    fallback = statistics.median(everything) if everything else 0.0
+
+    def expected(gid: str) -> float:
+        if gid in costs and costs[gid]["scale"] == scale:
+            return costs[gid]["seconds"]
+        family = by_family.get(plan.owner[gid])
+        return statistics.median(family) if family else fallback
+
+    order = sorted(plan.groups, key=lambda gid: (expected(gid), gid))
+    return {gid: rank for rank, gid in enumerate(order)}
+
+
 def is_done(path: str) -> bool:
     return Path(path).exists()
 
