@@ -19,3 +19,13 @@ def test_cuda_requested_without_a_gpu_is_a_clear_error():
     assert provenance.resolve_device("auto") == "cpu"
     with pytest.raises(RuntimeError, match="device: cuda"):
         provenance.resolve_device("cuda")
+
+
+def test_the_code_commit_is_the_one_the_process_started_from(monkeypatch):
+    """A commit made while a group trains must not relabel its runs: the first answer of a process stands."""
+    monkeypatch.delenv("NLPBENCH_CODE_COMMIT", raising=False)
+    monkeypatch.setattr(provenance, "_COMMIT_AT_START", None)
+    heads = iter(["aaaaaaa", "bbbbbbb"])
+    monkeypatch.setattr(provenance, "_head_commit", lambda: next(heads))
+    assert provenance.code_commit() == "aaaaaaa"               # at start (the CLI asks before running a command)
+    assert provenance.code_commit() == "aaaaaaa"               # later, after HEAD moved on

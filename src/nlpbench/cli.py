@@ -206,6 +206,8 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=cmd_costs)
     sub.add_parser("check", help="validate params.yaml").set_defaults(func=cmd_check)
     args = parser.parse_args(argv)
+    from nlpbench.provenance import code_commit
+    code_commit()                      # the commit of the code this process loaded, fixed before it runs
     try:
         args.func(args)
     except BrokenPipeError:            # `nlpbench plan | head`: the reader left; not an error of ours

@@ -25,11 +25,23 @@ def device_label(device: str) -> str:
     return f"cpu ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
 
 
+_COMMIT_AT_START: str | None = None
+
+
 def code_commit() -> str:
-    """Short HEAD commit, with '+uncommitted changes' when src/ or params.yaml differ from it. A copy of the
-    tree without its .git (a rented GPU machine, say) names its commit in $NLPBENCH_CODE_COMMIT."""
+    """Short HEAD commit, with '+uncommitted changes' when src/ or params.yaml differ from it, as it was when this
+    process first asked (the CLI asks at start): the code a process runs is the code it loaded, so a commit made
+    while it trains does not relabel its runs. A copy of the tree without its .git (a rented GPU machine, say)
+    names its commit in $NLPBENCH_CODE_COMMIT."""
+    global _COMMIT_AT_START
     if os.environ.get("NLPBENCH_CODE_COMMIT"):
         return os.environ["NLPBENCH_CODE_COMMIT"]
+    if _COMMIT_AT_START is None:
+        _COMMIT_AT_START = _head_commit()
+    return _COMMIT_AT_START
+
+
+def _head_commit() -> str:
     try:
         rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True)
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "src", "params.yaml"],
