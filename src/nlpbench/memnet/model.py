@@ -312,7 +312,6 @@ class MemNet(nn.Module):
         filled = slot < n_facts.unsqueeze(-1)                           # (K, B, M_used)
         n_empty = M - M_used                                            # slots empty in every story
 
-        d = cfg.embedding_dim
         names = cfg.matrix_names()
         if cfg.tying == "layerwise":                                   # u^1 = B q; every hop reads A and C
             query, hops = "B", [("A", "C")] * cfg.hops
