@@ -92,44 +92,43 @@ class Estimate:
         return max(self.seconds / jobs, self.longest)
 
 
-def estimate(plan: Plan, groups: list[str], scale: str, costs: dict[str, dict]) -> Estimate:
+def expected_seconds(plan: Plan, scale: str, costs: dict[str, dict]) -> dict[str, tuple[float | None, str]]:
+    """Per training group of the plan: (seconds, how) with how "measured" (its own cost), "estimated" (its
+    family's median at this scale) or "unknown" (seconds None)."""
     by_family: dict[str, list[float]] = {}
     for row in costs.values():
         if row["scale"] == scale:
             by_family.setdefault(row["family"], []).append(row["seconds"])
-    total, measured, estimated, unknown, longest = 0.0, 0, 0, 0, 0.0
-    for gid in groups:
+    out = {}
+    for gid in plan.groups:
         if gid in costs:
-            cost = costs[gid]["seconds"]
-            measured += 1
+            out[gid] = (costs[gid]["seconds"], "measured")
         elif by_family.get(plan.owner[gid]):
-            cost = statistics.median(by_family[plan.owner[gid]])
-            estimated += 1
+            out[gid] = (statistics.median(by_family[plan.owner[gid]]), "estimated")
         else:
-            unknown += 1
-            continue
-        total, longest = total + cost, max(longest, cost)
-    return Estimate(total, measured, estimated, unknown, longest)
+            out[gid] = (None, "unknown")
+    return out
+
+
+def estimate(plan: Plan, groups: list[str], scale: str, costs: dict[str, dict]) -> Estimate:
+    expected = expected_seconds(plan, scale, costs)
+    total, counts, longest = 0.0, {"measured": 0, "estimated": 0, "unknown": 0}, 0.0
+    for gid in groups:
+        cost, how = expected[gid]
+        counts[how] += 1
+        if cost is not None:
+            total, longest = total + cost, max(longest, cost)
+    return Estimate(total, counts["measured"], counts["estimated"], counts["unknown"], longest)
 
 
 def longest_first(plan: Plan, scale: str, costs: dict[str, dict]) -> dict[str, int]:
-    """A scheduling priority per training group, higher for a group expected to take longer (its measured cost,
-    else its family's median at this scale, else the median of all): with the longest jobs started first, the
+    """A scheduling priority per training group, higher for a group expected to take longer (expected_seconds;
+    a group with nothing to go on counts as the median of the others): with the longest jobs started first, the
     short ones fill the cores at the end instead of leaving one core idle beside a late long job."""
-    by_family: dict[str, list[float]] = {}
-    for row in costs.values():
-        if row["scale"] == scale:
-            by_family.setdefault(row["family"], []).append(row["seconds"])
-    everything = [c for v in by_family.values() for c in v]
-    fallback = statistics.median(everything) if everything else 0.0
-
-    def expected(gid: str) -> float:
-        if gid in costs and costs[gid]["scale"] == scale:
-            return costs[gid]["seconds"]
-        family = by_family.get(plan.owner[gid])
-        return statistics.median(family) if family else fallback
-
-    order = sorted(plan.groups, key=lambda gid: (expected(gid), gid))
+    expected = {gid: cost for gid, (cost, _) in expected_seconds(plan, scale, costs).items()}
+    known = [c for c in expected.values() if c is not None]
+    fallback = statistics.median(known) if known else 0.0
+    order = sorted(plan.groups, key=lambda gid: (fallback if expected[gid] is None else expected[gid], gid))
     return {gid: rank for rank, gid in enumerate(order)}
 
 
