@@ -49,3 +49,57 @@ def test_a_pilot_table_reports_mean_validation_accuracy_and_never_reads_test(tmp
     parts = table_parts(params, d, tmp_path)
     assert all(c.reproduced == pytest.approx(60.0) for c in parts.cells)      # mean of 50, 60, 70: validation only
     assert all("per seed 50.0, 60.0, 70.0" in c.detail for c in parts.cells)
+    reading = next(n for n in parts.notes if n.startswith("Reading of the result"))   # its quoted numbers filled in
+    assert "task 2 reaches 60.0 and task 15 stays near its two-answer plateau (60.0)" in reading
+    assert "{" not in reading
+
+
+def test_tracks_measures_the_mean_gap_per_task_and_names_the_widest():
+    ours = {("11", "1", "a"): 99.0, ("11", "2", "a"): 50.0, ("11", "3", "a"): 80.0,
+            ("2", "1", "a"): 100.0, ("2", "2", "a"): 90.0, ("2", "3", "a"): 82.0}
+    line = claims.claim_lines([{"kind": "tracks", "a": "a", "b": "2:a", "within": 5.0, "text": "hn near en"}],
+                              "tolias-thesis", "11", ours, {})[0]
+    # gaps 1, 40, 2: mean 14.3 > 5, the widest first
+    assert "it does not hold: mean |difference| 14.3 over 3 tasks (bound 5), widest on task 2 (50 against 90), " \
+           "task 3 (80 against 82), task 1 (99 against 100)" in line
+    ours[("11", "2", "a")] = 88.0
+    assert "it holds: mean |difference| 1.7" in claims.claim_lines(
+        [{"kind": "tracks", "a": "a", "b": "2:a", "within": 5.0, "text": "x"}], "tolias-thesis", "11", ours, {})[0]
+
+
+def test_numbers_in_notes_are_filled_from_the_cells():
+    ours = {("8", "15", "S1"): 99.4, ("8", "15", "S10"): 100.0, ("8", "2", "S1"): 82.0, ("8", "2", "S10"): 85.0,
+            ("2", "9", "S10"): 84.96}
+    printed = {("8", "15", "S1"): 70.0, ("8", "15", "S10"): 74.0, ("8", "2", "S1"): 55.0, ("8", "2", "S10"): 60.0}
+    columns = {"8": ["S1", "S10"], "2": ["S10"]}
+    note = ("task 15: {ours 8:15} against {paper 8:15}, {delta 8:2,15} points; S1 alone {ours 8:15:S1}; "
+            "Table 2 {ours 2:9:S10}; not run {ours 8:3}")
+    assert claims.fill_numbers(note, "8", ours, printed, columns) == (
+        "task 15: 99.4-100.0 against 70.0-74.0, +25.0 to +29.4 points; S1 alone 99.4; Table 2 85.0; not run n/a")
+    with pytest.raises(ValueError, match=r"Table 8: note placeholder '\{ours 8:15:S5\}': no column 'S5' in Table 8"):
+        claims.fill_numbers("{ours 8:15:S5}", "8", ours, printed, columns)
+    with pytest.raises(ValueError, match="names table '9'"):
+        claims.fill_numbers("{ours 9:15}", "8", ours, printed, columns)
+    assert claims.referenced_tables({"notes": [note, "{paper 13:1}"], "claims": []}, "8") == ["13", "2"]
+
+
+def test_a_table_quoting_another_tables_numbers_reads_its_runs():
+    """Table 11's notes and claims quote Table 2: its targets wait for Table 2's groups as well."""
+    params = config.load(REPO / "params.yaml", {"scale": "cpu"})
+    d = config.declaration(params, "tables", "tolias-thesis", "11")
+    assert "2" in claims.referenced_tables(d.decl, "11")
+
+
+def test_a_column_whose_name_holds_a_colon_is_read_whole():
+    assert claims.split_ref("code (earlier reading: J = padded)", "pilot") == ("pilot", "code (earlier reading: J = padded)")
+    assert claims.split_ref("2:t-MEM-NN / 10 samples", "8") == ("2", "t-MEM-NN / 10 samples")
+
+
+@pytest.mark.parametrize("note, message", [
+    ("{ours 2:9:t-MEM-NN / 5 samples}", r"tolias-thesis\.8\.notes\.0: Table 2 has no column 't-MEM-NN / 5 samples'"),
+    ("{ours 13:21}", r"tolias-thesis\.8\.notes\.0: no bAbI task 21"),
+    ("{paper 99:1}", r"no 'tolias-thesis' '99'"),
+])
+def test_a_note_quoting_a_cell_that_does_not_exist_is_refused_when_params_load(note, message):
+    with pytest.raises(config.ConfigError, match=message):
+        config.load(REPO / "params.yaml", {"scale": "cpu", "tables.tolias-thesis.8.notes": [note]})

@@ -9,29 +9,79 @@ own numbers say what its text says and whether ours do:
   higher_mean   a's mean accuracy over the tasks is above b's
   similar_mean  the means of a and b differ by at most `within` points
   samples_help  on the tasks where b (one sample) is below 95%, a (ten samples) is higher on average
+  tracks        a stays within `within` points of b per task on average (mean |a - b| over the tasks): a check of
+                consistency, e.g. a translated or letter-shuffled variant of the tasks against the English ones
+
+Numbers a table's notes quote are generated as well, so that a re-run never leaves a note behind its cells: a
+note holds `{ours T:ROWS}`, `{paper T:ROWS}` or `{delta T:ROWS}` (optionally `{ours T:ROWS:COLUMN}`), T a table of
+the same source, ROWS task numbers separated by commas; it is replaced by the value, or the range of values, of
+those cells over the named column (default: every column of the table): our accuracy, the printed one, or ours
+minus the printed one.
 """
 
 from __future__ import annotations
 
+import re
 import statistics
 
 from nlpbench import paper
 
 PASS = 95.0
-KINDS = ("more_passes", "higher_mean", "similar_mean", "samples_help")
+KINDS = ("more_passes", "higher_mean", "similar_mean", "samples_help", "tracks")
 OURS, PAPERS = "our numbers", "the thesis's numbers"
 
 
 def split_ref(ref: str, table: str) -> tuple[str, str]:
-    """"<table>:<column>" or "<column>" (of `table`) -> (table, column)."""
+    """"<table>:<column>" or "<column>" (of `table`) -> (table, column). Table names hold no space, so a column
+    whose name holds a colon ("code (earlier reading: ...)") is read whole."""
     other, sep, column = ref.partition(":")
-    return (other, column) if sep else (table, ref)
+    return (other, column) if sep and " " not in other else (table, ref)
+
+
+NUMBER = re.compile(r"\{(ours|paper|delta) ([^:{}]+):([0-9][0-9, ]*)(?::([^{}]+))?\}")
+
+
+def note_refs(note: str) -> list[tuple[str, str, list[str], str | None]]:
+    """The numbers a note quotes: (what, table, task rows, column or None) per placeholder."""
+    return [(m[1], m[2].strip(), [r.strip() for r in m[3].split(",") if r.strip()], m[4] and m[4].strip())
+            for m in NUMBER.finditer(note)]
 
 
 def referenced_tables(decl: dict, table: str) -> list[str]:
-    """The other tables a declaration's claims read."""
-    return sorted({t for c in decl.get("claims") or [] for t, _ in (split_ref(c["a"], table), split_ref(c["b"], table))
-                   if t != table})
+    """The other tables a declaration's claims and the numbers in its notes read."""
+    claimed = {t for c in decl.get("claims") or [] for t, _ in (split_ref(c["a"], table), split_ref(c["b"], table))}
+    quoted = {t for note in decl.get("notes") or [] for _, t, _, _ in note_refs(note)}
+    return sorted((claimed | quoted) - {table})
+
+
+def _span(values: list[float], signed: bool) -> str:
+    fmt = "{:+.1f}" if signed else "{:.1f}"
+    lo, hi = fmt.format(min(values)), fmt.format(max(values))
+    return lo if lo == hi else f"{lo} to {hi}" if signed else f"{lo}-{hi}"
+
+
+def fill_numbers(note: str, table: str, ours: dict, printed: dict, columns: dict[str, list[str]]) -> str:
+    """`note` with each placeholder (module docstring) replaced by its cells' value or range. `ours`/`printed`:
+    {(table, task, column): accuracy}; `columns`: each quoted table's columns. A placeholder naming an unknown
+    table or column raises ValueError; cells not reproduced (yet) read 'n/a'."""
+    def value(m: re.Match) -> str:
+        (what, other, rows, column), = note_refs(m[0])
+        if other not in columns:
+            raise ValueError(f"Table {table}: note placeholder {m[0]!r} names table {other!r}, not one of this source")
+        if column is not None and column not in columns[other]:
+            raise ValueError(f"Table {table}: note placeholder {m[0]!r}: no column {column!r} in Table {other} "
+                             f"(columns: {', '.join(columns[other])})")
+        keys = [(other, r, c) for r in rows for c in ([column] if column else columns[other])]
+        if what == "ours":
+            values = [ours.get(k) for k in keys]
+        elif what == "paper":
+            values = [printed.get(k) for k in keys]
+        else:
+            values = [None if ours.get(k) is None or printed.get(k) is None else ours[k] - printed[k] for k in keys]
+        if any(v is None for v in values):
+            return "n/a"
+        return _span(values, signed=(what == "delta"))
+    return NUMBER.sub(value, note)
 
 
 def paper_grid(source: str, table: str) -> dict[tuple[str, str], float]:
@@ -71,6 +121,13 @@ def _judge(kind: str, a: dict[str, float], b: dict[str, float], within: float) -
         return statistics.mean(gains) > 0, (f"on the {len(hard)} tasks below {PASS:g}% with one sample, ten samples "
                                             f"gain {statistics.mean(gains):+.1f} points on average and are higher on "
                                             f"{len(better)} ({' '.join(better) or 'none'})")
+    if kind == "tracks":
+        gaps = {t: abs(a[t] - b[t]) for t in tasks}
+        mean_gap = statistics.mean(gaps.values())
+        widest = sorted(tasks, key=lambda t: (-gaps[t], int(t)))[:3]
+        return mean_gap <= within, (f"mean |difference| {mean_gap:.1f} over {len(tasks)} tasks (bound {within:g}), "
+                                    "widest on " + ", ".join(f"task {t} ({a[t]:.0f} against {b[t]:.0f})"
+                                                             for t in widest))
     raise ValueError(f"unknown claim kind {kind!r} (known: {', '.join(KINDS)})")
 
 
