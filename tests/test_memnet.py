@@ -508,3 +508,25 @@ def test_a_learned_prior_dof_is_reported_without_a_pytorch_warning(tasks_1_4):
         warnings.simplefilter("error", UserWarning)
         metrics = tr.evaluate()
     assert metrics[0]["prior_dof"] > 0
+
+
+def test_train_questions_keeps_the_first_n_questions_and_a_tenth_for_validation(babi_root):
+    """memnet.data.train_questions (the learning curve of Table hindi-size): the first N questions of the
+    training file in file order, split 90/10; the test set is untouched; asking for more than the file holds
+    names the key and the file."""
+    from nlpbench.data import babi
+    from nlpbench.memnet.experiments import _n_val
+
+    settings = {"data": {"n_val_1k": 100, "n_val_10k": 1000, "split_seed": 0, "train_questions": 2000}}
+    assert _n_val(settings, "hn-10k") == 200
+    assert _n_val({"data": {**settings["data"], "train_questions": None}}, "hn-10k") == 1000
+    full = load_task_tensors(babi_root, "hn-10k", [9], 50, 1000, 0)
+    part = load_task_tensors(babi_root, "hn-10k", [9], 50, 200, 0, train_questions=2000)
+    assert (len(part.splits["train"]["answers"]), len(part.splits["val"]["answers"])) == (1800, 200)
+    assert len(part.splits["test"]["answers"]) == len(full.splits["test"]["answers"]) == 1000
+    first = babi.parse_file(babi.task_file(babi_root, "hn-10k", 9, "train"))[:2000]
+    train, val = babi.train_val_split(first, 200, 0)
+    answers = [part.vocab.stoi[s.answer] for s in train]
+    assert part.splits["train"]["answers"].tolist() == answers
+    with pytest.raises(ValueError, match=r"memnet\.data\.train_questions: 20000 questions asked for, but .*qa9_"):
+        load_task_tensors(babi_root, "hn-10k", [9], 50, 2000, 0, train_questions=20000)

@@ -28,14 +28,20 @@ class TaskTensors:
 
 
 def load_task_tensors(root, variant: str, tasks: list[int], memory_size: int, n_val: int,
-                      split_seed: int) -> TaskTensors:
+                      split_seed: int, train_questions: int | None = None) -> TaskTensors:
     """Parse the task files, split train into train/validation, build the vocabulary (train + test words,
-    as the reference code does) and vectorise. Several tasks give one joint data set.
+    as the reference code does) and vectorise. Several tasks give one joint data set. `train_questions`: only
+    the first N questions of each training file (in file order) are split and used.
     Raises babi.MissingDataError when a file is absent."""
     parts = {s: [] for s in SPLITS}
     task_of = {s: [] for s in SPLITS}
     for task in tasks:
         train, test = babi.load_task(root, variant, task)
+        if train_questions is not None:
+            if train_questions > len(train):
+                raise ValueError(f"memnet.data.train_questions: {train_questions} questions asked for, but "
+                                 f"{babi.task_file(root, variant, task, 'train')} holds {len(train)}")
+            train = train[:train_questions]
         tr, va = babi.train_val_split(train, n_val, split_seed)
         for split, samples in (("train", tr), ("val", va), ("test", test)):
             parts[split] += samples

@@ -29,6 +29,10 @@ from nlpbench.memnet.model import MemNetConfig
 
 
 def _n_val(settings: dict, variant: str) -> int:
+    """Validation questions held out of the training file: a tenth of `data.train_questions` when set (bAbI's
+    own 90/10 at both sizes), else the variant's n_val."""
+    if settings["data"].get("train_questions"):
+        return settings["data"]["train_questions"] // 10
     return settings["data"]["n_val_10k" if variant.endswith("10k") else "n_val_1k"]
 
 
@@ -86,7 +90,8 @@ def train_group(group: Group, data_root: Path, runs_root: Path, device: str = "c
     for task in (["joint"] if group.joint else group.tasks):
         try:
             data = load_task_tensors(data_root, group.variant, list(group.tasks) if group.joint else [task],
-                                     s["model"]["memory_size"], _n_val(s, group.variant), s["data"]["split_seed"])
+                                     s["model"]["memory_size"], _n_val(s, group.variant), s["data"]["split_seed"],
+                                     s["data"].get("train_questions"))
         except babi.MissingDataError as e:
             for seed in group.seeds:
                 run_dir = group.run_dir(runs_root, task, seed)

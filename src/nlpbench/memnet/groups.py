@@ -61,7 +61,8 @@ class Group:
 HASH_NEUTRAL = {("model", "prior_sigma"): 1.0, ("train", "track_test_samples"): [], ("train", "clip_scope"): "tensor",
                 ("train", "drop_last"): True, ("model", "nil_row"): "zero",
                 ("model", "memory_slots"): "fixed", ("model", "position_form"): "paper",
-                ("bayes", "test_draws"): "sequential", ("model", "t_sampler"): "gamma"}
+                ("bayes", "test_draws"): "sequential", ("model", "t_sampler"): "gamma",
+                ("data", "train_questions"): None}
 
 
 def settings_digest(obj: dict) -> str:
