@@ -50,7 +50,7 @@ def test_a_pilot_table_reports_mean_validation_accuracy_and_never_reads_test(tmp
     assert all(c.reproduced == pytest.approx(60.0) for c in parts.cells)      # mean of 50, 60, 70: validation only
     assert all("per seed 50.0, 60.0, 70.0" in c.detail for c in parts.cells)
     reading = next(n for n in parts.notes if n.startswith("Reading of the result"))   # its quoted numbers filled in
-    assert "task 2 reaches 60.0 and task 15 stays near its two-answer plateau (60.0)" in reading
+    assert "task 2 reaches 60 and task 15 stays near its two-answer plateau (60)" in reading
     assert "{" not in reading
 
 
@@ -75,7 +75,7 @@ def test_numbers_in_notes_are_filled_from_the_cells():
     note = ("task 15: {ours 8:15} against {paper 8:15}, {delta 8:2,15} points; S1 alone {ours 8:15:S1}; "
             "Table 2 {ours 2:9:S10}; not run {ours 8:3}")
     assert claims.fill_numbers(note, "8", ours, printed, columns) == (
-        "task 15: 99.4-100.0 against 70.0-74.0, +25.0 to +29.4 points; S1 alone 99.4; Table 2 85.0; not run n/a")
+        "task 15: 99.4-100.0 against 70-74, +25.0 to +29.4 points; S1 alone 99.4; Table 2 85.0; not run n/a")
     with pytest.raises(ValueError, match=r"Table 8: note placeholder '\{ours 8:15:S5\}': no column 'S5' in Table 8"):
         claims.fill_numbers("{ours 8:15:S5}", "8", ours, printed, columns)
     with pytest.raises(ValueError, match="names table '9'"):

@@ -55,7 +55,9 @@ def referenced_tables(decl: dict, table: str) -> list[str]:
 
 
 def _span(values: list[float], signed: bool) -> str:
-    fmt = "{:+.1f}" if signed else "{:.1f}"
+    """One value or a range; one decimal, none where every value is whole (the thesis prints integers)."""
+    digits = 0 if all(float(v).is_integer() for v in values) else 1
+    fmt = f"{{:+.{digits}f}}" if signed else f"{{:.{digits}f}}"
     lo, hi = fmt.format(min(values)), fmt.format(max(values))
     return lo if lo == hi else f"{lo} to {hi}" if signed else f"{lo}-{hi}"
 
