@@ -297,3 +297,14 @@ def test_hindi_tasks_9_and_10_ask_questions_their_stories_cannot_answer(babi_roo
     # hn-10k tests on the very same questions (Table 14's note): its task 9 ceiling is hn-1k's, 90.1%
     for task in (9, 10):
         assert task_file(babi_root, "hn-10k", task, "test").read_bytes() == task_file(babi_root, "hn", task, "test").read_bytes()
+
+
+@pytest.mark.parametrize("variant", ["en", "hn"])
+def test_a_1k_training_file_is_the_first_1000_questions_of_the_10k_one(babi_root: Path, variant: str) -> None:
+    """What Table hindi-size rests on: the first N questions of a 10k training file extend the 1k file, so its
+    1,000-question point is the 1k data set itself."""
+    for task in (9, 10):
+        small = parse_file(task_file(babi_root, variant, task, "train"))
+        large = parse_file(task_file(babi_root, f"{variant}-10k", task, "train"))
+        assert len(small) == 1000 and len(large) == 10000
+        assert [(s.facts, s.question, s.answer) for s in small] == [(s.facts, s.question, s.answer) for s in large[:1000]]
