@@ -41,10 +41,14 @@ def split_ref(ref: str, table: str) -> tuple[str, str]:
 NUMBER = re.compile(r"\{(ours|paper|delta) ([^:{}]+):([0-9][0-9, ]*)(?::([^{}]+))?\}")
 
 
+def _quoted(m: re.Match) -> tuple[str, str, list[str], str | None]:
+    """One placeholder: (what, table, task rows, column or None)."""
+    return m[1], m[2].strip(), [r.strip() for r in m[3].split(",") if r.strip()], m[4] and m[4].strip()
+
+
 def note_refs(note: str) -> list[tuple[str, str, list[str], str | None]]:
-    """The numbers a note quotes: (what, table, task rows, column or None) per placeholder."""
-    return [(m[1], m[2].strip(), [r.strip() for r in m[3].split(",") if r.strip()], m[4] and m[4].strip())
-            for m in NUMBER.finditer(note)]
+    """The numbers a note quotes, one tuple of `_quoted` per placeholder."""
+    return [_quoted(m) for m in NUMBER.finditer(note)]
 
 
 def referenced_tables(decl: dict, table: str) -> list[str]:
@@ -67,7 +71,7 @@ def fill_numbers(note: str, table: str, ours: dict, printed: dict, columns: dict
     {(table, task, column): accuracy}; `columns`: each quoted table's columns. A placeholder naming an unknown
     table or column raises ValueError; cells not reproduced (yet) read 'n/a'."""
     def value(m: re.Match) -> str:
-        (what, other, rows, column), = note_refs(m[0])
+        what, other, rows, column = _quoted(m)
         if other not in columns:
             raise ValueError(f"Table {table}: note placeholder {m[0]!r} names table {other!r}, not one of this source")
         if column is not None and column not in columns[other]:
