@@ -69,8 +69,12 @@ def test_group_training_gives_the_same_runs_as_training_alone(tasks_1_4, bayesia
         assert together[k]["final_train_loss"] == pytest.approx(result["final_train_loss"], rel=1e-3)
         # the same weights, up to float summation order (rows past the run's vocabulary are padding)
         n, g_state, a_state = data.n_words, group.run_state(k), alone.run_state(0)
-        name = ("matrices.{}.mu" if bayesian else "params.{}").format("A" if tying == "layerwise" else "E1")
-        assert torch.allclose(g_state[name][:n], a_state[name][:n], atol=1e-4)
+        if bayesian:                                                    # (n matrices, V, d): the first, A or E_0
+            g_mu, a_mu = g_state["posterior.mu"][0], a_state["posterior.mu"][0]
+        else:
+            name = "params.A" if tying == "layerwise" else "params.E1"
+            g_mu, a_mu = g_state[name], a_state[name]
+        assert torch.allclose(g_mu[:n], a_mu[:n], atol=1e-4)
 
 
 def test_gradient_noise_is_each_runs_own_at_the_set_scale_on_its_own_rows_only(tasks_1_4):
@@ -78,14 +82,15 @@ def test_gradient_noise_is_each_runs_own_at_the_set_scale_on_its_own_rows_only(t
     for p in tr.params:
         p.grad = torch.zeros_like(p)
     tr.add_gradient_noise(0.5)
-    mu = tr.model.matrices["E1"].mu.grad                                # (2, V, d): V covers the larger vocabulary
+    mu = tr.model.posterior.mu.grad[:, 1]                               # E_1 (2, V, d): V covers the larger vocabulary
     for k, data in enumerate(tasks_1_4):
         own = tr.model.rows[k]                                          # nil + the run's words + the time rows
         padding = torch.ones(mu.shape[1], dtype=torch.bool)
         padding[own] = False
         assert float(mu[k, own].std()) == pytest.approx(0.5, rel=0.1)
         assert not mu[k, padding].any()                                 # rows past its vocabulary draw nothing
-    assert tr.model.matrices["E1"].log_nu.grad.ne(0).all()               # scalars too
+    assert tr.model.posterior.log_nu.grad.ne(0).all()                   # scalars too (every run's every nu)
+    assert tr.model.posterior.log_sigma.grad[:, 3].std() > 0.4           # and the last matrix's scales
     noise = torch.stack([mu[k, tr.model.rows[k][:10]].reshape(-1) for k in range(2)])
     assert abs(float(torch.corrcoef(noise)[0, 1])) < 0.2                 # each run from its own generator
 
@@ -198,9 +203,10 @@ def test_tmemnn_with_adjacent_tying_has_a_student_t_posterior_over_every_e_k(tas
     """Adjacent t-MEM-NN: E_0 .. E_K stochastic (B = E_0 = A^1, A^{k+1} = C^k = E_k, W^T = C^K), the
     divergence summed over all K + 1 of them, a dof fitted for each."""
     t = _trainer(tasks_1_4[:1], [Run("a", 0, 0)], bayesian=True, tying="adjacent", epochs=1)
-    assert sorted(t.model.matrices) == ["E0", "E1", "E2", "E3"]
-    parts = sum(q.divergence(None) for q in t.model.matrices.values())
-    assert torch.allclose(t.model.divergence(None), parts) and len(t.model.dof()) == 4
+    assert t.model.posterior.mu.shape[1] == 4 and sorted(t.model.dof()) == ["E0", "E1", "E2", "E3"]
+    per_matrix = t.model.posterior.divergence(None)                      # (runs, matrices)
+    assert per_matrix.shape == (1, 4) and (per_matrix > -1e-3).all()
+    assert torch.allclose(t.model.divergence(None), per_matrix.sum(1))
     t.fit()
     assert set(t.evaluate()[0]["dof"]) == {"E0", "E1", "E2", "E3"}
 
@@ -222,6 +228,24 @@ def test_global_clipping_scales_a_runs_whole_gradient_and_per_tensor_each_tensor
     assert torch.equal(whole[0].grad[1], g1[1]) and torch.equal(tensor[0].grad[1], g1[1])   # run 1 untouched
     with pytest.raises(ValueError, match="clip_scope"):
         clip_per_run(params(), 4.0, "layer")
+
+
+def test_per_tensor_clipping_clips_each_matrix_of_a_posterior_bank_alone():
+    """t-MEM-NN keeps its n matrices in one (K, n, V, d) parameter (issue 16); per-tensor clipping must still
+    clip each matrix of each run by that matrix's own norm, as when every matrix was its own tensor."""
+    from nlpbench.memnet.train import clip_per_run
+    torch.manual_seed(0)
+    grad = torch.randn(2, 3, 4, 5) * torch.tensor([1.0, 10.0, 100.0]).view(1, 3, 1, 1)   # norms ~4, 45, 450
+    bank = torch.zeros(2, 3, 4, 5, requires_grad=True)
+    bank.lead_dims = 2
+    bank.grad = grad.clone()
+    apart = [torch.zeros(2, 4, 5, requires_grad=True) for _ in range(3)]
+    for m, p in enumerate(apart):
+        p.grad = grad[:, m].clone()
+    clip_per_run([bank], 40.0, "tensor")
+    clip_per_run(apart, 40.0, "tensor")
+    assert torch.allclose(bank.grad, torch.stack([p.grad for p in apart], 1))
+    assert torch.equal(bank.grad[:, 0], grad[:, 0])                                       # under 40: untouched
 
 
 @pytest.mark.parametrize("drop_last,steps", [(True, 900 // 32), (False, -(-900 // 32))])
@@ -302,9 +326,10 @@ def test_rows_without_noise_never_reach_the_loss(tasks_1_4):
     from torch.nn import functional as F
     from nlpbench.memnet.data import gather
     t = _trainer(tasks_1_4[:1], [Run("a", 0, 0)], bayesian=True)
-    q = {n: m.rows[0] for n, m in t.model.matrices.items()}
+    names = t.model_cfg.matrix_names()
+    q = dict(zip(names, t.model.posterior.rows))                            # the run's slots, one per matrix
     assert len(q["B"]) == tasks_1_4[0].n_words                             # no time rows for B
-    weights = {n: m.mu.detach().clone().requires_grad_(True) for n, m in t.model.matrices.items()}
+    weights = {n: t.model.posterior.mu[:, m].detach().clone().requires_grad_(True) for m, n in enumerate(names)}
     N = int(t.split["train"]["size"][0])
     batch = gather(t.split["train"], t.data_of_run, torch.arange(N).unsqueeze(0))
     logits = t.forward(batch, weights)

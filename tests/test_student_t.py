@@ -223,3 +223,25 @@ def test_a_student_t_matrix_with_an_unknown_sampler_is_refused():
     with pytest.raises(ValueError, match="model.t_sampler: unknown value 'boxmuller'"):
         StudentTMatrix(torch.zeros(1, 3, 2), torch.ones(1, 3, dtype=torch.bool), [torch.arange(3)], 0.01, 10.0,
                        sampler="boxmuller")
+
+
+def test_a_bank_of_matrices_draws_each_runs_matrices_from_its_own_generator_and_sums_per_matrix():
+    """StudentTMatrix over (K, n, V, d) (t-MEM-NN's n embedding matrices as one module, issue 16): each run's n
+    matrices take their noise from one call of the run's generator, so a run draws the same in a bank of two
+    runs as alone; the divergence is per matrix, each with its own dof."""
+    torch.manual_seed(0)
+    K, n, V, d = 2, 3, 6, 4
+    mu, mask = torch.randn(K, n, V, d), torch.ones(K, n, V)
+    rows = [torch.arange(V) if m else torch.arange(4) for _ in range(K) for m in range(n)]   # per slot, run-major
+    both = StudentTMatrix(mu, mask, rows, 0.5, 6.0, sampler="polar")
+    alone = StudentTMatrix(mu[1:], mask[1:], rows[n:], 0.5, 6.0, sampler="polar")
+    gens = [torch.Generator().manual_seed(1), torch.Generator().manual_seed(2)]
+    drawn = both.sample([g for g in gens for _ in range(n)], escort=True)
+    g2 = torch.Generator().manual_seed(2)
+    assert drawn.shape == (K, n, V, d)
+    assert torch.equal(drawn[1], alone.sample([g2] * n, escort=True)[0])
+    assert torch.equal(drawn[:, 0, 4:], mu[:, 0, 4:])                    # rows without noise stay at mu
+    with torch.no_grad():
+        both.log_nu[1, 2] = 3.0
+    div = both.divergence(None)
+    assert div.shape == (K, n) and div[1, 2] != div[1, 1]

@@ -109,14 +109,15 @@ def sentence_index(data: TaskTensors) -> tuple[np.ndarray, dict[str, dict[str, n
 
 def stack_sentences(datasets: list[TaskTensors], device) -> dict[str, torch.Tensor]:
     """The data sets' sentence tables padded to common shape and stacked: tokens (T, U, W), len (T, U), and
-    each table's own width W_t (T,)."""
+    each table's own width W_t (T,) and rows U_t (T,)."""
     tables = [sentence_index(d)[0] for d in datasets]
     U = max(t.shape[0] for t in tables)
     W = max(t.shape[1] for t in tables)
     tokens = np.stack([_pad_to(t, (U, W)) for t in tables])
     return {"tokens": torch.as_tensor(tokens, device=device),
             "len": torch.as_tensor((tokens != 0).sum(-1), device=device),
-            "width": torch.as_tensor([t.shape[1] for t in tables], device=device)}   # each data set's own width
+            "width": torch.as_tensor([t.shape[1] for t in tables], device=device),   # each data set's own width
+            "count": torch.as_tensor([t.shape[0] for t in tables], device=device)}   # and its own rows
 
 
 def stack_split(datasets: list[TaskTensors], split: str, device) -> dict[str, torch.Tensor]:

@@ -124,19 +124,21 @@ class MemNet(nn.Module):
                 out[k, rows] = torch.randn(len(rows), d, generator=g) * cfg.init_std   # N(0, 0.1^2) (§6.4.1)
             return out
 
+        names = cfg.matrix_names()
+        masks = [words if name == "B" else with_time for name in names]
         if cfg.bayesian:
-            self.matrices = nn.ModuleDict()
+            # one posterior module over every matrix of every run: (K, n, V, d), a slot per (run, matrix)
+            mu = torch.stack([init(V, self.rows.__getitem__) for _ in names], 1)
+            mask = torch.stack(masks, 1)                                                # (K, n, V)
+            slot_rows = [noise_rows.get(name, read)[k] for k in range(K) for name in names]   # run-major
+            if cfg.posterior == "gaussian":
+                self.posterior = GaussianMatrix(mu, mask, slot_rows, cfg.sigma_init, cfg.prior_sigma)
+            else:
+                self.posterior = StudentTMatrix(mu, mask, slot_rows, cfg.sigma_init, cfg.dof_init, cfg.dof_min,
+                                                cfg.t_sampler)
         else:
             self.params = nn.ParameterDict()
-        for name in cfg.matrix_names():
-            mask = words if name == "B" else with_time
-            if cfg.bayesian and cfg.posterior == "gaussian":
-                self.matrices[name] = GaussianMatrix(init(V, self.rows.__getitem__), mask, noise_rows.get(name, read),
-                                                     cfg.sigma_init, cfg.prior_sigma)
-            elif cfg.bayesian:
-                self.matrices[name] = StudentTMatrix(init(V, self.rows.__getitem__), mask, noise_rows.get(name, read),
-                                                     cfg.sigma_init, cfg.dof_init, cfg.dof_min, cfg.t_sampler)
-            else:
+            for name, mask in zip(names, masks):
                 self.params[name] = nn.Parameter(init(V, self.rows.__getitem__))
                 self.register_buffer(f"mask_{name}", mask.to(torch.float32).unsqueeze(-1))
         if cfg.tying == "layerwise":
@@ -144,13 +146,20 @@ class MemNet(nn.Module):
             self.W = nn.Parameter(init(cfg.n_words, lambda k: torch.arange(vocab_sizes[k])))
 
     # -- weights ---------------------------------------------------------------------------------------
+    def _slot_generators(self, generators: list[torch.Generator]) -> list[torch.Generator]:
+        """Each run's generator once per matrix of the run (the posterior's slots, run-major)."""
+        n = len(self.cfg.matrix_names())
+        return [g for g in generators for _ in range(n)]
+
     def draw(self, generators: list[torch.Generator] | None, mode: str) -> dict[str, torch.Tensor]:
         """The embedding matrices for one forward pass: mode 'mean', 'escort' (training) or 'posterior'."""
         if not self.cfg.bayesian:
             return {n: p * getattr(self, f"mask_{n}") for n, p in self.params.items()}
         if mode == "mean":
-            return {n: q.mean() for n, q in self.matrices.items()}
-        return {n: q.sample(generators, escort=(mode == "escort")) for n, q in self.matrices.items()}
+            w = self.posterior.mean()
+        else:
+            w = self.posterior.sample(self._slot_generators(generators), escort=(mode == "escort"))
+        return dict(zip(self.cfg.matrix_names(), w.unbind(1)))             # (K, n, V, d) -> n of (K, V, d)
 
     def draws(self, generators: list[torch.Generator] | None, mode: str, n: int, batched: bool
               ) -> dict[str, torch.Tensor]:
@@ -162,17 +171,21 @@ class MemNet(nn.Module):
         if not batched:
             one_by_one = [self.draw(generators, mode) for _ in range(n)]
             return {name: torch.cat([w[name] for w in one_by_one]) for name in one_by_one[0]}
-        return {name: q.samples(generators, mode == "escort", n).flatten(0, 1) for name, q in self.matrices.items()}
+        w = self.posterior.samples(self._slot_generators(generators), mode == "escort", n)   # (n, K, n_mat, V, d)
+        return {name: w[:, :, m].flatten(0, 1) for m, name in enumerate(self.cfg.matrix_names())}
 
     def divergence(self, prior_nu: torch.Tensor | None) -> torch.Tensor:
         """sum over the stochastic matrices (A, B, C; or E_0..E_K under adjacent tying) of D_t(q(Theta) || p(Theta))
-        (eq. 55), per run: (K,). prior_nu None: each prior shares its posterior's nu_Theta."""
-        return sum(q.divergence(prior_nu) for q in self.matrices.values())
+        (eq. 55), per run: (K,). prior_nu (K,) or None: each prior shares its posterior's nu_Theta."""
+        n = len(self.cfg.matrix_names())
+        per_run = None if prior_nu is None else prior_nu.reshape(-1, 1).expand(-1, n)
+        return self.posterior.divergence(per_run).sum(1)
 
     def dof(self) -> dict[str, torch.Tensor]:
         if not self.cfg.bayesian or self.cfg.posterior != "student_t":
             return {}
-        return {n: q.nu.detach() for n, q in self.matrices.items()}
+        nu = self.posterior.nu.detach()
+        return {name: nu[:, m] for m, name in enumerate(self.cfg.matrix_names())}
 
     # -- forward ---------------------------------------------------------------------------------------
     def _position_values(self, tokens: torch.Tensor, lengths: torch.Tensor, widths: torch.Tensor | None
@@ -198,24 +211,31 @@ class MemNet(nn.Module):
             a, b = position_weights(lengths, W, self.cfg.embedding_dim)
         return present, a, b
 
-    def sentence_bags(self, tokens: torch.Tensor, lengths: torch.Tensor,
-                      widths: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
-        """Each run's table of distinct sentences, tokens (K, U, W), as one sparse matrix built once per data set.
+    def sentence_bags(self, tokens: torch.Tensor, lengths: torch.Tensor, widths: torch.Tensor | None = None,
+                      counts: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+        """Each run's table of distinct sentences, tokens (K, U, W) padded to the longest table, as one sparse
+        matrix built once per data set. Run k's table has counts[k] real rows (default: all U); the padding rows
+        are left out, so the embedded tables lie run after run in one flat table (sum_k counts[k] rows), run k's
+        starting at row offsets[k].
 
         With l_kj = a_j + (k/d) b_j, sum_j l_j E x_j = P_a E + P_b (E diag(k/d)) = [P_a | P_b] [E ; E diag(k/d)]:
-        row (k, u) of P holds the weights a_j of sentence u's words at columns k V + word and b_j at columns
-        K V + k V + word (without position encoding: word counts, and no P_b half)."""
+        row offsets[k] + u of P holds the weights a_j of run k's sentence u's words at columns k V + word and b_j
+        at columns K V + k V + word (without position encoding: word counts, and no P_b half)."""
         K, U, W = tokens.shape
+        counts = torch.full((K,), U, device=tokens.device) if counts is None else counts.to(tokens.device)
+        offsets = torch.cumsum(counts, 0) - counts
+        R = int(counts.sum())
         present, a, b = self._position_values(tokens, lengths, widths)
+        present = present & (torch.arange(U, device=tokens.device).view(1, U) < counts.view(K, 1)).unsqueeze(-1)
         col = (tokens + torch.arange(K, device=tokens.device).view(K, 1, 1) * self.cfg.n_rows)[present]
-        row = torch.arange(K * U, device=tokens.device).view(K, U, 1).expand(K, U, W)[present]
+        row = (offsets.view(K, 1, 1) + torch.arange(U, device=tokens.device).view(1, U, 1)).expand(K, U, W)[present]
         if b is not None:
             values = torch.cat([a[present], b[present]])
             row, col = torch.cat([row, row]), torch.cat([col, col + K * self.cfg.n_rows])
-            size = (K * U, 2 * K * self.cfg.n_rows)
+            size = (R, 2 * K * self.cfg.n_rows)
         else:
             values = a[present]
-            size = (K * U, K * self.cfg.n_rows)
+            size = (R, K * self.cfg.n_rows)
 
         def csr(r, c, shape):
             with warnings.catch_warnings():      # "sparse CSR support is in beta": mm and its transpose suffice
@@ -223,7 +243,7 @@ class MemNet(nn.Module):
                 return torch.sparse_coo_tensor(torch.stack([r, c]), values, shape,
                                                check_invariants=False).coalesce().to_sparse_csr()
 
-        return {"shape": torch.tensor([K, U]), "P": csr(row, col, size), "P_T": csr(col, row, size[::-1])}
+        return {"offsets": offsets, "P": csr(row, col, size), "P_T": csr(col, row, size[::-1])}
 
     def word_weights(self, tables: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """Sentence tables tokens (T, U, W), len (T, U), width (T,) with every word's weights beside it, for
@@ -251,33 +271,40 @@ class MemNet(nn.Module):
         own = {**batch, "query_ids": local[:B].expand(K, B), "story_ids": slots.expand(K, *slots.shape)}
         return {"tokens": tables["tokens"][at], "weights": tables["weights"][at]}, own
 
-    def _embed(self, X: torch.Tensor, sentences: dict[str, torch.Tensor]) -> torch.Tensor:
+    def _embed(self, X: torch.Tensor, sentences: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """sum_j l_j E x_j for every sentence of every run and every matrix E at once: X (K, V, n d) holds n
-        matrices side by side; returns (K, U, n d). `sentences`: {"bags": sentence_bags(...)} (one sparse
-        product over the whole table) or own_sentences(...)[0] (the words gathered, then weighted)."""
+        matrices side by side. Returns the runs' tables flat, (rows, n d), and where each run's starts (K,).
+        `sentences`: {"bags": sentence_bags(...)} (one sparse product over the whole table) or
+        own_sentences(...)[0] (the words gathered, then weighted)."""
         K, V, nd = X.shape
         d = self.cfg.embedding_dim
         if "bags" not in sentences:
-            words = self._rows(X, sentences["tokens"])                 # (K, U, W, n d)
+            words = self._rows(X.reshape(K * V, nd), self._starts(K, V, X.device), sentences["tokens"])  # (K, U, W, n d)
             ab = sentences["weights"] @ words                           # (K, U, 2, n d): sum_j a_j E x_j, sum_j b_j E x_j
+            U = ab.shape[1]
             if ab.shape[2] == 1:
-                return ab[:, :, 0]
+                return ab[:, :, 0].reshape(K * U, nd), self._starts(K, U, X.device)
             dk = (torch.arange(1, d + 1, device=X.device, dtype=X.dtype) / d).repeat(nd // d)   # k/d, k = 1..d
-            return ab[:, :, 0] + ab[:, :, 1] * dk
+            return (ab[:, :, 0] + ab[:, :, 1] * dk).reshape(K * U, nd), self._starts(K, U, X.device)
         bags = sentences["bags"]
         flat = X.reshape(K * V, nd)
         if self.cfg.position_encoding:
             dk = (torch.arange(1, d + 1, device=X.device, dtype=X.dtype) / d).repeat(nd // d)   # k/d, k = 1..d
             flat = torch.cat([flat, flat * dk])
-        e = _SparseMM.apply(flat, bags["P"], bags["P_T"])
-        return e.view(K, int(bags["shape"][1]), nd)
+        return _SparseMM.apply(flat, bags["P"], bags["P_T"]), bags["offsets"]
 
-    def _rows(self, table: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-        """Row ids (K, ...) of each run's own table (K, U, d) -> (K, ..., d)."""
-        K, U, d = table.shape
-        offset = torch.arange(K, device=ids.device).view((K,) + (1,) * (ids.dim() - 1)) * U
-        flat = (ids + offset).reshape(-1)
-        return table.reshape(K * U, d).index_select(0, flat).view(ids.shape + (d,))   # backward: one index_add
+    @staticmethod
+    def _starts(K: int, U: int, device) -> torch.Tensor:
+        """Where each run's rows start in a flat table of K tables of U rows each."""
+        return torch.arange(K, device=device) * U
+
+    @staticmethod
+    def _rows(table: torch.Tensor, starts: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        """Row ids (K, ...) of each run's own rows of a flat table (rows, d), run k's starting at starts[k]
+        -> (K, ..., d)."""
+        K, d = ids.shape[0], table.shape[1]
+        flat = (ids + starts.view((K,) + (1,) * (ids.dim() - 1))).reshape(-1)
+        return table.index_select(0, flat).view(ids.shape + (d,))   # backward: one index_add
 
     @staticmethod
     def _time_scores(u: torch.Tensor, T: torch.Tensor, rev: torch.Tensor, filled: torch.Tensor) -> torch.Tensor:
@@ -312,17 +339,24 @@ class MemNet(nn.Module):
         filled = slot < n_facts.unsqueeze(-1)                           # (K, B, M_used)
         n_empty = M - M_used                                            # slots empty in every story
 
-        names = cfg.matrix_names()
         if cfg.tying == "layerwise":                                   # u^1 = B q; every hop reads A and C
             query, hops = "B", [("A", "C")] * cfg.hops
         else:                                                           # B = E_0; hop k: A^k = E_k, C^k = E_{k+1}
             query, hops = "E0", [(f"E{k}", f"E{k + 1}") for k in range(cfg.hops)]
-        tables = {n: self._embed(weights[n], sentences) for n in names}    # each matrix's sentence embeddings
-        u = self._rows(tables[query], batch["query_ids"])
-        # m_i = sum_j l_j A x_ij + T_A(i), c_i likewise with C. The sentence part is gathered once per matrix
-        # (K, B, M_used, d); the time rows T_A(i) enter through u^T T_A and sum_i p_i T_C(i) (_time_scores,
-        # _time_output), never as (K, B, M_used, d) copies. Time row 1 is the most recent sentence (thesis ch. 3).
-        memory = {n: self._rows(tables[n], story_ids) for n in dict.fromkeys(n for pair in hops for n in pair)}
+        d = cfg.embedding_dim
+        # m_i = sum_j l_j A x_ij + T_A(i), c_i likewise with C. The matrices the hops read sit side by side,
+        # (K, V, n d): one sparse product embeds every sentence under all of them and one gather reads the
+        # slots (K, B, M_used, n d), then each matrix takes its d columns (the same numbers as one product and
+        # one gather per matrix, in fewer and larger calls). The time rows T_A(i) enter through u^T T_A and
+        # sum_i p_i T_C(i) (_time_scores, _time_output), never as (K, B, M_used, d) copies. Time row 1 is the
+        # most recent sentence (thesis ch. 3).
+        read = list(dict.fromkeys(n for pair in hops for n in pair))
+        table, starts = self._embed(torch.cat([weights[n] for n in read], -1), sentences)   # (rows, n d)
+        memory = dict(zip(read, self._rows(table, starts, story_ids).split(d, -1)))
+        if query in read:                                               # adjacent: B = E_0 = A^1
+            u = self._rows(table, starts, batch["query_ids"]).split(d, -1)[read.index(query)]
+        else:                                                           # layer-wise: B embeds only queries
+            u = self._rows(*self._embed(weights[query], sentences), batch["query_ids"])
         time_rows = {n: weights[n][:, cfg.n_words:cfg.n_words + M_used] for n in memory}    # T_E(1..M_used)
         rev = (n_facts.unsqueeze(-1) - 1 - slot).clamp_min(0)          # slot i holds time row n_facts - 1 - i
         attention = []
@@ -347,7 +381,8 @@ class MemNet(nn.Module):
                     attention.append(torch.cat([p, p.new_zeros(*p.shape[:2], M - M_used)], -1))
                 continue
             if cfg.nil_row == "learned" and n_empty:                    # learned nil: the empty slots hold m_0, c_0
-                m0, c0 = tables[a][:, 0], tables[c][:, :1]              # the nil sentence (table row 0), no time row
+                nil = dict(zip(read, table[starts].split(d, -1)))       # the nil sentence (table row 0), no time row
+                m0, c0 = nil[a], nil[c].unsqueeze(1)
                 extra = (m0.unsqueeze(1) * u).sum(-1, keepdim=True) + math.log(n_empty)
                 p_all = torch.softmax(torch.cat([scores, extra], -1), dim=-1)  # eq. 33 over all M slots
                 p, p_empty = p_all[..., :M_used], p_all[..., M_used:] / n_empty

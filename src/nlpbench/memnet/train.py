@@ -75,10 +75,14 @@ def learning_rate(cfg: TrainConfig, epoch: int) -> float:
 
 def clip_per_run(params, max_norm: float, scope: str = "tensor") -> None:
     """Gradient-norm clipping, done separately for each run (leading axis K): each tensor by its own norm
-    (scope "tensor") or all of a run's gradients by their joint norm (scope "global")."""
-    grads = [p.grad for p in params if p.grad is not None]
+    (scope "tensor") or all of a run's gradients by their joint norm (scope "global"). A parameter that holds
+    several matrices per run (`lead_dims` 2: (K, n, ...), StudentTMatrix with a matrix axis) counts as n
+    tensors, each clipped by its own norm."""
+    params = [p for p in params if p.grad is not None]
+    grads = [p.grad for p in params]
     if scope == "tensor":
-        norms = [g.reshape(g.shape[0], -1).norm(dim=1) for g in grads]
+        leads = [getattr(p, "lead_dims", 1) for p in params]
+        norms = [g.reshape(g.shape[:lead] + (-1,)).norm(dim=-1) for g, lead in zip(grads, leads)]
     elif scope == "global":
         total = torch.stack([g.reshape(g.shape[0], -1).pow(2).sum(1) for g in grads]).sum(0).sqrt()
         norms = [total] * len(grads)
@@ -86,7 +90,7 @@ def clip_per_run(params, max_norm: float, scope: str = "tensor") -> None:
         raise ValueError(f"memnet.train.clip_scope: unknown value {scope!r} (expected 'tensor' or 'global')")
     for g, norm in zip(grads, norms):
         factor = (max_norm / (norm + 1e-6)).clamp(max=1.0)
-        g.mul_(factor.view((-1,) + (1,) * (g.dim() - 1)))
+        g.mul_(factor.view(tuple(norm.shape) + (1,) * (g.dim() - norm.dim())))
 
 
 def bucket_runs(longest: list[int], memory_size: int, max_buckets: int = 3, overhead: float = 0.04) -> list[list[int]]:
@@ -188,17 +192,18 @@ class GroupTrainer:
     def holds_these_runs(self, state: dict) -> bool:
         """Whether a checkpoint's state is of this trainer's runs (checkpoints written before run ids were
         recorded: whether its tensors have this group's shapes)."""
-        if "run_ids" in state:
-            return state["run_ids"] == [r.run_id for r in self.runs]
         own = self.model.state_dict()
         theirs = state["model"]
-        return own.keys() == theirs.keys() and all(own[k].shape == theirs[k].shape for k in own)
+        same_layout = own.keys() == theirs.keys() and all(own[k].shape == theirs[k].shape for k in own)
+        if "run_ids" in state:      # and the parameters laid out as this code lays them (an older layout restarts)
+            return state["run_ids"] == [r.run_id for r in self.runs] and same_layout
+        return same_layout
 
     def _bags(self, runs_at: torch.Tensor) -> dict:
         """The sentence tables of the runs `runs_at` (a run may appear more than once) as one sparse matrix."""
         d = self.data_of_run[runs_at]
         t = self.tables
-        return {"bags": self.model.sentence_bags(t["tokens"][d], t["len"][d], t["width"][d])}
+        return {"bags": self.model.sentence_bags(t["tokens"][d], t["len"][d], t["width"][d], t["count"][d])}
 
     # -- forward pass ------------------------------------------------------------------------------------
     def forward(self, batch: dict[str, torch.Tensor], weights: dict[str, torch.Tensor], attention: bool = False):
@@ -287,16 +292,17 @@ class GroupTrainer:
         vocab = [self.datasets[r.data_index].n_words for r in self.runs]
         own = []                                          # per parameter, per run: flat ids in the run's slice
         for p in self.params:
-            per_row = p[0].numel() // p.shape[1] if p.dim() > 1 else 1
-            if p.dim() == 1:
-                rows = [torch.zeros(1, dtype=torch.long)] * K
-            elif p.shape[1] == cfg.n_rows:
-                rows = self.model.rows
-            elif p.shape[1] == cfg.n_words:
-                rows = [torch.arange(n) for n in vocab]
-            else:
+            lead = getattr(p, "lead_dims", 1)             # (K,) or (K, n matrices), then a matrix or a scalar
+            n_mat, inner = math.prod(p.shape[1:lead]), tuple(p.shape[lead:])
+            if not inner:                                 # one scalar per matrix (nu_Theta, a prior's dof)
+                own.append([torch.arange(n_mat)] * K)
+                continue
+            if len(inner) != 2 or inner[0] not in (cfg.n_rows, cfg.n_words):
                 raise ValueError(f"gradient noise: a parameter of shape {tuple(p.shape)} has no row layout")
-            own.append([(r.view(-1, 1) * per_row + torch.arange(per_row)).reshape(-1) for r in rows])
+            V, per_row = inner
+            rows = self.model.rows if V == cfg.n_rows else [torch.arange(n) for n in vocab]
+            m = torch.arange(n_mat).view(-1, 1, 1)        # matrix, row, element: the run's slice (n, V, d) flat
+            own.append([((m * V + r.view(1, -1, 1)) * per_row + torch.arange(per_row)).reshape(-1) for r in rows])
         sizes = [sum(len(ids[k]) for ids in own) for k in range(K)]
         start = torch.tensor([0] + sizes[:-1]).cumsum(0).tolist()
         targets = []

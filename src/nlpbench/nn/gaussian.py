@@ -40,21 +40,25 @@ def kl_normal(mu_q: torch.Tensor, log_sigma_q: torch.Tensor, mu_p: torch.Tensor 
 class GaussianMatrix(nn.Module):
     """q(Theta) = N(vec Theta | mu, diag(sigma^2)) for K runs at once, prior N(0, sigma_p^2 I).
 
-    Same interface as StudentTMatrix (mean / sample / divergence / nu) so the memory network can swap the
-    posterior family by a config value. `row_mask` (K, V) marks each run's real rows; `rows` lists the rows
-    noise is drawn for (those a forward pass can read; the others stay at mu), from the run's own generator
-    (grouping never changes a run).
+    Same interface as StudentTMatrix (mean / sample / divergence / nu; one matrix per run, (K, V, d), or n per
+    run, (K, n, V, d), a "slot" being one matrix of one run) so the memory network can swap the posterior
+    family by a config value. `row_mask` (lead + (V,)) marks each slot's real rows; `rows` lists per slot the
+    rows noise is drawn for (those a forward pass can read; the others stay at mu), from the generator the
+    draws name for that slot (its run's own: grouping never changes a run).
     """
 
     def __init__(self, mu_init: torch.Tensor, row_mask: torch.Tensor, rows: list[torch.Tensor],
                  sigma_init: float, prior_sigma: float = 1.0):
         super().__init__()
-        self.mu = nn.Parameter(mu_init)                                                  # (K, V, d)
+        self.lead = tuple(mu_init.shape[:-2])
+        self.mu = nn.Parameter(mu_init)                                                  # lead + (V, d)
         self.log_sigma = nn.Parameter(torch.full_like(mu_init, math.log(sigma_init)))
+        for p in (self.mu, self.log_sigma):
+            p.lead_dims = len(self.lead)   # per-tensor gradient clipping treats each matrix as its own tensor
         self.log_prior_sigma = math.log(prior_sigma)
         self.register_buffer("row_mask", row_mask.to(torch.float32).unsqueeze(-1))
         self.rows = rows
-        self.register_buffer("flat_rows", flat_row_index(rows, mu_init.shape[1]), persistent=False)
+        self.register_buffer("flat_rows", flat_row_index(rows, mu_init.shape[-2]), persistent=False)
 
     @property
     def nu(self) -> None:
@@ -63,25 +67,32 @@ class GaussianMatrix(nn.Module):
     def mean(self) -> torch.Tensor:
         return self.mu * self.row_mask
 
+    def _slot_shape(self) -> tuple[int, int, int]:
+        V, d = self.mu.shape[-2:]
+        return len(self.rows), V, d
+
     def sample(self, generators: list[torch.Generator], escort: bool = False) -> torch.Tensor:
-        """One reparameterised draw per run (eq. 40); `escort` is ignored (a Gaussian is its own escort)."""
-        noise = torch.cat([torch.randn((len(r), self.mu.shape[2]), generator=g, device=self.mu.device)
+        """One reparameterised draw per slot (eq. 40); `escort` is ignored (a Gaussian is its own escort)."""
+        S, V, d = self._slot_shape()
+        noise = torch.cat([torch.randn((len(r), d), generator=g, device=self.mu.device)
                            for r, g in zip(self.rows, generators)])
-        eps = scatter_rows(noise, self.flat_rows, self.mu.shape)
+        eps = scatter_rows(noise, self.flat_rows, (S, V, d)).view(self.mu.shape)
         return (self.mu + self.log_sigma.exp() * eps) * self.row_mask
 
     def samples(self, generators: list[torch.Generator], escort: bool, n: int) -> torch.Tensor:
-        """n draws per run, (n, K, V, d), each run's n draws from one generator call (StudentTMatrix.samples)."""
-        K, V, d = self.mu.shape
+        """n draws per slot, (n,) + lead + (V, d), each slot's n draws from one generator call
+        (StudentTMatrix.samples)."""
+        S, V, d = self._slot_shape()
         noise = torch.cat([torch.randn((n * len(r), d), generator=g, device=self.mu.device)
                            for r, g in zip(self.rows, generators)])
-        eps = scatter_rows(noise, draws_index(self.rows, V, n).to(noise.device), (n * K, V, d)).view(n, K, V, d)
-        return (self.mu + self.log_sigma.exp() * eps) * self.row_mask
+        eps = scatter_rows(noise, draws_index(self.rows, V, n).to(noise.device), (n * S, V, d))
+        return (self.mu + self.log_sigma.exp() * eps.view((n,) + tuple(self.mu.shape))) * self.row_mask
 
     def divergence(self, prior_nu=None) -> torch.Tensor:
-        """sum_l KL(q_l || N(0, sigma_p^2)) over each run's existing elements: (K,). `prior_nu` is ignored."""
+        """sum_l KL(q_l || N(0, sigma_p^2)) over each slot's existing elements: shape `lead`. `prior_nu` is
+        ignored."""
         d = kl_normal(self.mu, self.log_sigma, 0.0, self.log_prior_sigma)
-        return (d * self.row_mask).sum(dim=(1, 2))
+        return (d * self.row_mask).sum(dim=(-2, -1))
 
 
 class GaussianHead(nn.Module):

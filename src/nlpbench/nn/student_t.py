@@ -56,10 +56,16 @@ def standard_t_noise_runs(df: torch.Tensor, rows: list[int], d: int,
 
 def _polar_uniforms(rows: list[int], d: int, generators: list[torch.Generator], device, dtype
                     ) -> tuple[torch.Tensor, torch.Tensor]:
-    """For every run, rows[k] x d pairs from one call of its own generator, stacked run after run: the angle's
-    cosine cos(2 pi U_2) and log(w) with w = 1 - U_1 in (0, 1], U_1, U_2 ~ U[0, 1)."""
-    pairs = torch.cat([torch.rand((2, n * d), generator=g, device=device, dtype=dtype) for n, g in zip(rows, generators)],
-                      1)
+    """For every run, rows[k] x d pairs from its own generator, stacked run after run: the angle's cosine
+    cos(2 pi U_2) and log(w) with w = 1 - U_1 in (0, 1], U_1, U_2 ~ U[0, 1). Consecutive runs that share a
+    generator (the matrices of one run of a model, StudentTMatrix with a matrix axis) take theirs from one call."""
+    calls: list[list] = []                                       # [generator, rows] per call
+    for n, g in zip(rows, generators):
+        if calls and calls[-1][0] is g:
+            calls[-1][1] += n
+        else:
+            calls.append([g, n])
+    pairs = torch.cat([torch.rand((2, n * d), generator=g, device=device, dtype=dtype) for g, n in calls], 1)
     return torch.cos(2 * math.pi * pairs[1]).view(-1, d), torch.log1p(-pairs[0]).view(-1, d)
 
 
@@ -157,8 +163,13 @@ def t_divergence(
 class StudentTMatrix(nn.Module):
     """q(Theta) = t(vec Theta | mu, diag(sigma^2), nu_Theta) for K runs at once (eqs. 51-53).
 
-    `row_mask` (K, V) marks rows that exist for each run (the nil row 0 and vocabulary padding are 0):
-    masked rows are exactly zero in every sample and add nothing to the divergence.
+    mu_init (K, V, d): one matrix per run; or (K, n, V, d): n matrices per run, each with its own nu_Theta
+    (the embedding matrices of one t-MEM-NN as one module: one draw, one divergence and three parameters
+    for all of them, not n of each). Below, a "slot" is one matrix of one run, in that order (run-major).
+    `row_mask` (K, V) or (K, n, V) marks rows that exist (the nil row 0 and vocabulary padding are 0): masked
+    rows are exactly zero in every sample and add nothing to the divergence. `rows` lists, per slot, the rows
+    noise is drawn for (the others stay at mu); `generators` passed to the draws are per slot, so a run's
+    matrices name the run's generator n times (and take their uniforms from one call of it).
     """
 
     def __init__(self, mu_init: torch.Tensor, row_mask: torch.Tensor, rows: list[torch.Tensor],
@@ -168,53 +179,64 @@ class StudentTMatrix(nn.Module):
             raise ValueError(f"model.t_sampler: unknown value {sampler!r} (expected one of {', '.join(T_SAMPLERS)})")
         self.sampler = sampler
         self.noise = T_SAMPLERS[sampler]    # gamma: z / sqrt(g / df) with g ~ Gamma; polar: Bailey's polar method
-        K = mu_init.shape[0]
-        self.mu = nn.Parameter(mu_init)                                           # (K, V, d)
+        self.lead = tuple(mu_init.shape[:-2])                                     # (K,) or (K, n)
+        self.mu = nn.Parameter(mu_init)                                           # lead + (V, d)
         self.log_sigma = nn.Parameter(torch.full_like(mu_init, math.log(sigma_init)))  # sigma > 0 via exp
         # nu_Theta = dof_min + exp(log_nu) > dof_min (a floor keeps the t noise finite; 0 = none)
         self.dof_min = dof_min
-        self.log_nu = nn.Parameter(torch.full((K,), math.log(dof_init - dof_min)))
+        self.log_nu = nn.Parameter(torch.full(self.lead, math.log(dof_init - dof_min)))
+        for p in (self.mu, self.log_sigma, self.log_nu):
+            p.lead_dims = len(self.lead)   # per-tensor gradient clipping treats each matrix as its own tensor
         self.register_buffer("row_mask", row_mask.to(torch.float32).unsqueeze(-1))
-        self.rows = rows  # per run, the rows noise is drawn for (the others stay at mu), as when trained alone
-        self.register_buffer("flat_rows", flat_row_index(rows, mu_init.shape[1]), persistent=False)
-        self.register_buffer("run_of_row", run_of_rows([len(r) for r in rows]), persistent=False)   # each row's run
-        self.register_buffer("n_elements", self.row_mask.sum((1, 2)) * mu_init.shape[2], persistent=False)
+        self.rows = rows  # per slot, the rows noise is drawn for (the others stay at mu), as when trained alone
+        self.register_buffer("flat_rows", flat_row_index(rows, mu_init.shape[-2]), persistent=False)
+        self.register_buffer("run_of_row", run_of_rows([len(r) for r in rows]), persistent=False)   # each row's slot
+        self.register_buffer("n_elements", self.row_mask.sum((-2, -1)).reshape(-1) * mu_init.shape[-1],
+                             persistent=False)
 
     @property
     def nu(self) -> torch.Tensor:
         return self.dof_min + self.log_nu.exp()
 
+    def _slots(self, x: torch.Tensor) -> torch.Tensor:
+        """x (lead + (V, d)) as (slots, V, d)."""
+        return x.reshape((-1,) + tuple(x.shape[-2:]))
+
     def mean(self) -> torch.Tensor:
         return self.mu * self.row_mask
 
     def sample(self, generators: list[torch.Generator], escort: bool) -> torch.Tensor:
-        """One draw per run. escort=True: eqs. 60-62, Theta = mu + sqrt(nu/(nu+2)) sigma * eps, eps ~ t(nu+2)
+        """One draw per slot. escort=True: eqs. 60-62, Theta = mu + sqrt(nu/(nu+2)) sigma * eps, eps ~ t(nu+2)
         (training). escort=False: Theta = mu + sigma * eps, eps ~ t(nu), the posterior q itself (reading A-5)."""
-        nu = self.nu
-        d = self.mu.shape[2]
+        nu = self.nu.reshape(-1)
+        mu = self._slots(self.mu)
+        d = mu.shape[2]
         if self.sampler == "polar":
             cos, log_w = _polar_uniforms([len(r) for r in self.rows], d, generators, nu.device, nu.dtype)
-            return _PolarDraw.apply(self.mu, self.log_sigma, nu, cos, log_w, self.flat_rows, self.run_of_row,
-                                    self.row_mask, escort)
+            theta = _PolarDraw.apply(mu, self._slots(self.log_sigma), nu, cos, log_w, self.flat_rows,
+                                     self.run_of_row, self._slots(self.row_mask), escort)
+            return theta.view(self.mu.shape)
         sigma = self.log_sigma.exp()
         noise = self.noise(nu + 2 if escort else nu, [len(r) for r in self.rows], d, generators)
-        eps = scatter_rows(noise, self.flat_rows, self.mu.shape)
-        scale = torch.sqrt(nu / (nu + 2)).view(-1, 1, 1) if escort else 1.0
+        eps = scatter_rows(noise, self.flat_rows, mu.shape).view(self.mu.shape)
+        scale = torch.sqrt(nu / (nu + 2)).view(self.lead + (1, 1)) if escort else 1.0
         return (self.mu + scale * sigma * eps) * self.row_mask
 
     def samples(self, generators: list[torch.Generator], escort: bool, n: int) -> torch.Tensor:
-        """n draws per run, (n, K, V, d), each run's n draws from one call of its generator: the distribution of
-        n calls of `sample`, not their numbers (the generator fills the values in another order)."""
-        nu = self.nu
-        K, V, d = self.mu.shape
+        """n draws per slot, (n,) + lead + (V, d), each slot's n draws from one call of its generator: the
+        distribution of n calls of `sample`, not their numbers (the generator fills the values in another order)."""
+        nu = self.nu.reshape(-1)
+        S, V, d = self._slots(self.mu).shape
         noise = self.noise(nu + 2 if escort else nu, [n * len(r) for r in self.rows], d, generators)
-        eps = scatter_rows(noise, draws_index(self.rows, V, n).to(noise.device), (n * K, V, d)).view(n, K, V, d)
-        scale = torch.sqrt(nu / (nu + 2)).view(1, -1, 1, 1) if escort else 1.0
+        eps = scatter_rows(noise, draws_index(self.rows, V, n).to(noise.device), (n * S, V, d))
+        eps = eps.view((n,) + tuple(self.mu.shape))
+        scale = torch.sqrt(nu / (nu + 2)).view((1,) + self.lead + (1, 1)) if escort else 1.0
         return (self.mu + scale * self.log_sigma.exp() * eps) * self.row_mask
 
     def divergence(self, prior_nu: torch.Tensor | None) -> torch.Tensor:
-        """sum_l D_t(q_l || p_l) over the existing elements of each run's matrix: shape (K,).
-        prior_nu None ties the prior's dof to this posterior's nu_Theta (then eq. 56 is exact).
+        """sum_l D_t(q_l || p_l) over the existing elements of each slot's matrix: shape `lead`.
+        prior_nu None ties the prior's dof to this posterior's nu_Theta (then eq. 56 is exact); else one prior
+        dof per slot (`lead`).
 
         `t_divergence` summed, with the sums taken first: per element only sigma^(2/(nu_q+1)) (in Psi_q,
         eq. 57) and sigma^2 + mu^2 depend on the element. With Psi_1 = Psi_q at sigma = 1 and N elements,
@@ -222,14 +244,15 @@ class StudentTMatrix(nn.Module):
         S_1 = sum_l (sigma_l^(2/(nu_q+1)) - 1) and S_2 = sum_l (sigma_l^2 + mu_l^2): no difference of
         two large sums, so float32 keeps the per-element form's accuracy. Tied (Psi_p = Psi_1), the bracket is
         (Psi_1 / nu_q) (N + (1 + nu_q) S_1 - S_2)."""
-        nu_q = self.nu
-        rows = self.row_mask[..., 0]                                             # (K, V)
-        s1 = (((self.log_sigma * (2 / (nu_q + 1)).view(-1, 1, 1)).exp() - 1).sum(2) * rows).sum(1)   # (exp: 6x expm1's speed)
-        s2 = (((2 * self.log_sigma).exp() + self.mu * self.mu).sum(2) * rows).sum(1)
+        nu_q = self.nu.reshape(-1)
+        mu, log_sigma = self._slots(self.mu), self._slots(self.log_sigma)
+        rows = self._slots(self.row_mask)[..., 0]                                # (slots, V)
+        s1 = (((log_sigma * (2 / (nu_q + 1)).view(-1, 1, 1)).exp() - 1).sum(2) * rows).sum(1)   # (exp: 6x expm1's speed)
+        s2 = (((2 * log_sigma).exp() + mu * mu).sum(2) * rows).sum(1)
         psi_1 = torch.exp(log_psi(nu_q))
         if prior_nu is None:                                                     # nu_p = nu_q: Psi_p = Psi_1
-            return -(1 + nu_q) / (2 * nu_q) * (self.n_elements + (1 + nu_q) * s1 - s2) * psi_1
+            return (-(1 + nu_q) / (2 * nu_q) * (self.n_elements + (1 + nu_q) * s1 - s2) * psi_1).view(self.lead)
         nu_p = prior_nu.reshape(-1)
         psi_p = torch.exp(log_psi(nu_p))
         q_term = (1 + 1 / nu_q) * psi_1
-        return -(1 + nu_q) / 2 * (self.n_elements * (q_term - psi_p) + q_term * s1 - psi_p * s2 / nu_p)
+        return (-(1 + nu_q) / 2 * (self.n_elements * (q_term - psi_p) + q_term * s1 - psi_p * s2 / nu_p)).view(self.lead)
