@@ -270,6 +270,26 @@ def test_resume_from_checkpoint_continues_identically(tasks_1_4, tmp_path):
     assert torch.equal(resumed.run_state(0)["params.A"], straight.run_state(0)["params.A"])
 
 
+def test_a_checkpoint_of_these_runs_in_an_older_parameter_layout_restarts_instead_of_failing(tasks_1_4, tmp_path):
+    """t-MEM-NN's matrices moved into one posterior bank (issue 16): a checkpoint of the same runs written by the
+    older code (one module per matrix) cannot be loaded; the pass starts afresh and gives the straight numbers
+    instead of stopping on load_state_dict's missing keys."""
+    straight = _trainer(tasks_1_4[:1], [Run("a", 0, 0)], True, epochs=1)
+    straight.fit()
+    old = _trainer(tasks_1_4[:1], [Run("a", 0, 0)], True, epochs=1)
+    state = old.state()
+    state["epoch"] = 1
+    state["model"] = {k.replace("posterior.", "matrices.E0."): v for k, v in state["model"].items()}
+    ckpt = tmp_path / "ckpt.pt"
+    torch.save(state, ckpt)
+    logs = []
+    again = _trainer(tasks_1_4[:1], [Run("a", 0, 0)], True, epochs=1)
+    again.log = logs.append
+    again.fit(ckpt)
+    assert any("another parameter layout" in line for line in logs) and again.epoch == 1
+    assert again.evaluate()[0]["test_acc"] == straight.evaluate()[0]["test_acc"]
+
+
 def _naive_memn2n(weights, W, data, q, hops, n_words, slots=None):
     """MemN2N for one question of one run, written slot by slot from the equations (all M memory slots,
     empty ones included; PE l_kj = (1 - j/J) - (k/d)(1 - 2j/J); time row of slot i = n_words + age).

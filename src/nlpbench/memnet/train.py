@@ -356,7 +356,8 @@ class GroupTrainer:
 
     def fit(self, checkpoint: Path | None = None) -> None:
         """Train to `epochs`, saving `checkpoint` every `checkpoint_every` epochs and at the end; resume from it
-        when it holds exactly these runs (else start afresh: another set of runs cannot be loaded)."""
+        when it holds exactly these runs in this code's parameter layout (else start afresh: another set of runs,
+        or parameters laid out as older code laid them, cannot be loaded)."""
         if checkpoint is not None and checkpoint.exists():
             state = torch.load(checkpoint, map_location=self.device, weights_only=False)
             if self.holds_these_runs(state):
@@ -364,7 +365,7 @@ class GroupTrainer:
                 self.log(f"resumed from {checkpoint} at epoch {self.epoch}")
             else:
                 self.log(f"not resuming from {checkpoint}: it holds other runs ({state.get('run_ids', 'unrecorded')})"
-                         f" than this pass ({[r.run_id for r in self.runs]}); starting afresh")
+                         f" than this pass ({[r.run_id for r in self.runs]}) or another parameter layout; starting afresh")
         progress = Progress(self.tcfg.epochs, start=self.epoch)
         while self.epoch < self.tcfg.epochs:
             rec = self.train_epoch()
