@@ -279,7 +279,8 @@ class MemNet(nn.Module):
         K, V, nd = X.shape
         d = self.cfg.embedding_dim
         if "bags" not in sentences:
-            words = self._rows(X.reshape(K * V, nd), self._starts(K, V, X.device), sentences["tokens"])  # (K, U, W, n d)
+            starts = self._starts(K, V, X.device)
+            words = self._rows(X.reshape(K * V, nd), starts, sentences["tokens"])   # (K, U, W, n d)
             ab = sentences["weights"] @ words                           # (K, U, 2, n d): sum_j a_j E x_j, sum_j b_j E x_j
             U = ab.shape[1]
             if ab.shape[2] == 1:

@@ -46,7 +46,8 @@ class RunPredictor:
         n = S if mode != "mean" else 1
         # the n weight draws side by side in one pass: draw s is pseudo-run s of the one run (MemNet's `runs`)
         tables = {k: v.expand(n, *v.shape[1:]) for k, v in stack_sentences([data], self.device).items()}
-        sentences = {"bags": self.model.sentence_bags(tables["tokens"], tables["len"], tables["width"], tables["count"])}
+        sentences = {"bags": self.model.sentence_bags(tables["tokens"], tables["len"], tables["width"],
+                                                      tables["count"])}
         g = torch.Generator(device=self.device).manual_seed(seed)
         draws = [self.model.draw([g], mode) for _ in range(n)]
         weights = {name: torch.cat([w[name] for w in draws]) for name in draws[0]}

@@ -365,7 +365,8 @@ class GroupTrainer:
                 self.log(f"resumed from {checkpoint} at epoch {self.epoch}")
             else:
                 self.log(f"not resuming from {checkpoint}: it holds other runs ({state.get('run_ids', 'unrecorded')})"
-                         f" than this pass ({[r.run_id for r in self.runs]}) or another parameter layout; starting afresh")
+                         f" than this pass ({[r.run_id for r in self.runs]}) or another parameter layout; "
+                         "starting afresh")
         progress = Progress(self.tcfg.epochs, start=self.epoch)
         while self.epoch < self.tcfg.epochs:
             rec = self.train_epoch()

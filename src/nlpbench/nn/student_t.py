@@ -247,7 +247,7 @@ class StudentTMatrix(nn.Module):
         nu_q = self.nu.reshape(-1)
         mu, log_sigma = self._slots(self.mu), self._slots(self.log_sigma)
         rows = self._slots(self.row_mask)[..., 0]                                # (slots, V)
-        s1 = (((log_sigma * (2 / (nu_q + 1)).view(-1, 1, 1)).exp() - 1).sum(2) * rows).sum(1)   # (exp: 6x expm1's speed)
+        s1 = (((log_sigma * (2 / (nu_q + 1)).view(-1, 1, 1)).exp() - 1).sum(2) * rows).sum(1)   # exp: 6x expm1's speed
         s2 = (((2 * log_sigma).exp() + mu * mu).sum(2) * rows).sum(1)
         psi_1 = torch.exp(log_psi(nu_q))
         if prior_nu is None:                                                     # nu_p = nu_q: Psi_p = Psi_1
@@ -255,4 +255,5 @@ class StudentTMatrix(nn.Module):
         nu_p = prior_nu.reshape(-1)
         psi_p = torch.exp(log_psi(nu_p))
         q_term = (1 + 1 / nu_q) * psi_1
-        return (-(1 + nu_q) / 2 * (self.n_elements * (q_term - psi_p) + q_term * s1 - psi_p * s2 / nu_p)).view(self.lead)
+        per_slot = -(1 + nu_q) / 2 * (self.n_elements * (q_term - psi_p) + q_term * s1 - psi_p * s2 / nu_p)
+        return per_slot.view(self.lead)
