@@ -77,7 +77,7 @@ def test_the_report_names_scale_device_families_and_an_eta(tmp_path, monkeypatch
     assert "scale smoke, device cpu, 2 training job(s) at a time" in text
     for fam in ("memnet", "dmn", "textgen", "squad", "acvi"):
         assert f"  {fam} " in text
-    assert "training left: 137 groups (acvi 18, dmn 17, memnet 52, squad 46, textgen 4), estimated" in text
+    assert "training left: 139 groups (acvi 18, dmn 17, memnet 54, squad 46, textgen 4), estimated" in text
     assert "tolias-thesis/2 " in text
     dmn = [g for g in plan.make(params).groups if g.startswith("dmn-")]
     part = status.report(params, plan.make(params), "cpu", cores=2, per_table=False, this_run=dmn)
