@@ -360,6 +360,8 @@ class MemNet(nn.Module):
             u = self._rows(*self._embed(weights[query], sentences), batch["query_ids"])
         time_rows = {n: weights[n][:, cfg.n_words:cfg.n_words + M_used] for n in memory}    # T_E(1..M_used)
         rev = (n_facts.unsqueeze(-1) - 1 - slot).clamp_min(0)          # slot i holds time row n_facts - 1 - i
+        if cfg.nil_row == "learned":                                   # the nil sentence (table row 0), no time row
+            nil = dict(zip(read, table[starts].split(d, -1)))
         attention = []
         for a, c in hops:
             scores = (memory[a] * u.unsqueeze(2)).sum(-1)              # u^T m_i (elementwise: 2x a batched bmm here)
@@ -382,7 +384,6 @@ class MemNet(nn.Module):
                     attention.append(torch.cat([p, p.new_zeros(*p.shape[:2], M - M_used)], -1))
                 continue
             if cfg.nil_row == "learned" and n_empty:                    # learned nil: the empty slots hold m_0, c_0
-                nil = dict(zip(read, table[starts].split(d, -1)))       # the nil sentence (table row 0), no time row
                 m0, c0 = nil[a], nil[c].unsqueeze(1)
                 extra = (m0.unsqueeze(1) * u).sum(-1, keepdim=True) + math.log(n_empty)
                 p_all = torch.softmax(torch.cat([scores, extra], -1), dim=-1)  # eq. 33 over all M slots

@@ -12,7 +12,7 @@ import math
 import torch
 from torch import nn
 
-from nlpbench.nn.per_run import draws_index, flat_row_index, scatter_rows
+from nlpbench.nn.per_run import as_slots, draws_index, flat_row_index, scatter_rows
 
 
 def reparameterize(mu: torch.Tensor, log_sigma: torch.Tensor, generator: torch.Generator | None = None,
@@ -67,13 +67,9 @@ class GaussianMatrix(nn.Module):
     def mean(self) -> torch.Tensor:
         return self.mu * self.row_mask
 
-    def _slot_shape(self) -> tuple[int, int, int]:
-        V, d = self.mu.shape[-2:]
-        return len(self.rows), V, d
-
     def sample(self, generators: list[torch.Generator], escort: bool = False) -> torch.Tensor:
         """One reparameterised draw per slot (eq. 40); `escort` is ignored (a Gaussian is its own escort)."""
-        S, V, d = self._slot_shape()
+        S, V, d = as_slots(self.mu).shape
         noise = torch.cat([torch.randn((len(r), d), generator=g, device=self.mu.device)
                            for r, g in zip(self.rows, generators)])
         eps = scatter_rows(noise, self.flat_rows, (S, V, d)).view(self.mu.shape)
@@ -82,7 +78,7 @@ class GaussianMatrix(nn.Module):
     def samples(self, generators: list[torch.Generator], escort: bool, n: int) -> torch.Tensor:
         """n draws per slot, (n,) + lead + (V, d), each slot's n draws from one generator call
         (StudentTMatrix.samples)."""
-        S, V, d = self._slot_shape()
+        S, V, d = as_slots(self.mu).shape
         noise = torch.cat([torch.randn((n * len(r), d), generator=g, device=self.mu.device)
                            for r, g in zip(self.rows, generators)])
         eps = scatter_rows(noise, draws_index(self.rows, V, n).to(noise.device), (n * S, V, d))

@@ -31,3 +31,8 @@ def draws_index(rows: list[torch.Tensor], V: int, n: int) -> torch.Tensor:
     K = len(rows)
     draws = torch.arange(n).view(n, 1) * (K * V)
     return torch.cat([(draws + (r + k * V).view(1, -1)).reshape(-1) for k, r in enumerate(rows)])
+
+
+def as_slots(x: torch.Tensor) -> torch.Tensor:
+    """Matrices stacked on any leading axes (runs, or runs x matrices), lead + (V, d), as (slots, V, d)."""
+    return x.reshape((-1,) + tuple(x.shape[-2:]))

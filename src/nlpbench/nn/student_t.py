@@ -12,7 +12,7 @@ import math
 import torch
 from torch import nn
 
-from nlpbench.nn.per_run import draws_index, flat_row_index, run_of_rows, scatter_rows
+from nlpbench.nn.per_run import as_slots, draws_index, flat_row_index, run_of_rows, scatter_rows
 
 
 class _GammaRuns(torch.autograd.Function):
@@ -198,10 +198,6 @@ class StudentTMatrix(nn.Module):
     def nu(self) -> torch.Tensor:
         return self.dof_min + self.log_nu.exp()
 
-    def _slots(self, x: torch.Tensor) -> torch.Tensor:
-        """x (lead + (V, d)) as (slots, V, d)."""
-        return x.reshape((-1,) + tuple(x.shape[-2:]))
-
     def mean(self) -> torch.Tensor:
         return self.mu * self.row_mask
 
@@ -209,12 +205,12 @@ class StudentTMatrix(nn.Module):
         """One draw per slot. escort=True: eqs. 60-62, Theta = mu + sqrt(nu/(nu+2)) sigma * eps, eps ~ t(nu+2)
         (training). escort=False: Theta = mu + sigma * eps, eps ~ t(nu), the posterior q itself (reading A-5)."""
         nu = self.nu.reshape(-1)
-        mu = self._slots(self.mu)
+        mu = as_slots(self.mu)
         d = mu.shape[2]
         if self.sampler == "polar":
             cos, log_w = _polar_uniforms([len(r) for r in self.rows], d, generators, nu.device, nu.dtype)
-            theta = _PolarDraw.apply(mu, self._slots(self.log_sigma), nu, cos, log_w, self.flat_rows,
-                                     self.run_of_row, self._slots(self.row_mask), escort)
+            theta = _PolarDraw.apply(mu, as_slots(self.log_sigma), nu, cos, log_w, self.flat_rows,
+                                     self.run_of_row, as_slots(self.row_mask), escort)
             return theta.view(self.mu.shape)
         sigma = self.log_sigma.exp()
         noise = self.noise(nu + 2 if escort else nu, [len(r) for r in self.rows], d, generators)
@@ -226,7 +222,7 @@ class StudentTMatrix(nn.Module):
         """n draws per slot, (n,) + lead + (V, d), each slot's n draws from one call of its generator: the
         distribution of n calls of `sample`, not their numbers (the generator fills the values in another order)."""
         nu = self.nu.reshape(-1)
-        S, V, d = self._slots(self.mu).shape
+        S, V, d = as_slots(self.mu).shape
         noise = self.noise(nu + 2 if escort else nu, [n * len(r) for r in self.rows], d, generators)
         eps = scatter_rows(noise, draws_index(self.rows, V, n).to(noise.device), (n * S, V, d))
         eps = eps.view((n,) + tuple(self.mu.shape))
@@ -245,8 +241,8 @@ class StudentTMatrix(nn.Module):
         two large sums, so float32 keeps the per-element form's accuracy. Tied (Psi_p = Psi_1), the bracket is
         (Psi_1 / nu_q) (N + (1 + nu_q) S_1 - S_2)."""
         nu_q = self.nu.reshape(-1)
-        mu, log_sigma = self._slots(self.mu), self._slots(self.log_sigma)
-        rows = self._slots(self.row_mask)[..., 0]                                # (slots, V)
+        mu, log_sigma = as_slots(self.mu), as_slots(self.log_sigma)
+        rows = as_slots(self.row_mask)[..., 0]                                # (slots, V)
         s1 = (((log_sigma * (2 / (nu_q + 1)).view(-1, 1, 1)).exp() - 1).sum(2) * rows).sum(1)   # exp: 6x expm1's speed
         s2 = (((2 * log_sigma).exp() + mu * mu).sum(2) * rows).sum(1)
         psi_1 = torch.exp(log_psi(nu_q))
