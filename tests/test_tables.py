@@ -286,6 +286,19 @@ def test_write_index(tmp_path):
     assert row2[2:5] == ["reproduced", "60 / 60", "0.00"]
 
 
+def test_table_and_index_print_the_same_mean(tmp_path):
+    # one cell at 40.2975 puts the mean |Δ| at 0.2450417: printed raw that is 0.25, but the sidecar stores 0.245
+    # (a binary 0.24499...), which the index prints as 0.24; both must print what the sidecar stores
+    cells = [Cell(c.row, c.column, 40.2975) if (c.row, c.column) == ("3", COLS[0]) else c for c in exact_cells()]
+    res = build_table(tolias2(), cells, {}, [])
+    assert f"{res.mean_abs_diff:.2f}" != f"{round(res.mean_abs_diff, 4):.2f}"   # the case this test is about
+    write_table(res, tmp_path)
+    write_index(tmp_path)
+    row2 = next(r for r in md_table((tmp_path / "README.md").read_text()) if r[0] == "2" and "Quantitative" in r[1])
+    md = (tmp_path / "tolias-thesis" / "2.md").read_text()
+    assert f"mean |Δ| {row2[4]}," in md
+
+
 def test_index_lists_registered_outputs(tmp_path):
     from nlpbench.results_index import register_output
     write_table(build_table(tolias2(), exact_cells(), {}, []), tmp_path)

@@ -414,8 +414,8 @@ def render_markdown(result: TableResult) -> str:
     summary = [f"{len(result.lines)} cells", f"{result.count('ok')} with a reproduced value"]
     summary += [f"{result.count(s)} {'not applicable' if s == 'not_applicable' else STATUS_TEXT[s]}"
                 for s in CELL_STATUSES[1:] if result.count(s)]
-    if mad is not None:
-        summary.append(f"mean |Δ| {mad:.2f}, max |Δ| {xad:.2f}")
+    if mad is not None:       # from the sidecar's stored values, so that results/README.md prints the same digits
+        summary.append(f"mean |Δ| {four_places(mad):.2f}, max |Δ| {four_places(xad):.2f}")
     out += [f"Status: **{result.status}** ({', '.join(summary)})", "", "## Provenance", ""]
     if result.provenance:
         for key, value in result.provenance.items():
@@ -479,10 +479,14 @@ def _jsonable(obj: Any) -> Any:
     return str(obj)
 
 
+def four_places(v: float | None) -> float | None:
+    """A figure as the JSON sidecar stores it (results/README.md formats the stored value)."""
+    return None if v is None else round(v, 4)
+
+
 def summary(result: TableResult) -> dict:
     """The JSON sidecar's content."""
     spec = result.spec
-    r4 = lambda v: None if v is None else round(v, 4)  # noqa: E731
     return {
         "source": spec.source,
         "table": spec.table,
@@ -495,11 +499,11 @@ def summary(result: TableResult) -> dict:
         "n_not_run": result.count("not_run"),
         "n_failed": result.count("failed"),
         "n_cited": result.count("cited"),
-        "mean_abs_diff": r4(result.mean_abs_diff),
-        "max_abs_diff": r4(result.max_abs_diff),
+        "mean_abs_diff": four_places(result.mean_abs_diff),
+        "max_abs_diff": four_places(result.max_abs_diff),
         "flagged": [
-            {"row": ln.row, "column": ln.column, "reproduced": r4(ln.reproduced),
-             "paper": ln.paper_text, "diff": r4(ln.diff)}
+            {"row": ln.row, "column": ln.column, "reproduced": four_places(ln.reproduced),
+             "paper": ln.paper_text, "diff": four_places(ln.diff)}
             for ln in result.flagged
         ],
     }
