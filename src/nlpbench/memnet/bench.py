@@ -144,6 +144,19 @@ def run_steps(params: dict, d) -> dict[str, int]:
     return out
 
 
+def cpu_seeds_text() -> str:
+    """How many seeds the cpu scale trains per chapter 6 group, e.g. "five seeds on 1k, one seed on 10k"."""
+    cpu = config.load(Path("params.yaml"), {"scale": "cpu"})
+    words = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}
+    by_kind: dict[str, set[int]] = {}
+    for d in babi_declarations(cpu):
+        if d.section == "tables" and d.source == "tolias-thesis" and d.name in CH6_TABLES:
+            for g in declaration_groups(cpu, d).values():
+                by_kind.setdefault("10k" if g.variant.endswith("10k") else "1k", set()).add(len(g.seeds))
+    return ", ".join(f"{' or '.join(words.get(n, str(n)) for n in sorted(ns))} seed{'s' if max(ns) > 1 else ''} "
+                     f"on {kind}" for kind, ns in sorted(by_kind.items(), key=lambda kv: kv[0] == "10k"))
+
+
 def five_seed_projection(logs: Path) -> dict[str, float] | None:
     """Chapter 6 (Tables 2 and 6-15) at the paper scale's five seeds, projected from the cpu scale's measured
     training jobs: each cpu group's job-minutes x (its paper group's training steps / its own). Per-run cost
@@ -415,8 +428,9 @@ def main(params: dict, data_root: Path, out_dir: Path, steps: int, device: str) 
         "training rows leave it out); the group size a chapter 6 table trains at five seeds.",
         "The five-seed projection scales each chapter 6 group's measured job time (its `benchmark:` file, "
         "evaluation and start-up included) by its training steps at the paper scale's five seeds over those at the "
-        "cpu scale (1k groups three seeds, 10k one): an upper bound, since a group of more runs costs less per run "
-        "(the protocol rows above). Shown only when every such group was trained here.",
+        f"cpu scale ({cpu_seeds_text()}): an upper bound, since a group of more runs costs less per run "
+        "(the protocol rows above); a group the cpu scale already trains at five seeds counts as measured. Shown only "
+        "when every such group was trained here.",
     ]
     md, csv_text = render(rows, provenance, notes)
     paths = {"md": Path(out_dir) / "timing.md", "csv": Path(out_dir) / "timing.csv"}
