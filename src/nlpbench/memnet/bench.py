@@ -139,8 +139,7 @@ def run_steps(params: dict, d) -> dict[str, int]:
         per_task = (10_000 if g.variant.endswith("10k") else 1_000) - data["n_val_10k" if g.variant.endswith("10k")
                                                                            else "n_val_1k"]
         n_train = per_task * (len(g.tasks) if g.joint else 1)
-        runs = len(g.seeds) * (1 if g.joint else len(g.tasks))
-        out[g.group_id] = runs * t["epochs"] * (n_train // t["batch_size"])
+        out[g.group_id] = g.n_runs * t["epochs"] * (n_train // t["batch_size"])
     return out
 
 

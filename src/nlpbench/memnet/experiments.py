@@ -253,7 +253,7 @@ def table_parts(params: dict, d: Declared, runs_root: Path, with_claims: bool = 
         "scale": params["scale"],
         "code commit": code_commit() + (f" (runs trained at {', '.join(sorted(commits))})" if commits else ""),
         "device": ", ".join(sorted(devices)) or "none (nothing trained)",
-        "training wall time": f"{wall / 60:.1f} min for {sum(len(g.tasks) * len(g.seeds) for g in groups.values())} "
+        "training wall time": f"{wall / 60:.1f} min for {sum(g.n_runs for g in groups.values())} "
                               f"runs in {len(groups)} vectorised groups",
         "generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "torch": torch.__version__,

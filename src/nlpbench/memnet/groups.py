@@ -49,6 +49,11 @@ class Group:
     settings: dict              # resolved memnet settings (model, train, bayes, data)
     joint: bool = False         # one model over all the tasks (Table 10): every task maps to the seed's run
 
+    @property
+    def n_runs(self) -> int:
+        """A joint group trains one run per seed; any other, one per task and seed."""
+        return len(self.seeds) * (1 if self.joint else len(self.tasks))
+
     def run_name(self, task: int, seed: int) -> str:
         return f"joint-seed{seed}" if self.joint else f"qa{task}-seed{seed}"
 
