@@ -575,3 +575,36 @@ def test_train_questions_keeps_the_first_n_questions_and_a_tenth_for_validation(
     assert part.splits["train"]["answers"].tolist() == answers
     with pytest.raises(ValueError, match=r"memnet\.data\.train_questions: 20000 questions asked for, but .*qa9_"):
         load_task_tensors(babi_root, "hn-10k", [9], 50, 2000, 0, train_questions=20000)
+
+
+def test_validation_nll_is_the_mean_negative_log_probability_of_the_right_answer(tasks_1_4):
+    """metrics.json's val_nll (the tie-break of memnet.tie_break: val_nll): -1/N sum_n log p(a_n | x_n) over the
+    run's own validation questions, from the draws its validation accuracy uses; one value per S."""
+    t = _trainer(tasks_1_4[:1], [Run("a", 0, 0)], bayesian=False, epochs=1)
+    t.fit()
+    m = t.evaluate()[0]
+    data = t.split["val"]
+    n = int(data["size"][0])
+    _, probs, _ = next(iter(t.predictive("val", 1, "mean")))
+    answers = data["answers"][t.data_of_run][0, :n]
+    expected = -probs[0, :n].gather(-1, answers.unsqueeze(-1)).log().mean()
+    assert m["val_nll"]["point"] == pytest.approx(float(expected), rel=1e-5)
+    assert m["val_nll"]["point"] > 0
+    b = _trainer(tasks_1_4[:1], [Run("a", 0, 0)], bayesian=True, epochs=1)
+    b.fit()
+    assert set(b.evaluate()[0]["val_nll"]) == {"S1", "S3"}
+
+
+def test_the_validation_tie_break_is_the_lowest_seed_or_the_lowest_validation_nll():
+    from nlpbench.memnet.experiments import select_run
+    runs = [{"run_id": f"r{s}", "seed": s, "val_acc": {"S10": acc}, "val_nll": {"S10": nll}}
+            for s, acc, nll in ((0, 0.90, 0.1), (1, 0.95, 0.5), (2, 0.95, 0.3), (3, 0.95, 0.3))]
+    assert select_run(runs, "S10")["seed"] == 1                       # ties at 0.95: the lowest seed
+    assert select_run(runs, "S10", "val_nll")["seed"] == 2             # the lowest NLL among them, then the seed
+    assert select_run(runs[:1] + runs[1:2], "S10", "val_nll")["seed"] == 1   # accuracy first, NLL only for ties
+    old = [{k: v for k, v in r.items() if k != "val_nll"} for r in runs]
+    assert select_run(old, "S10")["seed"] == 1
+    with pytest.raises(ValueError, match="r0, r1, r2, r3 recorded no validation NLL"):
+        select_run(old, "S10", "val_nll")
+    with pytest.raises(ValueError, match="memnet.tie_break"):
+        select_run(runs, "S10", "highest_seed")

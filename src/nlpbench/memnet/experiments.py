@@ -136,10 +136,22 @@ def train_group(group: Group, data_root: Path, runs_root: Path, device: str = "c
 
 # -- tables ---------------------------------------------------------------------------------------------
 
-def select_run(metrics: list[dict], metric: str) -> dict:
-    """The run the validation set picks (reading A-10): best validation accuracy on the column's metric,
-    ties to the lowest seed. Test accuracy never enters the choice."""
-    return max(sorted(metrics, key=lambda m: m["seed"]), key=lambda m: m["val_acc"][metric])
+TIE_BREAKS = ("lowest_seed", "val_nll")
+
+
+def select_run(metrics: list[dict], metric: str, tie_break: str = "lowest_seed") -> dict:
+    """The run the validation set picks (reading A-10): best validation accuracy on the column's metric; among
+    runs tied at it, the lowest seed, or (tie_break "val_nll") the lowest validation negative log-likelihood,
+    then the lowest seed. Test accuracy never enters the choice."""
+    if tie_break not in TIE_BREAKS:
+        raise ValueError(f"memnet.tie_break: unknown value {tie_break!r} (expected one of {', '.join(TIE_BREAKS)})")
+    if tie_break == "val_nll" and (old := [m["run_id"] for m in metrics if "val_nll" not in m]):
+        raise ValueError(f"memnet.tie_break val_nll: {', '.join(old)} recorded no validation NLL (trained before "
+                         "it was recorded); retrain them or set memnet.tie_break: lowest_seed")
+
+    def rank(m: dict) -> tuple:
+        return (m["val_acc"][metric], -m["val_nll"][metric] if tie_break == "val_nll" else 0.0)
+    return max(sorted(metrics, key=lambda m: m["seed"]), key=rank)
 
 
 def _reading_notes(params: dict, settings: dict, seeds: tuple[int, ...]) -> list[str]:
@@ -147,8 +159,10 @@ def _reading_notes(params: dict, settings: dict, seeds: tuple[int, ...]) -> list
     return [
         f"Scale `{params['scale']}`: {t['epochs']} epochs, {len(seeds)} seed(s) per cell "
         f"({', '.join(map(str, seeds))}); each cell reports the seed with the best "
-        "validation accuracy for that column (A-10), and the note column of the CSV gives the mean and spread "
-        "over seeds.",
+        "validation accuracy for that column (A-10), seeds tied at it going to "
+        + ("the lowest validation NLL" if params["memnet"]["tie_break"] == "val_nll" else "the lowest seed")
+        + f" (`memnet.tie_break: {params['memnet']['tie_break']}`), and the note column of the CSV gives the mean "
+        "and spread over seeds.",
         f"A-3 weight tying: `{m['tying']}`" + (
             " (A^{k+1} = C^k, B = A^1, W^T = C^K: the MemN2N code the thesis names in its footnote 5, whose README "
             "numbers Table 2's MemN2N column matches; t-MEM-NN puts a Student-t posterior on every E_k)"
@@ -231,7 +245,7 @@ def table_parts(params: dict, d: Declared, runs_root: Path, with_claims: bool = 
                                          "validation accuracy, mean over seeds; per seed " +
                                          ", ".join(f"{v:.1f}" for v in vals)))
                 continue
-            chosen = select_run(ok, col["metric"])
+            chosen = select_run(ok, col["metric"], params["memnet"]["tie_break"])
 
             def test_acc(m: dict) -> float:   # a joint model's metrics hold every task's accuracy
                 return m["test_acc_by_task"][str(task)][col["metric"]] if group.joint else m["test_acc"][col["metric"]]

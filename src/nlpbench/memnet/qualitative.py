@@ -35,7 +35,7 @@ def _selected_run_dir(params: dict, runs_root: Path, group: Group, task: int, me
             found.append(io.read_json(path))
     if not found:
         raise FileNotFoundError(f"no trained run of task {task} in runs/{group.group_id} (train it first)")
-    return group.run_dir(runs_root, task, select_run(found, metric)["seed"])
+    return group.run_dir(runs_root, task, select_run(found, metric, params["memnet"]["tie_break"])["seed"])
 
 
 def attention_table(params: dict, d: Declared, data_root: Path, runs_root: Path, results_dir: Path) -> Path:

@@ -414,12 +414,22 @@ class GroupTrainer:
     def hits(self, split: str, samples: list[int], mode: str) -> dict[int, torch.Tensor]:
         """Correct answers (K, N) of argmax of the S-sample average for every S in `samples` (nested draws);
         padding rows past a run's own data are False."""
+        return self.hits_and_nll(split, samples, mode)[0]
+
+    def hits_and_nll(self, split: str, samples: list[int], mode: str) -> tuple[dict, dict]:
+        """`hits`, and from the same draws each run's mean negative log predictive probability of the right
+        answer (K,) for every S in `samples`: -1/N sum_n log (1/S sum_s p_s(a_n | x_n))."""
         data = self.split[split]
         answers = data["answers"][self.data_of_run]
         n_real = data["size"][self.data_of_run]
         real = torch.arange(answers.shape[1], device=self.device) < n_real.unsqueeze(1)
-        return {s: ((probs.argmax(-1) == answers) & real).cpu()
-                for s, probs, _ in self.predictive(split, max(samples), mode) if s in samples}
+        hits, nll = {}, {}
+        for s, probs, _ in self.predictive(split, max(samples), mode):
+            if s in samples:
+                hits[s] = ((probs.argmax(-1) == answers) & real).cpu()
+                p_right = probs.gather(-1, answers.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+                nll[s] = (-p_right.clamp_min(1e-30).log() * real).sum(1).cpu() / n_real.cpu()
+        return hits, nll
 
     def accuracy(self, split: str, samples: list[int], mode: str) -> dict[int, torch.Tensor]:
         """Accuracy (K,) of argmax of the S-sample average for every S in `samples` (nested draws)."""
@@ -449,7 +459,7 @@ class GroupTrainer:
             keys = {s: f"S{s}" for s in S}
         else:
             S, mode, keys = [1], "mean", {1: "point"}
-        val_hits = self.hits("val", S, mode)
+        val_hits, val_nll = self.hits_and_nll("val", S, mode)
         n_val = self.split["val"]["size"][self.data_of_run].cpu().float()
         res = {"val": {s: h.sum(1).float() / n_val for s, h in val_hits.items()}}
         val_by_task = self.accuracy_by_task("val", val_hits)
@@ -462,6 +472,7 @@ class GroupTrainer:
         for k, run in enumerate(self.runs):
             m = {"run_id": run.run_id, "status": "ok", "seed": run.seed,
                  "val_acc": {keys[s]: float(v[k]) for s, v in res["val"].items()},
+                 "val_nll": {keys[s]: float(v[k]) for s, v in val_nll.items()},
                  "test_acc": {keys[s]: float(v[k]) for s, v in res["test"].items()},
                  "epochs": self.epoch, "n_train": self.n_train,
                  "final_train_loss": self.history[-1]["loss"][k] if self.history else None}
