@@ -85,7 +85,7 @@ def test_smoke_dag_runs_from_download_to_tables(tmp_path, mirror_dir):
     cells10 = _cells(results / "tolias-thesis" / "10.csv")      # one joint model, per-task cells
     assert cells10[("11", "t-MEM-NN / 10 samples")]["status"] == "ok"
     assert len(list((tmp_path / "runs").glob("memn2n-en-joint-*/joint-seed0/model.pt"))) == 1
-    assert "min for 2 runs in 2 vectorised groups" in (results / "tolias-thesis" / "10.md").read_text()  # one a seed
+    assert "min for 2 runs in 2 vectorised groups" in (results / "tolias-thesis" / "10.md").read_text()  # one per seed
     priors = (results / "tolias-thesis" / "priors.md").read_text()
     assert "Gaussian prior + posterior" in priors and "addition" in priors
     assert (results / "tolias-thesis" / "fig16.png").stat().st_size > 1000
