@@ -397,6 +397,38 @@ def test_a_group_killed_between_its_runs_saves_completes_with_the_same_numbers(b
     assert not (tmp_path / "killed" / group.group_id / "_checkpoint.pt").exists()
 
 
+def test_training_a_finished_group_again_retrains_every_run_to_the_same_numbers(babi_root, tmp_path):
+    """`nlpbench train GROUP --again` (train_group again=True): a finished group's runs train again, e.g. to record
+    a metric added since (val_nll); the same seeds give the same numbers, and the summary's wall time is the new
+    training's, not the sum of both."""
+    import time
+    import yaml
+    from nlpbench import io
+    from nlpbench.memnet import experiments
+    from nlpbench.memnet.groups import make_group, memnet_settings
+
+    params = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
+    group = make_group("memn2n", "en", (1,), (0, 1), memnet_settings(params, {"train.epochs": 2}, "test"))
+    quiet = dict(log=lambda s: None)
+    experiments.train_group(group, babi_root, tmp_path, **quiet)
+    paths = [group.run_dir(tmp_path, 1, seed) / "metrics.json" for seed in (0, 1)]
+    before = []
+    for path in paths:                                         # as a run trained before val_nll was recorded
+        m = io.read_json(path)
+        del m["val_nll"]
+        io.write_json(path, m)
+        before.append(m)
+    assert experiments.train_group(group, babi_root, tmp_path, **quiet)["trained_now"] == 0
+    t0 = time.perf_counter()
+    summary = experiments.train_group(group, babi_root, tmp_path, again=True, **quiet)
+    assert summary["trained_now"] == 2 and summary["wall_time_s"] <= time.perf_counter() - t0
+    for path, old in zip(paths, before):
+        new = io.read_json(path)
+        assert "val_nll" in new
+        for key in ("val_acc", "test_acc", "final_train_loss"):
+            assert new[key] == old[key], key
+
+
 def test_longest_story_memory_matches_the_equations_with_that_many_slots(tasks_1_4):
     """memory_slots: longest_story = a memory of min(M, the run's longest story) slots, the empty ones with
     logit 0, computed naively slot by slot."""
@@ -608,3 +640,14 @@ def test_the_validation_tie_break_is_the_lowest_seed_or_the_lowest_validation_nl
         select_run(old, "S10", "val_nll")
     with pytest.raises(ValueError, match="memnet.tie_break"):
         select_run(runs, "S10", "highest_seed")
+
+
+def test_train_again_is_refused_by_a_family_that_cannot_retrain(monkeypatch):
+    """`--again` reaches only families with a `retrain` (memnet's bAbI groups); others say so instead of training."""
+    from nlpbench import cli, config, plan
+    params = config.load(Path(__file__).resolve().parents[1] / "params.yaml", {"scale": "smoke"})
+    p = plan.make(params)
+    dmn = next(g for g in p.groups if p.owner[g] == "dmn")
+    monkeypatch.chdir(Path(__file__).resolve().parents[1])
+    with pytest.raises(SystemExit, match="family dmn cannot retrain"):
+        cli.main(["--set", "scale=smoke", "train", dmn, "--again"])

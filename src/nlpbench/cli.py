@@ -98,7 +98,11 @@ def cmd_train(args) -> None:
     p = plan.make(params)
     _known(p.groups, args.group, "training group", params)
     _threads(args)
-    registry.get(p.owner[args.group]).train(args.group, params, _paths(args), resolve_device(params["device"]))
+    family = registry.get(p.owner[args.group])
+    if args.again and not hasattr(family, "retrain"):
+        raise SystemExit(f"nlpbench train --again: family {p.owner[args.group]} cannot retrain a finished group")
+    train = family.retrain if args.again else family.train
+    train(args.group, params, _paths(args), resolve_device(params["device"]))
 
 
 def cmd_table(args) -> None:
@@ -182,6 +186,9 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=cmd_data)
     p = sub.add_parser("train", help="train the runs of one group (`nlpbench plan` lists them)")
     p.add_argument("group")
+    p.add_argument("--again", action="store_true",
+                   help="train every run again from scratch, finished ones included (memnet: e.g. to record a metric "
+                        "added since; the same seed gives the same numbers)")
     _threads_option(p)
     p.set_defaults(func=cmd_train)
     p = sub.add_parser("table", help="build one table into results/<source>/")

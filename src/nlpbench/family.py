@@ -88,6 +88,9 @@ class Family(Protocol):
 
     def train(self, group: str, params: dict, paths: Paths, device: str) -> None: ...
 
+    # optional: retrain(group, params, paths, device) trains every run of the group again from scratch, finished
+    # ones included (`nlpbench train GROUP --again`); a family without it refuses the flag
+
     def table(self, source: str, name: str, params: dict, paths: Paths) -> TableParts: ...
 
     def output(self, source: str, name: str, params: dict, paths: Paths) -> list[Path]: ...

@@ -79,8 +79,10 @@ def train_together(group_id: str, model: str, settings: dict, runs: list[Run], d
 
 
 def train_group(group: Group, data_root: Path, runs_root: Path, device: str = "cpu",
-                log: Callable[[str], None] = print) -> dict:
-    """Train the group's incomplete runs together; returns (and writes) the group summary."""
+                log: Callable[[str], None] = print, again: bool = False) -> dict:
+    """Train the group's incomplete runs together; returns (and writes) the group summary. again: every run,
+    finished ones included (a killed retrain resumes from its checkpoint when asked again); the summary's wall
+    time is then this training's alone."""
     s = group.settings
     group_dir = Path(runs_root) / group.group_id
     summary_path = group_dir / "group.json"
@@ -106,7 +108,7 @@ def train_group(group: Group, data_root: Path, runs_root: Path, device: str = "c
             run_dir = group.run_dir(runs_root, task, seed)
             run_id = f"{group.group_id}/{group.run_name(task, seed)}"
             done = run_dir / "metrics.json"
-            if run_id not in resumed and done.exists() and io.read_json(done).get("status") == "ok":
+            if not again and run_id not in resumed and done.exists() and io.read_json(done).get("status") == "ok":
                 records[(task, seed)] = io.read_json(done)
                 continue
             runs.append(Run(run_id, len(datasets) - 1, seed))
@@ -124,7 +126,7 @@ def train_group(group: Group, data_root: Path, runs_root: Path, device: str = "c
                                                     "settings": s})
             records[(task, seed)] = m
         checkpoint.unlink(missing_ok=True)
-    previous = io.read_json(summary_path) if summary_path.exists() else {}
+    previous = io.read_json(summary_path) if summary_path.exists() and not again else {}
     summary = {"group": group.group_id, "model": group.model, "variant": group.variant,
                "tasks": list(group.tasks), "seeds": list(group.seeds), "device": device_label(device),
                "wall_time_s": wall + previous.get("wall_time_s", 0.0), "trained_now": len(runs),

@@ -120,14 +120,19 @@ class MemNetFamily:
     def prepare(self, step: str, params: dict, paths: Paths, mirror: str | None) -> str:
         raise ConfigError(f"memnet has no data step {step!r}")
 
-    def train(self, group: str, params: dict, paths: Paths, device: str) -> None:
+    def train(self, group: str, params: dict, paths: Paths, device: str, again: bool = False) -> None:
         babi_groups = mg.all_groups(params)
         if group in babi_groups:
             from nlpbench.memnet.experiments import train_group
-            train_group(babi_groups[group], paths.data / "babi", paths.runs, device)
+            train_group(babi_groups[group], paths.data / "babi", paths.runs, device, again=again)
             return
+        if again:
+            raise SystemExit(f"nlpbench train --again: {group} is a guess-the-number group; only bAbI groups retrain")
         from nlpbench.memnet.game import train_game_group
         train_game_group(_game_groups(params)[group], params, paths.runs, device)
+
+    def retrain(self, group: str, params: dict, paths: Paths, device: str) -> None:
+        self.train(group, params, paths, device, again=True)
 
     def table(self, source: str, name: str, params: dict, paths: Paths) -> TableParts:
         d = config.declaration(params, "tables", source, name)
