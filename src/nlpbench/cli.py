@@ -187,8 +187,8 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("train", help="train the runs of one group (`nlpbench plan` lists them)")
     p.add_argument("group")
     p.add_argument("--again", action="store_true",
-                   help="train every run again from scratch, finished ones included (memnet: e.g. to record a metric "
-                        "added since; the same seed gives the same numbers)")
+                   help="train every run again, finished ones included (e.g. to record a metric added since); "
+                        "only families with a retrain accept it")
     _threads_option(p)
     p.set_defaults(func=cmd_train)
     p = sub.add_parser("table", help="build one table into results/<source>/")
