@@ -636,8 +636,10 @@ def test_the_validation_tie_break_is_the_lowest_seed_or_the_lowest_validation_nl
     assert select_run(runs[:1] + runs[1:2], "S10", "val_nll")["seed"] == 1   # accuracy first, NLL only for ties
     old = [{k: v for k, v in r.items() if k != "val_nll"} for r in runs]
     assert select_run(old, "S10")["seed"] == 1
-    with pytest.raises(ValueError, match="r0, r1, r2, r3 recorded no validation NLL"):
+    with pytest.raises(ValueError, match="r1, r2, r3 tie at the best validation accuracy and recorded no"):
         select_run(old, "S10", "val_nll")
+    assert select_run(old[:2], "S10", "val_nll")["seed"] == 1          # no tie: no NLL needed
+    assert select_run(old[:1], "S10", "val_nll")["seed"] == 0          # one seed
     with pytest.raises(ValueError, match="memnet.tie_break"):
         select_run(runs, "S10", "highest_seed")
 

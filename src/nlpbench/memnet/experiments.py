@@ -144,16 +144,18 @@ TIE_BREAKS = ("lowest_seed", "val_nll")
 def select_run(metrics: list[dict], metric: str, tie_break: str = "lowest_seed") -> dict:
     """The run the validation set picks (reading A-10): best validation accuracy on the column's metric; among
     runs tied at it, the lowest seed, or (tie_break "val_nll") the lowest validation negative log-likelihood,
-    then the lowest seed. Test accuracy never enters the choice."""
+    then the lowest seed. Test accuracy never enters the choice. The NLL is needed only where runs tie, so a
+    one-seed cell or an untied one reads runs trained before it was recorded."""
     if tie_break not in TIE_BREAKS:
         raise ValueError(f"memnet.tie_break: unknown value {tie_break!r} (expected one of {', '.join(TIE_BREAKS)})")
-    if tie_break == "val_nll" and (old := [m["run_id"] for m in metrics if "val_nll" not in m]):
-        raise ValueError(f"memnet.tie_break val_nll: {', '.join(old)} recorded no validation NLL (trained before "
-                         "it was recorded); retrain them or set memnet.tie_break: lowest_seed")
-
-    def rank(m: dict) -> tuple:
-        return (m["val_acc"][metric], -m["val_nll"][metric] if tie_break == "val_nll" else 0.0)
-    return max(sorted(metrics, key=lambda m: m["seed"]), key=rank)
+    best = max(m["val_acc"][metric] for m in metrics)
+    tied = [m for m in metrics if m["val_acc"][metric] == best]
+    if tie_break == "val_nll" and len(tied) > 1 and (old := [m["run_id"] for m in tied if "val_nll" not in m]):
+        raise ValueError(f"memnet.tie_break val_nll: {', '.join(old)} tie at the best validation accuracy and "
+                         "recorded no validation NLL (trained before it was recorded); retrain them with "
+                         "`nlpbench train GROUP --again` or set memnet.tie_break: lowest_seed")
+    by_nll = tie_break == "val_nll" and len(tied) > 1
+    return min(tied, key=lambda m: (m["val_nll"][metric] if by_nll else 0.0, m["seed"]))
 
 
 def _reading_notes(params: dict, settings: dict, seeds: tuple[int, ...]) -> list[str]:
