@@ -150,11 +150,11 @@ def select_run(metrics: list[dict], metric: str, tie_break: str = "lowest_seed")
         raise ValueError(f"memnet.tie_break: unknown value {tie_break!r} (expected one of {', '.join(TIE_BREAKS)})")
     best = max(m["val_acc"][metric] for m in metrics)
     tied = [m for m in metrics if m["val_acc"][metric] == best]
-    if tie_break == "val_nll" and len(tied) > 1 and (old := [m["run_id"] for m in tied if "val_nll" not in m]):
+    by_nll = tie_break == "val_nll" and len(tied) > 1
+    if by_nll and (old := [m["run_id"] for m in tied if "val_nll" not in m]):
         raise ValueError(f"memnet.tie_break val_nll: {', '.join(old)} tie at the best validation accuracy and "
                          "recorded no validation NLL (trained before it was recorded); retrain them with "
                          "`nlpbench train GROUP --again` or set memnet.tie_break: lowest_seed")
-    by_nll = tie_break == "val_nll" and len(tied) > 1
     return min(tied, key=lambda m: (m["val_nll"][metric] if by_nll else 0.0, m["seed"]))
 
 
