@@ -554,9 +554,10 @@ def test_the_timing_benchmark_reads_each_tables_job_minutes_from_the_pipelines_b
 
 def test_the_five_seed_projection_scales_each_groups_job_time_by_its_training_steps(tmp_path):
     """Chapter 6 at five seeds (issue 16) is projected from the cpu scale's job times: a 10k group (one seed)
-    counts 5 times its time, a 1k group and the joint model (five seeds already) once; no projection while a
-    group has no job file."""
-    from nlpbench import config
+    counts 5 times its time, a 1k group and the joint model (five seeds already) once. A group's time is its
+    job file, else its cpu row of costs.tsv (a group trained through `nlpbench train`); no projection while a
+    group has neither."""
+    from nlpbench import config, status
     from nlpbench.memnet import bench
     from nlpbench.memnet.groups import declaration_groups
     cpu = config.load(Path(__file__).parents[1] / "params.yaml", {"scale": "cpu"})
@@ -564,10 +565,18 @@ def test_the_five_seed_projection_scales_each_groups_job_time_by_its_training_st
     for name in bench.CH6_TABLES:
         for g in declaration_groups(cpu, config.declaration(cpu, "tables", "tolias-thesis", name)).values():
             seeds[g.group_id] = len(g.seeds)
-    assert bench.five_seed_projection(tmp_path) is None
-    for gid in seeds:
+    costs = tmp_path / "costs.tsv"
+    assert bench.five_seed_projection(tmp_path, costs) is None
+    first, *rest = seeds
+    for gid in rest:
         (tmp_path / f"{gid}.benchmark.tsv").write_text("s\th:m:s\tmax_rss\n60.0\t0:01:00\t1.0\n")
-    proj = bench.five_seed_projection(tmp_path)
+    assert bench.five_seed_projection(tmp_path, costs) is None            # one group never timed
+    row = {"group": first, "family": "memnet", "scale": "smoke", "seconds": 60.0, "device": "cpu",
+           "measured": "2026-11-26", "source": "training wall time in its group.json"}
+    status.write_costs({first: row}, costs)
+    assert bench.five_seed_projection(tmp_path, costs) is None            # another scale's time does not count
+    status.write_costs({first: {**row, "scale": "cpu"}}, costs)
+    proj = bench.five_seed_projection(tmp_path, costs)
     assert proj["groups"] == len(seeds) and proj["cpu_job_minutes"] == pytest.approx(len(seeds))
     assert proj["job_minutes"] == pytest.approx(sum(5 / n for n in seeds.values()))
     assert sorted(set(seeds.values())) == [1, 5]                       # 10k at one seed, 1k and joint at five

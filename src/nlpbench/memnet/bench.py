@@ -28,7 +28,7 @@ from nlpbench.memnet.plain import PlainMemNet, padded_split, train_step
 from nlpbench.memnet.experiments import model_configs
 from nlpbench.provenance import code_commit, device_label
 from nlpbench.report import sectioned_markdown
-from nlpbench.status import job_seconds
+from nlpbench.status import COSTS, job_seconds, read_costs
 from nlpbench.memnet.train import GroupTrainer, Run, clip_per_run
 
 WARMUP = 5              # untimed training steps before each timed stretch
@@ -156,12 +156,22 @@ def cpu_seeds_text() -> str:
                      f"on {kind}" for kind, ns in sorted(by_kind.items(), key=lambda kv: kv[0] == "10k"))
 
 
-def five_seed_projection(logs: Path) -> dict[str, float] | None:
+def cpu_job_seconds(logs: Path, gid: str, costs: dict[str, dict]) -> float | None:
+    """A cpu-scale group's job seconds: its Snakemake `benchmark:` file, else its cpu row of results/costs.tsv (a
+    group trained through `nlpbench train` leaves no benchmark file; costs.tsv records its group.json time)."""
+    if (seconds := job_seconds(logs, gid)) is not None:
+        return seconds
+    row = costs.get(gid)
+    return row["seconds"] if row is not None and row["scale"] == "cpu" else None
+
+
+def five_seed_projection(logs: Path, costs_path: Path = COSTS) -> dict[str, float] | None:
     """Chapter 6 (Tables 2 and 6-15) at the paper scale's five seeds, projected from the cpu scale's measured
     training jobs: each cpu group's job-minutes x (its paper group's training steps / its own). Per-run cost
     falls as a group grows, yet measured groups came out above it: an estimate, not a bound.
-    {"job_minutes", "groups", "cpu_job_minutes"}; None when no chapter 6 job of the cpu scale was timed here."""
+    {"job_minutes", "groups", "cpu_job_minutes"}; None while a chapter 6 group of the cpu scale has no time."""
     cpu, paper = (config.load(Path("params.yaml"), {"scale": s}) for s in ("cpu", "paper"))
+    costs = read_costs(costs_path)
     seen, projected, measured = set(), 0.0, 0.0
     for d_cpu in babi_declarations(cpu):
         if d_cpu.section != "tables" or d_cpu.source != "tolias-thesis" or d_cpu.name not in CH6_TABLES:
@@ -171,8 +181,8 @@ def five_seed_projection(logs: Path) -> dict[str, float] | None:
             if gid in seen:
                 continue
             seen.add(gid)
-            if (seconds := job_seconds(logs, gid)) is None:
-                return None                              # a group not trained here: no projection
+            if (seconds := cpu_job_seconds(logs, gid, costs)) is None:
+                return None                              # a group never timed: no projection
             measured += seconds / 60
             projected += seconds / 60 * paper_steps / steps
     return {"job_minutes": projected, "groups": len(seen), "cpu_job_minutes": measured} if seen else None
@@ -426,11 +436,12 @@ def main(params: dict, data_root: Path, out_dir: Path, steps: int, device: str) 
         f"{max(1, steps // PROTOCOL_SEEDS)} timed steps each model, with the settings' gradient noise (the other "
         "training rows leave it out); the group size a chapter 6 table trains at five seeds.",
         "The five-seed projection scales each chapter 6 group's measured job time (its `benchmark:` file, "
-        "evaluation and start-up included) by its training steps at the paper scale's five seeds over those at the "
-        f"cpu scale ({cpu_seeds_text()}). A group of more runs costs less per run (the protocol rows above), "
-        "but Table 13's en-10k groups, trained at one seed and then at five, took 1.3 to 1.4 times their "
-        "projection (partly beside other load), so it is an estimate, not a bound; a group the cpu scale already trains at five seeds counts as measured. Shown only "
-        "when every such group was trained here.",
+        "evaluation and start-up included, or, for a group trained through `nlpbench train`, its time in "
+        "results/costs.tsv) by its training steps at the paper scale's five seeds over those at the cpu scale "
+        f"({cpu_seeds_text()}); a group the cpu scale already trains at five seeds counts as measured. A group of "
+        "more runs costs less per run (the protocol rows above), but Table 13's en-10k groups, trained at one "
+        "seed and then at five, took 1.3 to 1.4 times their projection (partly beside other load), so it is an "
+        "estimate, not a bound. Shown only when every such group has a time.",
     ]
     md, csv_text = render(rows, provenance, notes)
     paths = {"md": Path(out_dir) / "timing.md", "csv": Path(out_dir) / "timing.csv"}
