@@ -77,6 +77,7 @@ def test_smoke_dag_runs_from_download_to_tables(tmp_path, mirror_dir):
     assert cells13[("1", "Baseline / MemN2N")]["status"] == "ok"
     md = (results / "tolias-thesis" / "13.md").read_text()
     assert "needs data" in md and "qa3_three-supporting-facts_train.txt" in md
+    assert "min for 1 runs in 1 vectorised groups" in md               # task 3 has no data: trained no run
     assert "| 2 |" in (results / "README.md").read_text() or "tolias-thesis/2.md" in (results / "README.md").read_text()
 
     # every run has its own checkpoint and metrics (Table 2: 2 models x 3 tasks x 1 seed)

@@ -263,15 +263,18 @@ def table_parts(params: dict, d: Declared, runs_root: Path, with_claims: bool = 
                                      f"seed {chosen['seed']} chosen by validation{val}{spread}"))
             if "dof" in chosen and col["metric"] == "S10":
                 dofs.append((task, chosen["dof"]))
+    n_trained = 0                      # runs trained, not declared: a task without data ("needs data") trains none
     for group in groups.values():
         summary_path = Path(runs_root) / group.group_id / "group.json"
         if summary_path.exists():
-            wall += io.read_json(summary_path)["wall_time_s"]
+            summary = io.read_json(summary_path)
+            wall += summary["wall_time_s"]
+            n_trained += sum(state == "ok" for state in summary["runs"].values())
     provenance = {
         "scale": params["scale"],
         "code commit": code_commit() + (f" (runs trained at {', '.join(sorted(commits))})" if commits else ""),
         "device": ", ".join(sorted(devices)) or "none (nothing trained)",
-        "training wall time": f"{wall / 60:.1f} min for {sum(g.n_runs for g in groups.values())} "
+        "training wall time": f"{wall / 60:.1f} min for {n_trained} "
                               f"runs in {len(groups)} vectorised groups",
         "generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "torch": torch.__version__,
