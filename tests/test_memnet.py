@@ -535,9 +535,10 @@ def test_the_plain_tmemnn_baseline_trains_on_its_draws_and_divergence(tasks_1_4)
 
 
 def test_the_timing_benchmark_reads_each_tables_job_minutes_from_the_pipelines_benchmark_files(tmp_path):
-    """Issue 16's whole-table times come from the `benchmark:` files snakemake writes per training job: each
-    chapter 6 table sums its own groups' seconds, the total counts a group shared by tables once."""
-    from nlpbench import config
+    """Issue 16's whole-table times come from the `benchmark:` files snakemake writes per training job, else from
+    a group's cpu row of costs.tsv (a group trained through `nlpbench train`): each chapter 6 table sums its own
+    groups' seconds, the total counts a group shared by tables once."""
+    from nlpbench import config, status
     from nlpbench.memnet import bench
     from nlpbench.memnet.groups import declaration_groups
     cpu = config.load(Path(__file__).parents[1] / "params.yaml", {"scale": "cpu"})
@@ -546,40 +547,57 @@ def test_the_timing_benchmark_reads_each_tables_job_minutes_from_the_pipelines_b
     shared = set(groups["2"]) & set(groups["6"])
     for i, gid in enumerate(groups["2"]):
         (tmp_path / f"{gid}.benchmark.tsv").write_text(f"s\th:m:s\tmax_rss\n{60 * (i + 1)}.0\t0:01:00\t1.0\n")
-    jobs = bench.pipeline_job_minutes(tmp_path)
+    costs = tmp_path / "costs.tsv"
+    jobs = bench.pipeline_job_minutes(tmp_path, costs)
     assert jobs["2"] == (sum(range(1, len(groups["2"]) + 1)), len(groups["2"]), len(groups["2"]))
     assert jobs["6"][1:] == (len(shared), len(groups["6"]))
     assert jobs["all"][0] == jobs["2"][0] and jobs["7"][1] <= len(shared)
+    only_6 = sorted(set(groups["6"]) - shared)[0]
+    row = {"group": only_6, "family": "memnet", "scale": "cpu", "seconds": 120.0, "device": "cpu",
+           "measured": "2026-11-26", "source": "training wall time in its group.json"}
+    status.write_costs({only_6: row}, costs)
+    jobs = bench.pipeline_job_minutes(tmp_path, costs)
+    assert jobs["6"][1] == len(shared) + 1 and jobs["all"][0] == jobs["2"][0] + 2
 
 
 def test_the_five_seed_projection_scales_each_groups_job_time_by_its_training_steps(tmp_path):
-    """Chapter 6 at five seeds (issue 16) is projected from the cpu scale's job times: a 10k group (one seed)
-    counts 5 times its time, a 1k group and the joint model (five seeds already) once. A group's time is its
+    """Chapter 6 at five seeds (issue 16) is projected from the cpu scale's job times: a group the cpu scale trains
+    at one seed counts 5 times its time, one at five seeds once (measured, not projected). A group's time is its
     job file, else its cpu row of costs.tsv (a group trained through `nlpbench train`); no projection while a
-    group has neither."""
+    group has neither. The cpu scale of params.yaml is the paper protocol: every group measured."""
     from nlpbench import config, status
     from nlpbench.memnet import bench
     from nlpbench.memnet.groups import declaration_groups
-    cpu = config.load(Path(__file__).parents[1] / "params.yaml", {"scale": "cpu"})
+    params = Path(__file__).parents[1] / "params.yaml"
+    real_cpu, paper = (config.load(params, {"scale": s}) for s in ("cpu", "paper"))
+    cpu = config.load(params, {"scale": "cpu", "tables.tolias-thesis.14.seeds": [0]})
     seeds = {}
     for name in bench.CH6_TABLES:
         for g in declaration_groups(cpu, config.declaration(cpu, "tables", "tolias-thesis", name)).values():
             seeds[g.group_id] = len(g.seeds)
     costs = tmp_path / "costs.tsv"
-    assert bench.five_seed_projection(tmp_path, costs) is None
+    project = lambda: bench.five_seed_projection(tmp_path, costs, cpu, paper)
+    assert project() is None
     first, *rest = seeds
     for gid in rest:
         (tmp_path / f"{gid}.benchmark.tsv").write_text("s\th:m:s\tmax_rss\n60.0\t0:01:00\t1.0\n")
-    assert bench.five_seed_projection(tmp_path, costs) is None            # one group never timed
+    assert project() is None                                           # one group never timed
     row = {"group": first, "family": "memnet", "scale": "smoke", "seconds": 60.0, "device": "cpu",
            "measured": "2026-11-26", "source": "training wall time in its group.json"}
     status.write_costs({first: row}, costs)
-    assert bench.five_seed_projection(tmp_path, costs) is None            # another scale's time does not count
+    assert project() is None                                           # another scale's time does not count
     status.write_costs({first: {**row, "scale": "cpu"}}, costs)
-    proj = bench.five_seed_projection(tmp_path, costs)
+    proj = project()
     assert proj["groups"] == len(seeds) and proj["cpu_job_minutes"] == pytest.approx(len(seeds))
     assert proj["job_minutes"] == pytest.approx(sum(5 / n for n in seeds.values()))
-    assert sorted(set(seeds.values())) == [1, 5]                       # 10k at one seed, 1k and joint at five
+    assert sorted(set(seeds.values())) == [1, 5]                       # Table 14 at one seed, the rest at five
+    assert proj["projected_groups"] == list(seeds.values()).count(1) == 2
+    # params.yaml's own cpu scale trains every group as the paper scale does: all measured, nothing projected
+    for name in bench.CH6_TABLES:
+        for g in declaration_groups(real_cpu, config.declaration(real_cpu, "tables", "tolias-thesis", name)).values():
+            (tmp_path / f"{g.group_id}.benchmark.tsv").write_text("s\th:m:s\tmax_rss\n60.0\t0:01:00\t1.0\n")
+    real = bench.five_seed_projection(tmp_path, costs, real_cpu, paper)
+    assert real["projected_groups"] == 0 and real["job_minutes"] == pytest.approx(real["cpu_job_minutes"])
 
 
 def test_a_learned_prior_dof_is_reported_without_a_pytorch_warning(tasks_1_4):
