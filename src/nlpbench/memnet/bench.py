@@ -109,6 +109,12 @@ def plain_train_ms(data, bayesian: bool, settings: dict, steps: int) -> float:
     return 1000 * (time.perf_counter() - t0) / steps
 
 
+def ch6_declarations(params: dict) -> list:
+    """The chapter 6 tables of issue 16 (CH6_TABLES) as `params`' scale declares them."""
+    return [d for d in babi_declarations(params)
+            if d.section == "tables" and d.source == "tolias-thesis" and d.name in CH6_TABLES]
+
+
 def pipeline_job_minutes(logs: Path, costs_path: Path = COSTS) -> dict[str, tuple[float, int, int]]:
     """From the `benchmark:` files snakemake writes for each training job (logs/train/<group>.benchmark.tsv), else
     a group's cpu row of results/costs.tsv (cpu_job_seconds), the job-minutes of each chapter 6 table's groups at
@@ -116,9 +122,7 @@ def pipeline_job_minutes(logs: Path, costs_path: Path = COSTS) -> dict[str, tupl
     cpu = config.load(Path("params.yaml"), {"scale": "cpu"})
     costs = read_costs(costs_path)
     seconds, out = {}, {}
-    for d in babi_declarations(cpu):
-        if d.section != "tables" or d.source != "tolias-thesis" or d.name not in CH6_TABLES:
-            continue
+    for d in ch6_declarations(cpu):
         gids = {g.group_id for g in declaration_groups(cpu, d).values()}
         for gid in gids:
             if (s := cpu_job_seconds(logs, gid, costs)) is not None:
@@ -149,10 +153,9 @@ def cpu_seeds_text() -> str:
     cpu = config.load(Path("params.yaml"), {"scale": "cpu"})
     words = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}
     by_kind: dict[str, set[int]] = {}
-    for d in babi_declarations(cpu):
-        if d.section == "tables" and d.source == "tolias-thesis" and d.name in CH6_TABLES:
-            for g in declaration_groups(cpu, d).values():
-                by_kind.setdefault("10k" if g.variant.endswith("10k") else "1k", set()).add(len(g.seeds))
+    for d in ch6_declarations(cpu):
+        for g in declaration_groups(cpu, d).values():
+            by_kind.setdefault("10k" if g.variant.endswith("10k") else "1k", set()).add(len(g.seeds))
     return ", ".join(f"{' or '.join(words.get(n, str(n)) for n in sorted(ns))} seed{'s' if max(ns) > 1 else ''} "
                      f"on {kind}" for kind, ns in sorted(by_kind.items(), key=lambda kv: kv[0] == "10k"))
 
@@ -178,9 +181,7 @@ def five_seed_projection(logs: Path, costs_path: Path = COSTS, cpu: dict | None 
     paper = paper or config.load(Path("params.yaml"), {"scale": "paper"})
     costs = read_costs(costs_path)
     seen, projected, measured, scaled = set(), 0.0, 0.0, 0
-    for d_cpu in babi_declarations(cpu):
-        if d_cpu.section != "tables" or d_cpu.source != "tolias-thesis" or d_cpu.name not in CH6_TABLES:
-            continue
+    for d_cpu in ch6_declarations(cpu):
         d_paper = config.declaration(paper, "tables", "tolias-thesis", d_cpu.name)
         for (gid, steps), paper_steps in zip(run_steps(cpu, d_cpu).items(), run_steps(paper, d_paper).values()):
             if gid in seen:
@@ -345,7 +346,7 @@ def _rows(m: dict, params: dict) -> list[tuple]:
              (sec, f"t-MEM-NN / MemN2N, {P} runs together", m["protocol tmemnn"] / m["protocol memn2n"], 1.02, "x",
               "target of issue 16: at most 1.3")]
     proj = m.get("projection")
-    if proj and not proj.get("projected_groups", 1):
+    if proj and proj["projected_groups"] == 0:
         sec = "Tables 2 and 6-15 at five seeds (the cpu scale is the paper protocol): the pipeline's job times"
         rows += [(sec, "five seeds, measured job-minutes", proj["cpu_job_minutes"], None, "min",
                   f"{proj['groups']} groups, one thread each, every one measured"),
