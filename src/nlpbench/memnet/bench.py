@@ -450,15 +450,15 @@ def main(params: dict, data_root: Path, out_dir: Path, steps: int, device: str) 
         f"The paper protocol's group: the {len(m['tasks'])} tasks x {PROTOCOL_SEEDS} seeds in one GroupTrainer, "
         f"{max(1, steps // PROTOCOL_SEEDS)} timed steps each model, with the settings' gradient noise (the other "
         "training rows leave it out); the group size a chapter 6 table trains at five seeds.",
-        "The five-seed projection scales each chapter 6 group's measured job time (its `benchmark:` file, "
-        "evaluation and start-up included, or, for a group trained through `nlpbench train`, its time in "
-        "results/costs.tsv) by its training steps at the paper scale's five seeds over those at the cpu scale "
-        f"({cpu_seeds_text()}); a group the cpu scale already trains at five seeds counts as measured. A group of "
-        "more runs costs less per run (the protocol rows above), but the 10k groups, trained at one seed and then "
-        "at five, took more than their projection: Table 13's 1.3 to 1.4 times (partly beside other load), "
-        "Tables 14 and 15's 1.03 to 1.12 times (the pipeline, two jobs side by side, no other load), so it is an "
-        "estimate, not a bound. Shown only when every such group has a time; when the cpu scale trains every "
-        "group at five seeds, nothing is projected and the section gives the measured sum.",
+        "The five-seed section: while every chapter 6 group of the cpu scale trains five seeds (as now), it is the "
+        "measured sum of their jobs; a group trained at fewer seeds is projected, its measured job time (its "
+        "`benchmark:` file, evaluation and start-up included, or its time in results/costs.tsv) scaled by its "
+        "training steps at the paper scale's five seeds over those at the cpu scale "
+        f"({cpu_seeds_text()}): an estimate, not a bound (10k groups trained at one seed, then at five, took 1.03 "
+        "to 1.4 times their projection).",
+        "This machine is shared and its speed varies between sessions (the same training step has measured up to "
+        "twice as long hours apart), so compare figures measured together: the ratios above come from one process, "
+        "and the pipeline rows from one pipeline run, dated in results/costs.tsv.",
     ]
     md, csv_text = render(rows, provenance, notes)
     paths = {"md": Path(out_dir) / "timing.md", "csv": Path(out_dir) / "timing.csv"}
