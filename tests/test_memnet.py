@@ -95,6 +95,42 @@ def test_gradient_noise_is_each_runs_own_at_the_set_scale_on_its_own_rows_only(t
     assert abs(float(torch.corrcoef(noise)[0, 1])) < 0.2                 # each run from its own generator
 
 
+@pytest.mark.parametrize("bayesian", [False, True])
+def test_gradient_noise_adds_exactly_what_a_scatter_of_the_runs_draws_adds(tasks_1_4, bayesian):
+    """add_gradient_noise places the draws with one gather per parameter; the numbers must be those of adding
+    std x noise at each run's own elements (index_add_), bit for bit: the committed tables were trained so."""
+    tr = _trainer(tasks_1_4, [Run("t1", 0, 7), Run("t4", 1, 3)], bayesian, tying="adjacent", t_sampler="polar")
+    gen = torch.Generator().manual_seed(0)
+    for p in tr.params:
+        p.grad = torch.randn(p.shape, generator=gen) * 10
+    expected = [p.grad.clone() for p in tr.params]
+    states = [g.get_state() for g in tr.gens["noise"]]
+    sizes, targets = tr._gradient_noise_layout()
+    noise = torch.cat([torch.randn(n, generator=g) for n, g in zip(sizes, tr.gens["noise"])])
+    for e, (at, picks) in zip(expected, targets):
+        e.view(-1).index_add_(0, at, noise[picks], alpha=1e-3)
+    for g, st in zip(tr.gens["noise"], states):
+        g.set_state(st)
+    tr.add_gradient_noise(1e-3)
+    for p, e in zip(tr.params, expected):
+        assert torch.equal(p.grad, e)
+
+
+def test_gather_reads_each_runs_own_questions():
+    from nlpbench.memnet.data import gather
+    gen = torch.Generator().manual_seed(0)
+    split = {"story_ids": torch.randint(0, 50, (3, 40, 6), generator=gen),
+             "query_ids": torch.randint(0, 50, (3, 40), generator=gen), "size": torch.tensor([40, 31, 12])}
+    data_of_run = torch.tensor([2, 0, 2, 1])
+    idx = torch.stack([torch.randperm(12, generator=gen)[:5] for _ in range(4)])
+    batch = gather(split, data_of_run, idx)
+    assert set(batch) == {"story_ids", "query_ids"}
+    for k in range(4):
+        for b in range(5):
+            assert torch.equal(batch["story_ids"][k, b], split["story_ids"][data_of_run[k], idx[k, b]])
+            assert batch["query_ids"][k, b] == split["query_ids"][data_of_run[k], idx[k, b]]
+
+
 @pytest.mark.parametrize("tying", ["layerwise", "adjacent"])
 def test_weight_draws_side_by_side_give_the_sequential_averages(tasks_1_4, monkeypatch, tying):
     """Evaluation puts several weight draws through the model in one pass (pseudo-runs, issue 16); the draws

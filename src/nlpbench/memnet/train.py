@@ -278,12 +278,23 @@ class GroupTrainer:
         scalars). Run k's noise comes from one call of its own generator, in parameter order, so a run in a
         group gets the numbers it gets alone (the padding rows of a group's larger vocabulary draw none)."""
         if self._noise_layout is None:
-            self._noise_layout = self._gradient_noise_layout()
-        sizes, targets = self._noise_layout
-        noise = torch.cat([torch.randn(n, generator=g, device=self.device) for n, g in zip(sizes, self.gens["noise"])])
+            self._noise_layout = self._gradient_noise_placement()
+        sizes, places = self._noise_layout
+        noise = torch.cat([torch.randn(n, generator=g, device=self.device) for n, g in zip(sizes, self.gens["noise"])]
+                          + [torch.zeros(1, device=self.device)])        # the last: the zero of unowned elements
+        for p, place in zip(self.params, places):
+            if p.grad is not None:      # std * noise, then added: index_add_(alpha=std)'s numbers (add_'s alpha fuses)
+                p.grad.add_(noise.index_select(0, place).mul_(std).view_as(p.grad))
+
+    def _gradient_noise_placement(self) -> tuple[list[int], list[torch.Tensor]]:
+        """`_gradient_noise_layout` as one gather per parameter: for each element its place in the runs' draws,
+        or the zero appended after them where no run owns it (one dense gather and add, no scatter)."""
+        sizes, targets = self._gradient_noise_layout()
+        places = []
         for p, (at, picks) in zip(self.params, targets):
-            if p.grad is not None:
-                p.grad.view(-1).index_add_(0, at, noise[picks], alpha=std)
+            place = torch.full((p.numel(),), sum(sizes), dtype=torch.long, device=self.device)
+            places.append(place.index_copy_(0, at, picks))
+        return sizes, places
 
     def _gradient_noise_layout(self) -> tuple[list[int], list[tuple[torch.Tensor, torch.Tensor]]]:
         """Each run's count of noisy elements, and per parameter the flat positions its noise goes to with
