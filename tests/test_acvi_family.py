@@ -172,6 +172,16 @@ def test_the_benchmark_times_each_attention_and_projects_the_schedule(tmp_path):
     assert "projected training hours" in md.read_text()
 
 
+def test_the_benchmark_note_says_whose_hours_it_projects():
+    """On a GPU the note said 'on a CPU it is not a GPU-hours figure' (seen on an H100): it names the device now."""
+    from nlpbench.acvi.bench import projection_note
+    train = {"phases": [[10, 10, 10], [250_000, 400, 100]], "coverage_iters": 3_000}
+    assert "(250,000 + 3,000 coverage)" in projection_note(train, "cpu")
+    assert "not a GPU-hours figure" in projection_note(train, "cpu")
+    assert "hours are this GPU's" in projection_note(train, "cuda")
+    assert "CPU" not in projection_note(train, "cuda")
+
+
 def test_a_claim_naming_no_row_is_named():
     bad = [{"better": "PG + coverage: ACVI", "worse": "PG + coverage: ASA", "column": "ROUGE-L", "text": "x"}]
     with pytest.raises(config.ConfigError, match=r"acvi-qg.claims.0.better: 'PG \+ coverage: ACVI' is not a row"):

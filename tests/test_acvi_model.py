@@ -202,6 +202,17 @@ def test_video_captioner_learns_synthetic_captions(kind):
     assert outs == caps
 
 
+def test_video_batch_lies_on_the_features_device():
+    """A video batch is built where its features are: on a GPU, the evaluation batch's lengths were left on the
+    CPU and the captioner's encoder failed (found on an H100). The meta device stands in for the GPU here."""
+    from nlpbench.acvi.video import make_video_batch
+
+    caps = [["a", "man", "is", "firing", "a", "gun"], ["a", "woman"]]
+    batch = make_video_batch(torch.zeros(2, 6, 16, device="meta"), caps, Vocab.build(caps, 100))
+    assert {k: v.device.type for k, v in batch.items()} == {k: "meta" for k in batch}
+    assert batch["dec_in"].shape == batch["target"].shape == (2, 7)
+
+
 def test_variational_attention_elbo_terms_and_reinforce_gradient():
     torch.manual_seed(0)
     m = tiny_model("variational")

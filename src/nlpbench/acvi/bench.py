@@ -29,6 +29,14 @@ def _fake_pairs(n: int, enc: int, dec: int, vocab: Vocab, seed: int) -> list:
     return [(pick(enc), pick(dec)) for _ in range(n)]
 
 
+def projection_note(train: dict, device: str) -> str:
+    """What the projected hours are: GPU-hours where measured on a GPU, else a CPU figure that a GPU must beat."""
+    where = ("on a GPU: the hours are this GPU's" if device == "cuda" else
+             "on a CPU: it is not a GPU-hours figure; run this target on a GPU for that")
+    return ("The projection multiplies each phase's measured seconds per iteration by its iterations "
+            f"({train['phases'][-1][0]:,} + {train['coverage_iters']:,} coverage). Measured {where}.")
+
+
 def benchmark(params: dict, d: config.Declared, data_root: Path, results_dir: Path) -> list[Path]:
     """Times `steps` training iterations per (attention, phase) after one warm-up step, and the decoding of
     `articles` random 400-token sources (beam 5, K samples for ACVI). Random token ids of the configured vocabulary
@@ -90,9 +98,7 @@ def benchmark(params: dict, d: config.Declared, data_root: Path, results_dir: Pa
     out += ["", "| attention | decoding s / article (beam, K) | projected training hours, Table 19 schedule + "
             "coverage | projected decoding hours, 11,490 test articles |", "|---|---:|---:|---:|"]
     out += [f"| {att} | {p[1]:.3f} | {p[0]:.1f} | {p[2]:.1f} |" for att, p in projection.items()]
-    out += ["", "The projection multiplies each phase's measured seconds per iteration by its iterations "
-            f"({t['phases'][-1][0]:,} + {t['coverage_iters']:,} coverage). Measured on {device}: on a CPU it is "
-            "not a GPU-hours figure; run this target on a GPU for that."]
+    out += ["", projection_note(t, device)]
     md = results_dir / d.source / f"{d.name}.md"
     csv_path = results_dir / d.source / f"{d.name}.csv"
     io.write_text(csv_path, "\n".join(csv) + "\n")

@@ -40,7 +40,8 @@ class VideoCaptioner(PointerGenerator):
 
 def make_video_batch(features: torch.Tensor, captions: Sequence[Sequence[str]], vocab: Vocab,
                      max_dec: int = 20) -> dict:
-    """features (B, F, D) with one caption each; [STOP] appended unless the caption is cut at max_dec."""
+    """features (B, F, D) with one caption each; [STOP] appended unless the caption is cut at max_dec. Every
+    tensor of the batch lies on the features' device."""
     B = len(captions)
     dec_in, target = [], []
     for cap in captions:
@@ -50,13 +51,14 @@ def make_video_batch(features: torch.Tensor, captions: Sequence[Sequence[str]], 
         dec_in.append(inp)
         target.append(tgt)
     T = max(len(t) for t in target)
-    out = {"features": features, "feat_len": torch.full((B,), features.shape[1]),
-           "dec_in": torch.zeros(B, T, dtype=torch.long), "target": torch.zeros(B, T, dtype=torch.long),
-           "dec_len": torch.tensor([len(t) for t in target])}
+    dec_in_ids, target_ids = torch.zeros(B, T, dtype=torch.long), torch.zeros(B, T, dtype=torch.long)
     for b in range(B):
-        out["dec_in"][b, : len(dec_in[b])] = torch.tensor(dec_in[b])
-        out["target"][b, : len(target[b])] = torch.tensor(target[b])
-    return out
+        dec_in_ids[b, : len(dec_in[b])] = torch.tensor(dec_in[b])
+        target_ids[b, : len(target[b])] = torch.tensor(target[b])
+    on = features.device
+    return {"features": features, "feat_len": torch.full((B,), features.shape[1], device=on),
+            "dec_in": dec_in_ids.to(on), "target": target_ids.to(on),
+            "dec_len": torch.tensor([len(t) for t in target], device=on)}
 
 
 # --------------------------------------------------------------------------- stand-in data and one training run
@@ -133,7 +135,6 @@ def train_video(settings: dict, out_dir, device: str = "cpu", log=print, splits:
         idx = torch.randint(n_train, (t["batch_size"],), generator=g).tolist()
         captions = [splits["train"][1][i][step % len(splits["train"][1][i])] for i in idx]  # references in turn
         batch = make_video_batch(splits["train"][0][idx].to(device), captions, vocab, t["max_dec_steps"])
-        batch = {k: (x.to(device) if torch.is_tensor(x) else x) for k, x in batch.items()}
         losses = model(batch, sample=True)
         opt.zero_grad()
         losses["loss"].backward()
