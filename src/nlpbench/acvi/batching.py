@@ -39,3 +39,8 @@ def make_batch(pairs: Sequence[tuple[Sequence[str], Sequence[str]]], vocab: Voca
         out["dec_in"][b, : len(dec_ins[b])] = torch.tensor(dec_ins[b])
         out["target"][b, : len(targets[b])] = torch.tensor(targets[b])
     return out
+
+
+def to_device(batch: dict, device) -> dict:
+    """The batch with every tensor moved to `device` (other values as they are)."""
+    return {k: v.to(device) if torch.is_tensor(v) else v for k, v in batch.items()}

@@ -14,7 +14,7 @@ import torch
 from nlpbench import config, io, paper, results_index
 from nlpbench.provenance import code_commit, device_label, resolve_device
 
-from .batching import make_batch
+from .batching import make_batch, to_device
 from .beam import beam_search
 from .model import ModelConfig, PointerGenerator
 from .vocab import Vocab
@@ -56,8 +56,7 @@ def benchmark(params: dict, d: config.Declared, data_root: Path, results_dir: Pa
         total, start = 0.0, 0
         for i, (end, enc, dec) in enumerate(t["phases"], 1):
             pairs = _fake_pairs(t["batch_size"], enc, dec, vocab, i)
-            batch = {k: (v.to(device) if torch.is_tensor(v) else v)
-                     for k, v in make_batch(pairs, vocab, enc, dec).items()}
+            batch = to_device(make_batch(pairs, vocab, enc, dec), device)
             for k in range(steps + 1):
                 if k == 1:                                  # one warm-up step
                     if device == "cuda":
@@ -77,8 +76,7 @@ def benchmark(params: dict, d: config.Declared, data_root: Path, results_dir: Pa
         total += t["coverage_iters"] * rows[-1][4]
         model.eval()
         pairs = _fake_pairs(n_articles, t["phases"][-1][1], 10, vocab, 99)
-        batch = {k: (v.to(device) if torch.is_tensor(v) else v)
-                 for k, v in make_batch(pairs, vocab, t["phases"][-1][1], t["max_dec_steps"]).items()}
+        batch = to_device(make_batch(pairs, vocab, t["phases"][-1][1], t["max_dec_steps"]), device)
         K = t["n_samples"] if att.startswith("acvi") else 1
         t0 = time.perf_counter()
         for j in range(n_articles):

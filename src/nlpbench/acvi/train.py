@@ -30,7 +30,7 @@ from nlpbench.io import atomic_path, read_json, write_json
 from nlpbench.metrics.rouge import meteor, rouge_f1
 from nlpbench.metrics.text import corpus_bleu
 
-from .batching import make_batch
+from .batching import make_batch, to_device
 from .beam import beam_search
 from .model import ModelConfig, PointerGenerator
 from .rates import novel_word_rate, oov_adoption_rate
@@ -149,10 +149,6 @@ def _batch_indices(step: int, n: int, batch_size: int, seed: int) -> list[int]:
     return perm[k * batch_size:(k + 1) * batch_size].tolist()
 
 
-def _to(batch: dict, device: str) -> dict:
-    return {k: v.to(device) if torch.is_tensor(v) else v for k, v in batch.items()}
-
-
 def _save_torch(obj, path: Path) -> None:
     with atomic_path(path) as tmp:
         torch.save(obj, tmp)
@@ -167,7 +163,7 @@ def decode(model: PointerGenerator, vocab: Vocab, pairs: Sequence, cfg: TrainCon
     hyps, refs, srcs = [], [], []
     for start in range(0, len(pairs), 32):
         chunk = pairs[start:start + 32]
-        batch = _to(make_batch(chunk, vocab, cfg.lengths_at(cfg.total_iters)[0], cfg.max_dec_steps), cfg.device)
+        batch = to_device(make_batch(chunk, vocab, cfg.lengths_at(cfg.total_iters)[0], cfg.max_dec_steps), cfg.device)
         for i in range(len(chunk)):
             ids = beam_search(model, batch, i, width=cfg.beam_width, min_steps=cfg.min_dec_steps,
                               max_steps=cfg.max_dec_steps, coverage=coverage, n_samples=K)
@@ -257,7 +253,7 @@ def run(cfg: TrainConfig, out_dir: str | os.PathLike, *, stop_after: int | None 
         max_enc, max_dec = cfg.lengths_at(step)
         batch = make_batch([train_pairs[i] for i in _batch_indices(step, len(train_pairs), cfg.batch_size, cfg.seed)],
                            vocab, max_enc, max_dec)
-        batch = _to(batch, cfg.device)
+        batch = to_device(batch, cfg.device)
         losses = model(batch, coverage=cfg.coverage_at(step), sample=True, gumbel=cfg.gumbel_at(step))
         opt.zero_grad()
         losses["loss"].backward()
