@@ -716,3 +716,60 @@ def test_train_again_is_refused_by_a_family_that_cannot_retrain(monkeypatch):
     monkeypatch.chdir(Path(__file__).resolve().parents[1])
     with pytest.raises(SystemExit, match="family dmn cannot retrain"):
         cli.main(["--set", "scale=smoke", "train", dmn, "--again"])
+
+
+@pytest.mark.parametrize("bayesian,over", [(False, {}), (False, {"tying": "adjacent", "memory_slots": "longest_story"}),
+                                           (True, {"tying": "adjacent", "memory_slots": "longest_story"}),
+                                           (True, {"nil_row": "learned"}), (False, {"mask_empty_memory": True}),
+                                           (False, {"position_encoding": False, "temporal_encoding": False})])
+def test_reading_each_runs_whole_table_gives_the_gathered_slots_loss_and_gradients(babi_root, bayesian, over):
+    """memory_read "whole_table" (u against every sentence of the run's table, then each slot's score picked;
+    o as each sentence's summed weight times its row) computes the same loss and gradients as gathering the
+    slots' rows, up to float summation order: on tasks 1 and 2 (stories of 10 and 50 facts, so many empty
+    slots) in one bucket, with the same initial weights and draws."""
+    from nlpbench.memnet.data import gather
+    data = [load_task_tensors(babi_root, "en", [t], 50, 100, 0) for t in (1, 2)]
+    runs = [Run("t1", 0, 7), Run("t2", 1, 3)]
+    out = {}
+    for read in ("gather", "whole_table"):
+        cfg = MemNetConfig(n_words=0, bayesian=bayesian, memory_read=read, **over)
+        tr = GroupTrainer(runs, data, cfg, TrainConfig(), BayesConfig() if bayesian else None, log=lambda s: None)
+        tr.buckets = [torch.arange(2)]                                  # one pass over both runs
+        tr.sentences = tr._bags(tr.buckets[0])
+        assert (tr.sentences["bags"]["rows_per_run"] is None) == (read == "gather")
+        assert tr.memory_reads == [read] * 2
+        batch = gather(tr.split["train"], tr.data_of_run, torch.arange(32).expand(2, 32))
+        loss, _ = tr.loss(batch)
+        loss.sum().backward()
+        out[read] = (loss.detach(), [p.grad.clone() for p in tr.params])
+    (loss_g, grads_g), (loss_w, grads_w) = out["gather"], out["whole_table"]
+    assert torch.allclose(loss_g, loss_w, rtol=1e-5)
+    for g, w in zip(grads_g, grads_w):
+        assert torch.allclose(g, w, atol=1e-5, rtol=1e-4)
+        assert g.abs().max() > 0
+
+
+def test_auto_reads_a_bucket_whole_only_where_its_table_is_short_next_to_its_stories():
+    from nlpbench.memnet.train import WHOLE_TABLE_RATIO, whole_table_rows
+    slots = torch.tensor([50, 10])
+    assert whole_table_rows("gather", torch.tensor([300, 100]), slots) is None
+    assert whole_table_rows("whole_table", torch.tensor([3000, 100]), slots) == 3000
+    assert whole_table_rows("auto", torch.tensor([300, 100]), slots) == 300          # 300 sentences for 50 slots
+    assert whole_table_rows("auto", torch.tensor([485]), torch.tensor([10])) is None  # task 13: 485 for 10 slots
+    assert whole_table_rows("auto", torch.tensor([int(WHOLE_TABLE_RATIO * 10)]), torch.tensor([10])) is not None
+    with pytest.raises(ValueError, match="model.memory_read"):
+        whole_table_rows("dense", torch.tensor([1]), slots)
+
+
+def test_how_the_memory_is_read_leaves_a_groups_id_unchanged():
+    """memory_read chooses how a run is computed, not what (float summation order only), so it stays out of
+    group ids as the device does: runs trained under either read stay valid."""
+    from nlpbench.memnet.groups import settings_digest
+    settings = {"model": {"hops": 3, "memory_read": "auto"}, "train": {"lr": 0.01}}
+    gathered = {"model": {"hops": 3, "memory_read": "gather"}, "train": {"lr": 0.01}}
+    unset = {"model": {"hops": 3}, "train": {"lr": 0.01}}
+    ids = {settings_digest({"model": "memn2n", "settings": s}) for s in (settings, gathered, unset)}
+    assert len(ids) == 1
+    assert settings["model"]["memory_read"] == "auto"                  # the caller's settings are left as they were
+    other = {"model": {"hops": 2, "memory_read": "auto"}, "train": {"lr": 0.01}}
+    assert settings_digest({"model": "memn2n", "settings": other}) not in ids

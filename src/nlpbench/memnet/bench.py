@@ -269,10 +269,12 @@ def measure(params: dict, data_root: Path, steps: int, device: str) -> dict:
                                   ("tmemnn gamma", "tmemnn", s20_gamma)):   # one group, the same number of steps
         out[f"group {name}"] = train_ms(trainer(model, settings, datasets), steps) / len(datasets)
     protocol = [Run(f"{i}-{seed}", i, seed) for seed in range(PROTOCOL_SEEDS) for i in range(len(datasets))]
-    for model in ("memn2n", "tmemnn"):       # a group of the paper protocol: every task x five seeds, as trained
-        model_cfg, train_cfg, bayes_cfg = model_configs(model, s20)
-        tr = GroupTrainer(protocol, datasets, model_cfg, train_cfg, bayes_cfg, device, log=lambda _: None)
-        out[f"protocol {model}"] = train_ms(tr, max(1, steps // PROTOCOL_SEEDS), gradient_noise=True) / len(protocol)
+    s20_gather = {**s20, "model": {**s20["model"], "memory_read": "gather"}}
+    for model in ("memn2n", "tmemnn"):       # a group of the paper protocol: every task x five seeds, as trained,
+        for key, settings in ((model, s20), (f"{model} gather", s20_gather)):   # and with every slot gathered
+            model_cfg, train_cfg, bayes_cfg = model_configs(model, settings)
+            tr = GroupTrainer(protocol, datasets, model_cfg, train_cfg, bayes_cfg, device, log=lambda _: None)
+            out[f"protocol {key}"] = train_ms(tr, max(1, steps // PROTOCOL_SEEDS), gradient_noise=True) / len(protocol)
     out["n_train"], out["tasks"], out["variant"] = mem.n_train, exp["rows"], exp["variant"]
     out["pipeline"] = pipeline_job_minutes(Path("logs/train"))
     out["projection"] = five_seed_projection(Path("logs/train"))
@@ -345,6 +347,13 @@ def _rows(m: dict, params: dict) -> list[tuple]:
               f"gradient noise included, as trained: {P * m['protocol tmemnn']:.0f} ms per step"),
              (sec, f"t-MEM-NN / MemN2N, {P} runs together", m["protocol tmemnn"] / m["protocol memn2n"], 1.02, "x",
               "target of issue 16: at most 1.3")]
+    read = s20["model"].get("memory_read", "gather")
+    for model, name in (("memn2n", "MemN2N"), ("tmemnn", "t-MEM-NN")):
+        gathered = m[f"protocol {model} gather"]
+        rows += [(sec, f"{name}, {P} runs together, every slot gathered", gathered, None, "ms",
+                  "model.memory_read: gather (before issue 16's whole-table read)"),
+                 (sec, f"{name}, speed-up of memory_read {read} over gather", gathered / m[f"protocol {model}"], None,
+                  "x", "the same model; float summation order differs")]
     proj = m.get("projection")
     if proj and proj["projected_groups"] == 0:
         sec = "Tables 2 and 6-15 at five seeds (the cpu scale is the paper protocol): the pipeline's job times"

@@ -120,7 +120,8 @@ def train_group(group: Group, data_root: Path, runs_root: Path, device: str = "c
         ms_per_batch = statistics.mean(h["ms_per_batch"] for h in trainer.history) if trainer.history else None
         for k, ((task, seed, run_dir, data), m) in enumerate(zip(pending, metrics)):
             m.update({"task": task, "variant": group.variant, "model": group.model, "device": device_label(device),
-                      "group_size": len(runs), "group_wall_time_s": wall, "group_ms_per_batch": ms_per_batch})
+                      "group_size": len(runs), "group_wall_time_s": wall, "group_ms_per_batch": ms_per_batch,
+                      "memory_read": trainer.memory_reads[k]})
             save_run(trainer, k, run_dir, data, m, {"group": group.group_id, "model": group.model,
                                                     "variant": group.variant, "task": task, "seed": seed,
                                                     "settings": s})

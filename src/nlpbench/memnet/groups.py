@@ -68,12 +68,18 @@ HASH_NEUTRAL = {("model", "prior_sigma"): 1.0, ("train", "track_test_samples"): 
                 ("model", "memory_slots"): "fixed", ("model", "position_form"): "paper",
                 ("bayes", "test_draws"): "sequential", ("model", "t_sampler"): "gamma",
                 ("data", "train_questions"): None}
+# Settings that choose how a run is computed, not what: never in a group's hash, as the device, the thread count
+# and the runs a group trains together are not (each changes only the order of floating-point sums).
+EXECUTION_ONLY = (("model", "memory_read"),)
 
 
 def settings_digest(obj: dict) -> str:
-    """config.digest of a description of runs whose `settings` lose their neutral keys."""
+    """config.digest of a description of runs whose `settings` lose their neutral and execution-only keys."""
     if "settings" in obj:
-        obj = {**obj, "settings": config.drop_neutral(obj["settings"], HASH_NEUTRAL)}
+        settings = config.drop_neutral(obj["settings"], HASH_NEUTRAL)
+        for section, key in EXECUTION_ONLY:
+            settings.get(section, {}).pop(key, None)
+        obj = {**obj, "settings": settings}
     return config.digest(obj)
 
 

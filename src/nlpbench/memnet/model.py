@@ -36,6 +36,9 @@ class MemNetConfig:
     position_form: str = "paper" # "paper": l_kj of thesis ch. 3 over the sentence's own J; "code": the footnoted code's form
     t_sampler: str = "gamma"     # t-MEM-NN's Student-t noise: "gamma" (z / sqrt(Gamma / df), implicit gradient) or
                                  # "polar" (Bailey's polar method: the same distribution, other numbers)
+    memory_read: str = "gather"  # how a pass reads the memory slots (the same numbers up to float summation order):
+                                 # "gather" each slot's row, "whole_table" products with each run's whole sentence
+                                 # table, "auto" whichever is cheaper per bucket of runs (GroupTrainer)
     nil_row: str = "zero"        # "zero": padding is no word; "learned": the nil row is a learned embedding, sentences
                                  # are position-encoded over the data's padded length, empty slots hold the nil sentence
     init_std: float = 0.1
@@ -212,19 +215,25 @@ class MemNet(nn.Module):
         return present, a, b
 
     def sentence_bags(self, tokens: torch.Tensor, lengths: torch.Tensor, widths: torch.Tensor | None = None,
-                      counts: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+                      counts: torch.Tensor | None = None, rows_per_run: int | None = None) -> dict[str, torch.Tensor]:
         """Each run's table of distinct sentences, tokens (K, U, W) padded to the longest table, as one sparse
         matrix built once per data set. Run k's table has counts[k] real rows (default: all U); the padding rows
         are left out, so the embedded tables lie run after run in one flat table (sum_k counts[k] rows), run k's
-        starting at row offsets[k].
+        starting at row offsets[k]. With `rows_per_run` every run's table is padded to that many rows (zero rows
+        past its own), so the flat table is (K, rows_per_run) tables and `forward` reads it by products with
+        whole tables (see `forward`).
 
         With l_kj = a_j + (k/d) b_j, sum_j l_j E x_j = P_a E + P_b (E diag(k/d)) = [P_a | P_b] [E ; E diag(k/d)]:
         row offsets[k] + u of P holds the weights a_j of run k's sentence u's words at columns k V + word and b_j
         at columns K V + k V + word (without position encoding: word counts, and no P_b half)."""
         K, U, W = tokens.shape
         counts = torch.full((K,), U, device=tokens.device) if counts is None else counts.to(tokens.device)
-        offsets = torch.cumsum(counts, 0) - counts
-        R = int(counts.sum())
+        if rows_per_run is None:
+            offsets = torch.cumsum(counts, 0) - counts
+            R = int(counts.sum())
+        else:
+            offsets = torch.arange(K, device=tokens.device) * rows_per_run
+            R = K * rows_per_run
         present, a, b = self._position_values(tokens, lengths, widths)
         present = present & (torch.arange(U, device=tokens.device).view(1, U) < counts.view(K, 1)).unsqueeze(-1)
         col = (tokens + torch.arange(K, device=tokens.device).view(K, 1, 1) * self.cfg.n_rows)[present]
@@ -243,7 +252,8 @@ class MemNet(nn.Module):
                 return torch.sparse_coo_tensor(torch.stack([r, c]), values, shape,
                                                check_invariants=False).coalesce().to_sparse_csr()
 
-        return {"offsets": offsets, "P": csr(row, col, size), "P_T": csr(col, row, size[::-1])}
+        return {"offsets": offsets, "P": csr(row, col, size), "P_T": csr(col, row, size[::-1]),
+                "rows_per_run": rows_per_run}
 
     def word_weights(self, tables: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """Sentence tables tokens (T, U, W), len (T, U), width (T,) with every word's weights beside it, for
@@ -333,7 +343,7 @@ class MemNet(nn.Module):
         (exactly the full-memory result; with `mask_empty_memory` they are simply dropped)."""
         cfg = self.cfg
         story_ids, n_facts = batch["story_ids"], batch["n_facts"]      # (K, B, M), (K, B)
-        M = story_ids.shape[2]
+        K, B, M = story_ids.shape
         M_used = max(int(n_facts.max()), 1)
         story_ids = story_ids[..., :M_used]
         slot = torch.arange(M_used, device=story_ids.device)
@@ -353,23 +363,43 @@ class MemNet(nn.Module):
         # most recent sentence (thesis ch. 3).
         read = list(dict.fromkeys(n for pair in hops for n in pair))
         table, starts = self._embed(torch.cat([weights[n] for n in read], -1), sentences)   # (rows, n d)
-        memory = dict(zip(read, self._rows(table, starts, story_ids).split(d, -1)))
+        per_run = sentences["bags"]["rows_per_run"] if "bags" in sentences else None
+        if per_run is None:                                             # the slots' rows, gathered
+            memory = dict(zip(read, self._rows(table, starts, story_ids).split(d, -1)))
+
+            def match(u, a):                                            # u^T m_i (elementwise: 2x a batched bmm here)
+                return (memory[a] * u.unsqueeze(2)).sum(-1)
+
+            def weigh(p, c):                                            # sum_i p_i c_i
+                return (p.unsqueeze(-1) * memory[c]).sum(2)
+        else:
+            # Each run's whole table (K, U, d) per matrix: u^T against every sentence in one product, then each slot
+            # picks its sentence's score; sum_i p_i c_i as each sentence's summed weight times its row. The same
+            # numbers as the gathered slots up to float summation order, and cheaper where the stories are long
+            # next to the table (GroupTrainer chooses per bucket of runs).
+            whole = dict(zip(read, table.view(K, per_run, len(read), d).unbind(2)))
+
+            def match(u, a):
+                return torch.gather(torch.bmm(u, whole[a].transpose(1, 2)), 2, story_ids)
+
+            def weigh(p, c):
+                return torch.bmm(p.new_zeros(K, B, per_run).scatter_add_(2, story_ids, p), whole[c])
         if query in read:                                               # adjacent: B = E_0 = A^1
             u = self._rows(table, starts, batch["query_ids"]).split(d, -1)[read.index(query)]
         else:                                                           # layer-wise: B embeds only queries
             u = self._rows(*self._embed(weights[query], sentences), batch["query_ids"])
-        time_rows = {n: weights[n][:, cfg.n_words:cfg.n_words + M_used] for n in memory}    # T_E(1..M_used)
+        time_rows = {n: weights[n][:, cfg.n_words:cfg.n_words + M_used] for n in read}      # T_E(1..M_used)
         rev = (n_facts.unsqueeze(-1) - 1 - slot).clamp_min(0)          # slot i holds time row n_facts - 1 - i
         if cfg.nil_row == "learned":                                   # the nil sentence (table row 0), no time row
             nil = dict(zip(read, table[starts].split(d, -1)))
         attention = []
         for a, c in hops:
-            scores = (memory[a] * u.unsqueeze(2)).sum(-1)              # u^T m_i (elementwise: 2x a batched bmm here)
+            scores = match(u, a)                                        # u^T m_i
             if cfg.temporal_encoding:
                 scores = scores + self._time_scores(u, time_rows[a], rev, filled)
 
             def output(p, c=c):                                         # eq. 35: o = sum_i varpi_i c_i
-                o = (p.unsqueeze(-1) * memory[c]).sum(2)
+                o = weigh(p, c)
                 return o + self._time_output(p, time_rows[c], rev, filled) if cfg.temporal_encoding else o
 
             if cfg.memory_slots == "longest_story":

@@ -113,6 +113,23 @@ def bucket_runs(longest: list[int], memory_size: int, max_buckets: int = 3, over
     return [order[a:b] for a, b in zip([0] + cuts[:-1], cuts)]
 
 
+WHOLE_TABLE_RATIO = 15.0   # "auto": a table of at most this many sentences per memory slot is read whole (measured:
+                           # `nlpbench output tolias-thesis timing`, gather against whole table)
+
+
+def whole_table_rows(memory_read: str, counts: torch.Tensor, slots: torch.Tensor) -> int | None:
+    """Rows per run of the padded sentence tables when a pass reads them whole (MemNet.forward), else None (the
+    slots' rows are gathered). counts (K,): each run's distinct sentences; slots (K,): its memory slots used."""
+    rows = int(counts.max())
+    if memory_read == "gather":
+        return None
+    if memory_read == "whole_table":
+        return rows
+    if memory_read == "auto":
+        return rows if rows <= WHOLE_TABLE_RATIO * int(slots.max()) else None
+    raise ValueError(f"model.memory_read: unknown value {memory_read!r} (expected 'gather', 'whole_table' or 'auto')")
+
+
 class GroupTrainer:
     """Trains K runs of one model configuration together."""
 
@@ -136,6 +153,7 @@ class GroupTrainer:
                    for r in runs]
         self.model = MemNet(self.model_cfg, vocab_sizes, self.gens["init"], time_rows=longest).to(self.device)
         self.tables = stack_sentences(datasets, self.device)            # each run's own sentence table
+        self.slots_of_run = torch.tensor([min(n, model_cfg.memory_size) for n in longest], device=self.device)
         bags = self._bags
 
         # Runs whose stories are short go through the memory in their own pass, which computes only the slots
@@ -149,6 +167,9 @@ class GroupTrainer:
             self.sentences = None                                       # forward goes bucket by bucket
             self.bucket_sentences = [bags(b) for b in self.buckets]
         self.bucket_order = torch.argsort(torch.cat(self.buckets))     # rows of the concatenated buckets -> runs
+        read_of = {k: "gather" if s["bags"]["rows_per_run"] is None else "whole_table"
+                   for b, s in zip(self.buckets, self.bucket_sentences) for k in b.tolist()}
+        self.memory_reads = [read_of[k] for k in range(len(runs))]     # how each run's passes read its memory
         self._draw_layouts: dict[int, tuple] = {}                       # n draws side by side -> see forward_draws
         self._draw_bags: dict[tuple[int, int], dict] = {}               # (n, bucket) -> its pseudo-runs' tables
         self._word_weights = None                                       # the tables for own_sentences, when asked
@@ -200,10 +221,12 @@ class GroupTrainer:
         return same_layout
 
     def _bags(self, runs_at: torch.Tensor) -> dict:
-        """The sentence tables of the runs `runs_at` (a run may appear more than once) as one sparse matrix."""
+        """The sentence tables of the runs `runs_at` (a run may appear more than once) as one sparse matrix, laid
+        out for the way `memory_read` reads them (see `whole_table_rows`)."""
         d = self.data_of_run[runs_at]
         t = self.tables
-        return {"bags": self.model.sentence_bags(t["tokens"][d], t["len"][d], t["width"][d], t["count"][d])}
+        rows = whole_table_rows(self.model_cfg.memory_read, t["count"][d], self.slots_of_run[runs_at])
+        return {"bags": self.model.sentence_bags(t["tokens"][d], t["len"][d], t["width"][d], t["count"][d], rows)}
 
     # -- forward pass ------------------------------------------------------------------------------------
     def forward(self, batch: dict[str, torch.Tensor], weights: dict[str, torch.Tensor], attention: bool = False):
