@@ -103,3 +103,20 @@ def test_a_column_whose_name_holds_a_colon_is_read_whole():
 def test_a_note_quoting_a_cell_that_does_not_exist_is_refused_when_params_load(note, message):
     with pytest.raises(config.ConfigError, match=message):
         config.load(REPO / "params.yaml", {"scale": "cpu", "tables.tolias-thesis.8.notes": [note]})
+
+
+def test_a_tables_provenance_names_how_its_runs_read_the_memory(tmp_path):
+    """Runs record memory_read (issue 16); runs from before it gathered every slot. The table says which reads
+    its runs used."""
+    params = config.load(REPO / "params.yaml", {"scale": "cpu"})
+    d = config.declaration(params, "tables", "tolias-thesis", "pilot-task15")
+    for group in declaration_groups(params, d).values():
+        for task in group.tasks:
+            for seed in group.seeds:
+                key = "S10" if group.model == "tmemnn" else "point"
+                m = {"status": "ok", "seed": seed, "val_acc": {key: 0.5}, "test_acc": {key: 0.5}}
+                if seed == 1:
+                    m["memory_read"] = "whole_table"
+                io.write_json(group.run_dir(tmp_path, task, seed) / "metrics.json", m)
+    assert table_parts(params, d, tmp_path).provenance["memory read"].startswith("gather, whole_table (")
+    assert table_parts(params, d, tmp_path / "empty").provenance["memory read"] == "none (nothing trained)"

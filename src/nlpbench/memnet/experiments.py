@@ -222,7 +222,7 @@ def table_parts(params: dict, d: Declared, runs_root: Path, with_claims: bool = 
     spec = tables.TableSpec(source=d.source, table=d.name,
                             title=ref_title.get((d.source, d.name), exp.get("title", d.name)), rows=rows,
                             columns=list(exp["columns"]), decimals=1, pass_threshold=95.0, mean_row=True)
-    cells, wall, devices, commits, dofs = [], 0.0, set(), set(), []
+    cells, wall, devices, commits, dofs, reads = [], 0.0, set(), set(), [], set()
     for column, col in exp["columns"].items():
         group = groups[column_key(col)]
         summary_path = Path(runs_root) / group.group_id / "group.json"
@@ -243,6 +243,7 @@ def table_parts(params: dict, d: Declared, runs_root: Path, with_claims: bool = 
             if not ok:
                 cells.append(tables.Cell(str(task), column, None, "not_run"))
                 continue
+            reads.update(m.get("memory_read", "gather") for m in ok)     # runs before issue 16's read: gathered
             if exp.get("report") == "validation":      # a reading pilot: every seed counts, test never read
                 vals = [100 * (m["val_acc_by_task"][str(task)] if group.joint else m["val_acc"])[col["metric"]]
                         for m in sorted(ok, key=lambda m: m["seed"])]
@@ -275,6 +276,8 @@ def table_parts(params: dict, d: Declared, runs_root: Path, with_claims: bool = 
         "scale": params["scale"],
         "code commit": code_commit() + (f" (runs trained at {', '.join(sorted(commits))})" if commits else ""),
         "device": ", ".join(sorted(devices)) or "none (nothing trained)",
+        "memory read": (", ".join(sorted(reads)) + " (`memnet.model.memory_read`: how the runs were computed, the "
+                        "same model up to float summation order)") if reads else "none (nothing trained)",
         "training wall time": f"{wall / 60:.1f} min for {n_trained} "
                               f"runs in {len(groups)} vectorised groups",
         "generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
