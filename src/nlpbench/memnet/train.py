@@ -153,7 +153,6 @@ class GroupTrainer:
                    for r in runs]
         self.model = MemNet(self.model_cfg, vocab_sizes, self.gens["init"], time_rows=longest).to(self.device)
         self.tables = stack_sentences(datasets, self.device)            # each run's own sentence table
-        self.slots_of_run = torch.tensor([min(n, model_cfg.memory_size) for n in longest], device=self.device)
         bags = self._bags
 
         # Runs whose stories are short go through the memory in their own pass, which computes only the slots
@@ -225,7 +224,7 @@ class GroupTrainer:
         out for the way `memory_read` reads them (see `whole_table_rows`)."""
         d = self.data_of_run[runs_at]
         t = self.tables
-        rows = whole_table_rows(self.model_cfg.memory_read, t["count"][d], self.slots_of_run[runs_at])
+        rows = whole_table_rows(self.model_cfg.memory_read, t["count"][d], self.model.slots[runs_at])
         return {"bags": self.model.sentence_bags(t["tokens"][d], t["len"][d], t["width"][d], t["count"][d], rows)}
 
     # -- forward pass ------------------------------------------------------------------------------------
