@@ -1,6 +1,7 @@
 """MemN2N / t-MEM-NN: the equations, learning on real bAbI data, and group training == training alone."""
 
 import dataclasses
+import math
 from pathlib import Path
 
 import pytest
@@ -529,6 +530,15 @@ def test_the_timing_benchmark_runs_and_writes_its_ratios(babi_root, tmp_path, mo
                      "t-MEM-NN / MemN2N, 10 runs together"):          # the protocol's group: 2 tasks x 5 seeds
         row = next(line for line in md.splitlines() if line.startswith(f"| {quantity} |"))
         assert float(row.split("|")[2]) > 0, row
+    # where t-MEM-NN's extra time per grouped step goes: every part measured for both models (a difference of
+    # two timings may have either sign on a noisy machine, so only that it was measured is checked)
+    section = md.split("## Where the difference goes")[1].split("\n## ")[0]
+    for quantity in ("whole step", "weights of one pass, forward and backward", "of which the draw's uniforms",
+                     "t-divergence, forward and backward", "gradient noise", "per-run clipping and the optimiser step",
+                     "the rest: memory hops"):
+        row = next(line for line in section.splitlines() if line.startswith(f"| {quantity}"))
+        assert math.isfinite(float(row.split("|")[2])) and "t-MEM-NN" in row.split("|")[5], row
+    assert "t-MEM-NN 0.00" not in section.split("| t-divergence")[1].splitlines()[0]   # t-MEM-NN's was timed
 
 
 def _plain_batch(data, split: str, idx) -> dict[str, torch.Tensor]:

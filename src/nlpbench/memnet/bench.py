@@ -82,6 +82,46 @@ def train_ms(tr: GroupTrainer, steps: int, gradient_noise: bool = False) -> floa
     return 1000 * (time.perf_counter() - t0) / steps
 
 
+def step_parts_ms(tr: GroupTrainer, steps: int) -> dict[str, float]:
+    """ms per grouped training step of the parts that make t-MEM-NN's step dearer than MemN2N's, each timed
+    alone on `tr`'s own parameters: "draw", the weights of one pass (t-MEM-NN: one escort draw of every matrix,
+    its uniforms included; MemN2N: the masked matrices) forward and backward; "divergence", sum_Theta D_t
+    forward and backward (t-MEM-NN only); "gradient noise", add_gradient_noise over every parameter element a run
+    owns (t-MEM-NN has a mean and a scale per weight); "clip and step", per-run clipping and the optimiser step.
+    Timed after WARMUP repetitions each."""
+    model, bayes = tr.model, tr.model_cfg.bayesian
+    mode = "escort" if bayes else "mean"
+
+    def timed(f) -> float:
+        for i in range(WARMUP + steps):
+            if i == WARMUP:
+                _sync(tr.device)
+                t0 = time.perf_counter()
+            f()
+        _sync(tr.device)
+        return 1000 * (time.perf_counter() - t0) / steps
+
+    def draw() -> None:
+        weights = list(model.draw(tr.gens["noise"], mode).values())
+        torch.autograd.backward(weights, [torch.ones_like(w) for w in weights])
+
+    parts = {"draw": timed(draw)}
+    if bayes and model.posterior.sampler == "polar":     # the generators' share of the draw
+        parts["uniforms"] = timed(lambda: model.posterior.polar_uniforms(model._slot_generators(tr.gens["noise"])))
+    if bayes:
+        parts["divergence"] = timed(lambda: model.divergence(None).sum().backward())
+    for p in tr.params:
+        p.grad = torch.zeros_like(p)
+    if tr.tcfg.grad_noise_std > 0:
+        parts["gradient noise"] = timed(lambda: tr.add_gradient_noise(tr.tcfg.grad_noise_std))
+    for p in tr.params:
+        p.grad.zero_()                      # zero gradients: the timed optimiser steps leave the weights as they are
+    parts["clip and step"] = timed(lambda: (clip_per_run(tr.params, tr.tcfg.clip_norm) if tr.tcfg.clip_norm else None,
+                                            tr.opt.step()))
+    tr.opt.zero_grad(set_to_none=True)
+    return parts
+
+
 def plain_train_ms(data, bayesian: bool, settings: dict, steps: int) -> float:
     """ms per training step of memnet.plain: one run, one minibatch of padded word ids at a time (the loop a
     user would write), with the settings' optimiser, lr, clipping and divergence weight. Timed after WARMUP
@@ -275,6 +315,9 @@ def measure(params: dict, data_root: Path, steps: int, device: str) -> dict:
             model_cfg, train_cfg, bayes_cfg = model_configs(model, settings)
             tr = GroupTrainer(protocol, datasets, model_cfg, train_cfg, bayes_cfg, device, log=lambda _: None)
             out[f"protocol {key}"] = train_ms(tr, max(1, steps // PROTOCOL_SEEDS), gradient_noise=True) / len(protocol)
+            if key == model:                 # where the step's time goes, on the same trainer
+                for part, ms in step_parts_ms(tr, max(1, steps // PROTOCOL_SEEDS)).items():
+                    out[f"protocol {model} {part}"] = ms
     out["n_train"], out["tasks"], out["variant"] = mem.n_train, exp["rows"], exp["variant"]
     out["pipeline"] = pipeline_job_minutes(Path("logs/train"))
     out["projection"] = five_seed_projection(Path("logs/train"))
@@ -354,6 +397,23 @@ def _rows(m: dict, params: dict) -> list[tuple]:
                   "model.memory_read: gather (before issue 16's whole-table read)"),
                  (sec, f"{name}, speed-up of memory_read {read} over gather", gathered / m[f"protocol {model}"], None,
                   "x", "the same model; float summation order differs")]
+    sec = (f"Where the difference goes: the {P}-run group's step, t-MEM-NN - MemN2N, each part timed alone on the "
+           "same trainers (ms per step of the whole group)")
+    step = {model: P * m[f"protocol {model}"] for model in ("memn2n", "tmemnn")}
+    extra = step["tmemnn"] - step["memn2n"]
+    labels = {"draw": "weights of one pass, forward and backward",
+              "uniforms": "of which the draw's uniforms (the runs' generator calls, cos and log)",
+              "divergence": "t-divergence, forward and backward", "gradient noise": "gradient noise",
+              "clip and step": "per-run clipping and the optimiser step",
+              "rest": "the rest: memory hops, loss and their backward (the step minus the parts)"}
+    parts = {model: {part: m.get(f"protocol {model} {part}", 0.0) for part in labels} for model in step}
+    for model in step:                                   # the uniforms are part of the draw: not subtracted again
+        parts[model]["rest"] = step[model] - sum(v for k, v in parts[model].items() if k not in ("uniforms", "rest"))
+    rows.append((sec, "whole step", extra, None, "ms", f"MemN2N {step['memn2n']:.1f}, t-MEM-NN {step['tmemnn']:.1f}"))
+    for part, label in labels.items():
+        a, b = parts["memn2n"][part], parts["tmemnn"][part]
+        rows.append((sec, label, b - a, None, "ms", f"MemN2N {a:.2f}, t-MEM-NN {b:.2f}; "
+                     f"{(b - a) / extra:.0%} of the difference" if extra > 0 else f"MemN2N {a:.2f}, t-MEM-NN {b:.2f}"))
     proj = m.get("projection")
     if proj and proj["projected_groups"] == 0:
         sec = "Tables 2 and 6-15 at five seeds (the cpu scale is the paper protocol): the pipeline's job times"
@@ -465,6 +525,13 @@ def main(params: dict, data_root: Path, out_dir: Path, steps: int, device: str) 
         "training steps at the paper scale's five seeds over those at the cpu scale "
         f"({cpu_seeds_text()}): an estimate, not a bound (10k groups trained at one seed, then at five, took 1.03 "
         "to 1.4 times their projection).",
+        "Where the difference goes: on the paper protocol's two groups, right after their steps are timed, each "
+        "part of a step is timed alone (memnet.bench.step_parts_ms): the weights of one pass (t-MEM-NN: the escort "
+        "draw of every matrix with its uniforms; MemN2N: the masked matrices), forward and backward; the "
+        "t-divergence, forward and backward; the gradient noise (t-MEM-NN owns a mean and a scale per weight, "
+        "twice MemN2N's elements); clipping and the optimiser step. The rest, the step minus those parts, is the "
+        "memory hops, the loss and their backward, the same model in both. Parts timed alone do not add up "
+        "exactly to a step (caches, allocation), so the rest is an estimate.",
         "This machine is shared and its speed varies between sessions (the same training step has measured up to "
         "twice as long hours apart), so compare figures measured together: the ratios above come from one process, "
         "and the pipeline rows from one pipeline run, dated in results/costs.tsv.",

@@ -208,7 +208,7 @@ class StudentTMatrix(nn.Module):
         mu = as_slots(self.mu)
         d = mu.shape[2]
         if self.sampler == "polar":
-            cos, log_w = _polar_uniforms([len(r) for r in self.rows], d, generators, nu.device, nu.dtype)
+            cos, log_w = self.polar_uniforms(generators)
             theta = _PolarDraw.apply(mu, as_slots(self.log_sigma), nu, cos, log_w, self.flat_rows,
                                      self.run_of_row, as_slots(self.row_mask), escort)
             return theta.view(self.mu.shape)
@@ -217,6 +217,11 @@ class StudentTMatrix(nn.Module):
         eps = scatter_rows(noise, self.flat_rows, mu.shape).view(self.mu.shape)
         scale = torch.sqrt(nu / (nu + 2)).view(self.lead + (1, 1)) if escort else 1.0
         return (self.mu + scale * sigma * eps) * self.row_mask
+
+    def polar_uniforms(self, generators: list[torch.Generator]) -> tuple[torch.Tensor, torch.Tensor]:
+        """The polar sampler's uniforms for one draw per slot, its noise rows only: (cos(2 pi U_2), log w)."""
+        return _polar_uniforms([len(r) for r in self.rows], self.mu.shape[-1], generators, self.mu.device,
+                               self.mu.dtype)
 
     def samples(self, generators: list[torch.Generator], escort: bool, n: int) -> torch.Tensor:
         """n draws per slot, (n,) + lead + (V, d), each slot's n draws from one call of its generator: the
