@@ -43,23 +43,30 @@ def tasks_1_4(babi_root):
     return [load_task_tensors(babi_root, "en", [t], 50, 100, 0) for t in (1, 4)]
 
 
-def _trainer(datasets, runs, bayesian, epochs=2, samples=(1, 3), tying="layerwise", t_sampler="gamma", **train):
-    cfg = MemNetConfig(n_words=0, bayesian=bayesian, tying=tying, t_sampler=t_sampler)
+def _trainer(datasets, runs, bayesian, epochs=2, samples=(1, 3), tying="layerwise", t_sampler="gamma",
+             kernels="eager", **train):
+    cfg = MemNetConfig(n_words=0, bayesian=bayesian, tying=tying, t_sampler=t_sampler, posterior_kernels=kernels)
     return GroupTrainer(runs, datasets, cfg, TrainConfig(epochs=epochs, lr=0.1, **train),
                         BayesConfig(test_samples=samples) if bayesian else None, log=lambda s: None)
 
 
-@pytest.mark.parametrize("bayesian,tying,t_sampler,noise", [
-    (False, "layerwise", "gamma", 0.0), (True, "layerwise", "gamma", 0.0), (True, "adjacent", "gamma", 0.0),
-    (True, "adjacent", "polar", 0.0), (False, "adjacent", "gamma", 1e-3), (True, "adjacent", "polar", 1e-3)])
-def test_group_training_gives_the_same_runs_as_training_alone(tasks_1_4, bayesian, tying, t_sampler, noise):
+_COMPILER = pytest.mark.skipif(not __import__("nlpbench.nn.kernels", fromlist=["x"]).compiler_works("cpu"),
+                               reason="torch.compile cannot build CPU kernels here (no C++ compiler)")
+
+
+@pytest.mark.parametrize("bayesian,tying,t_sampler,noise,kernels", [
+    (False, "layerwise", "gamma", 0.0, "eager"), (True, "layerwise", "gamma", 0.0, "eager"),
+    (True, "adjacent", "gamma", 0.0, "eager"), (True, "adjacent", "polar", 0.0, "eager"),
+    (False, "adjacent", "gamma", 1e-3, "eager"), (True, "adjacent", "polar", 1e-3, "eager"),
+    pytest.param(True, "adjacent", "polar", 1e-3, "compiled", marks=_COMPILER)])
+def test_group_training_gives_the_same_runs_as_training_alone(tasks_1_4, bayesian, tying, t_sampler, noise, kernels):
     group = _trainer(tasks_1_4, [Run("t1", 0, 7), Run("t4", 1, 3)], bayesian, tying=tying, t_sampler=t_sampler,
-                     grad_noise_std=noise)
+                     grad_noise_std=noise, kernels=kernels)
     group.fit()
     together = group.evaluate()
     for k, (data, seed) in enumerate([(tasks_1_4[0], 7), (tasks_1_4[1], 3)]):
         alone = _trainer([data], [Run("x", 0, seed)], bayesian, tying=tying, t_sampler=t_sampler,
-                         grad_noise_std=noise)
+                         grad_noise_std=noise, kernels=kernels)
         alone.fit()
         result = alone.evaluate()[0]
         # float summation order differs in a group (padded rows, batched reductions), which can flip the
@@ -772,13 +779,14 @@ def test_auto_reads_a_bucket_whole_only_where_its_table_is_short_next_to_its_sto
 
 
 def test_how_the_memory_is_read_leaves_a_groups_id_unchanged():
-    """memory_read chooses how a run is computed, not what (float summation order only), so it stays out of
-    group ids as the device does: runs trained under either read stay valid."""
+    """memory_read and posterior_kernels choose how a run is computed, not what (float rounding only), so they
+    stay out of group ids as the device does: runs trained under either stay valid."""
     from nlpbench.memnet.groups import settings_digest
     settings = {"model": {"hops": 3, "memory_read": "auto"}, "train": {"lr": 0.01}}
     gathered = {"model": {"hops": 3, "memory_read": "gather"}, "train": {"lr": 0.01}}
     unset = {"model": {"hops": 3}, "train": {"lr": 0.01}}
-    ids = {settings_digest({"model": "memn2n", "settings": s}) for s in (settings, gathered, unset)}
+    compiled = {"model": {"hops": 3, "memory_read": "auto", "posterior_kernels": "compiled"}, "train": {"lr": 0.01}}
+    ids = {settings_digest({"model": "memn2n", "settings": s}) for s in (settings, gathered, unset, compiled)}
     assert len(ids) == 1
     assert settings["model"]["memory_read"] == "auto"                  # the caller's settings are left as they were
     other = {"model": {"hops": 2, "memory_read": "auto"}, "train": {"lr": 0.01}}

@@ -117,6 +117,13 @@ def test_a_tables_provenance_names_how_its_runs_read_the_memory(tmp_path):
                 m = {"status": "ok", "seed": seed, "val_acc": {key: 0.5}, "test_acc": {key: 0.5}}
                 if seed == 1:
                     m["memory_read"] = "whole_table"
+                m["model"] = group.model
+                if group.model == "tmemnn" and seed == 2:
+                    m["posterior_kernels"] = "compiled"
                 io.write_json(group.run_dir(tmp_path, task, seed) / "metrics.json", m)
-    assert table_parts(params, d, tmp_path).provenance["memory read"].startswith("gather, whole_table (")
-    assert table_parts(params, d, tmp_path / "empty").provenance["memory read"] == "none (nothing trained)"
+    provenance = table_parts(params, d, tmp_path).provenance
+    assert provenance["memory read"].startswith("gather, whole_table (")
+    # t-MEM-NN runs say how their Student-t draw and divergence ran; runs from before the key ran eager
+    assert provenance["posterior kernels"].startswith("compiled, eager (`memnet.model.posterior_kernels`")
+    empty = table_parts(params, d, tmp_path / "empty").provenance
+    assert empty["memory read"] == "none (nothing trained)" and "posterior kernels" not in empty

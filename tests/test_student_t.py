@@ -245,3 +245,52 @@ def test_a_bank_of_matrices_draws_each_runs_matrices_from_its_own_generator_and_
         both.log_nu[1, 2] = 3.0
     div = both.divergence(None)
     assert div.shape == (K, n) and div[1, 2] != div[1, 1]
+
+
+def test_posterior_kernels_setting_is_checked_and_auto_falls_back_to_eager_without_a_compiler(monkeypatch):
+    """model.posterior_kernels (issue 16): auto compiles on a CPU only where torch.compile can build kernels (a
+    C++ compiler), else runs eager; 'compiled' without a compiler and an unknown value are errors naming the key."""
+    from nlpbench.nn import kernels
+    with pytest.raises(ValueError, match="model.posterior_kernels: unknown value 'fast'"):
+        StudentTMatrix(torch.zeros(1, 3, 2), torch.ones(1, 3, dtype=torch.bool), [torch.arange(3)], 0.01, 10.0,
+                       kernels="fast")
+    monkeypatch.setattr(kernels, "compiler_works", lambda device_type: False)
+    assert kernels.resolve("auto", "cpu", "k") == "eager" and kernels.resolve("eager", "cpu", "k") == "eager"
+    with pytest.raises(ValueError, match="k: 'compiled', but torch.compile cannot build kernels on cpu"):
+        kernels.resolve("compiled", "cpu", "k")
+    q = StudentTMatrix(torch.zeros(1, 3, 2), torch.ones(1, 3, dtype=torch.bool), [torch.arange(3)], 0.01, 10.0,
+                       sampler="polar", kernels="auto")
+    assert q.kernels_used == "eager" and torch.isfinite(q.sample([torch.Generator().manual_seed(0)], True)).all()
+    monkeypatch.setattr(kernels, "compiler_works", lambda device_type: True)
+    assert kernels.resolve("auto", "cpu", "k") == "compiled" and kernels.resolve("auto", "cuda", "k") == "eager"
+
+
+needs_compiler = pytest.mark.skipif(not __import__("nlpbench.nn.kernels", fromlist=["x"]).compiler_works("cpu"),
+                                    reason="torch.compile cannot build CPU kernels here (no C++ compiler)")
+
+
+@needs_compiler
+@pytest.mark.parametrize("escort,tied", [(True, True), (False, False)])
+def test_compiled_posterior_kernels_compute_the_eager_draw_divergence_and_gradients(escort, tied):
+    """posterior_kernels 'compiled' runs the same formulas as 'eager' (torch.compile fuses them): the draw from the
+    same generators, the t-divergence and every gradient agree to float rounding."""
+    torch.manual_seed(0)
+    K, n, V, d = 3, 2, 7, 5
+    mask = torch.rand(K, n, V) > 0.2
+    rows = [torch.tensor([0, 2, 3, 5]), torch.arange(V), torch.tensor([1, 6]), torch.arange(4), torch.arange(V),
+            torch.tensor([2])]
+    mu = torch.randn(K, n, V, d) * 0.3
+    prior = None if tied else torch.tensor([3.0, 50.0, 7.0]).view(K, 1).expand(K, n)
+    out = {}
+    for how in ("eager", "compiled"):
+        q = StudentTMatrix(mu.clone(), mask, rows, 0.2, 6.0, dof_min=1.0, sampler="polar", kernels=how)
+        with torch.no_grad():
+            q.log_sigma.add_(torch.linspace(-1, 1, q.log_sigma.numel()).view_as(q.log_sigma))
+            q.log_nu.copy_(torch.tensor([[0.5, 1.0], [2.0, 3.0], [4.0, 0.2]]))
+        gens = [torch.Generator().manual_seed(s) for s in (11, 11, 12, 12, 13, 13)]
+        theta, div = q.sample(gens, escort), q.divergence(prior)
+        ((theta * torch.linspace(-2, 2, theta.numel()).view_as(theta)).sum() + div.sum()).backward()
+        assert q.kernels_used == how
+        out[how] = [theta.detach(), div.detach(), q.mu.grad, q.log_sigma.grad, q.log_nu.grad]
+    for got, want in zip(out["compiled"], out["eager"]):
+        assert torch.allclose(got, want, rtol=1e-4, atol=1e-6)

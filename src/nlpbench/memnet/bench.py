@@ -107,7 +107,7 @@ def step_parts_ms(tr: GroupTrainer, steps: int) -> dict[str, float]:
 
     parts = {"draw": timed(draw)}
     if bayes and model.posterior.sampler == "polar":     # the generators' share of the draw
-        parts["uniforms"] = timed(lambda: model.posterior.polar_uniforms(model._slot_generators(tr.gens["noise"])))
+        parts["uniforms"] = timed(lambda: model.posterior.polar_pairs(model._slot_generators(tr.gens["noise"])))
     if bayes:
         parts["divergence"] = timed(lambda: model.divergence(None).sum().backward())
     for p in tr.params:
@@ -310,11 +310,17 @@ def measure(params: dict, data_root: Path, steps: int, device: str) -> dict:
         out[f"group {name}"] = train_ms(trainer(model, settings, datasets), steps) / len(datasets)
     protocol = [Run(f"{i}-{seed}", i, seed) for seed in range(PROTOCOL_SEEDS) for i in range(len(datasets))]
     s20_gather = {**s20, "model": {**s20["model"], "memory_read": "gather"}}
+    s20_eager = {**s20, "model": {**s20["model"], "posterior_kernels": "eager"}}
     for model in ("memn2n", "tmemnn"):       # a group of the paper protocol: every task x five seeds, as trained,
-        for key, settings in ((model, s20), (f"{model} gather", s20_gather)):   # and with every slot gathered
+        variants = [(model, s20), (f"{model} gather", s20_gather)]             # with every slot gathered,
+        if model == "tmemnn":
+            variants.append((f"{model} eager", s20_eager))                     # and the posterior run op by op
+        for key, settings in variants:
             model_cfg, train_cfg, bayes_cfg = model_configs(model, settings)
             tr = GroupTrainer(protocol, datasets, model_cfg, train_cfg, bayes_cfg, device, log=lambda _: None)
             out[f"protocol {key}"] = train_ms(tr, max(1, steps // PROTOCOL_SEEDS), gradient_noise=True) / len(protocol)
+            if key == model and model == "tmemnn":
+                out["posterior kernels"] = tr.posterior_kernels
             if key == model:                 # where the step's time goes, on the same trainer
                 for part, ms in step_parts_ms(tr, max(1, steps // PROTOCOL_SEEDS)).items():
                     out[f"protocol {model} {part}"] = ms
@@ -389,7 +395,7 @@ def _rows(m: dict, params: dict) -> list[tuple]:
              (sec, f"t-MEM-NN, {P} runs together", m["protocol tmemnn"], None, "ms",
               f"gradient noise included, as trained: {P * m['protocol tmemnn']:.0f} ms per step"),
              (sec, f"t-MEM-NN / MemN2N, {P} runs together", m["protocol tmemnn"] / m["protocol memn2n"], 1.02, "x",
-              "target of issue 16: at most 1.3")]
+              f"target of issue 16: at most 1.3; t-MEM-NN's posterior kernels: {m['posterior kernels']}")]
     read = s20["model"].get("memory_read", "gather")
     for model, name in (("memn2n", "MemN2N"), ("tmemnn", "t-MEM-NN")):
         gathered = m[f"protocol {model} gather"]
@@ -397,12 +403,21 @@ def _rows(m: dict, params: dict) -> list[tuple]:
                   "model.memory_read: gather (before issue 16's whole-table read)"),
                  (sec, f"{name}, speed-up of memory_read {read} over gather", gathered / m[f"protocol {model}"], None,
                   "x", "the same model; float summation order differs")]
+    used = m["posterior kernels"]
+    rows += [(sec, f"t-MEM-NN, {P} runs together, posterior kernels eager", m["protocol tmemnn eager"], None, "ms",
+              "model.posterior_kernels: eager (the draw and the t-divergence op by op, as before issue 16's kernels)"),
+             (sec, f"t-MEM-NN, speed-up of posterior kernels {used} over eager",
+              m["protocol tmemnn eager"] / m["protocol tmemnn"], None, "x",
+              "the same formulas; compiled: fused by torch.compile (float rounding differs)" if used == "compiled"
+              else "eager here: torch.compile cannot build kernels on this machine (no C++ compiler)"),
+             (sec, f"t-MEM-NN (posterior kernels eager) / MemN2N, {P} runs together",
+              m["protocol tmemnn eager"] / m["protocol memn2n"], 1.02, "x", "")]
     sec = (f"Where the difference goes: the {P}-run group's step, t-MEM-NN - MemN2N, each part timed alone on the "
            "same trainers (ms per step of the whole group)")
     step = {model: P * m[f"protocol {model}"] for model in ("memn2n", "tmemnn")}
     extra = step["tmemnn"] - step["memn2n"]
     labels = {"draw": "weights of one pass, forward and backward",
-              "uniforms": "of which the draw's uniforms (the runs' generator calls, cos and log)",
+              "uniforms": "of which the draw's uniforms (the runs' generator calls)",
               "divergence": "t-divergence, forward and backward", "gradient noise": "gradient noise",
               "clip and step": "per-run clipping and the optimiser step",
               "rest": "the rest: memory hops, loss and their backward (the step minus the parts)"}
@@ -477,6 +492,8 @@ def main(params: dict, data_root: Path, out_dir: Path, steps: int, device: str) 
         "benchmark wall time": f"{time.perf_counter() - t0:.0f} s",
         "load average at start (1 min)": f"{load:.2f} on {os.cpu_count()} cores (other processes share the machine)",
         "timed steps": f"{steps} per training measurement, after {WARMUP} warm-up steps",
+        "t-MEM-NN's posterior kernels": f"{m['posterior kernels']} (`memnet.model.posterior_kernels`: "
+                                        f"{params['memnet']['model'].get('posterior_kernels', 'eager')})",
         "data": f"bAbI {m['variant']} tasks {m['tasks'][0]}-{m['tasks'][-1]}, {m['n_train']} training stories each",
     }
     notes = [

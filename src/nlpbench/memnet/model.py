@@ -39,6 +39,9 @@ class MemNetConfig:
     memory_read: str = "gather"  # how a pass reads the memory slots (the same numbers up to float summation order):
                                  # "gather" each slot's row, "whole_table" products with each run's whole sentence
                                  # table, "auto" whichever is cheaper per bucket of runs (GroupTrainer)
+    posterior_kernels: str = "eager"   # t-MEM-NN's Student-t draw and divergence: "eager" (op by op), "compiled"
+                                 # (fused by torch.compile; needs a C++ compiler on a CPU) or "auto" (compiled where it
+                                 # can be): the same formulas, the numbers equal up to float rounding (nn.kernels)
     nil_row: str = "zero"        # "zero": padding is no word; "learned": the nil row is a learned embedding, sentences
                                  # are position-encoded over the data's padded length, empty slots hold the nil sentence
     init_std: float = 0.1
@@ -138,7 +141,7 @@ class MemNet(nn.Module):
                 self.posterior = GaussianMatrix(mu, mask, slot_rows, cfg.sigma_init, cfg.prior_sigma)
             else:
                 self.posterior = StudentTMatrix(mu, mask, slot_rows, cfg.sigma_init, cfg.dof_init, cfg.dof_min,
-                                                cfg.t_sampler)
+                                                cfg.t_sampler, cfg.posterior_kernels)
         else:
             self.params = nn.ParameterDict()
             for name, mask in zip(names, masks):

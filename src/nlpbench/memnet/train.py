@@ -169,6 +169,9 @@ class GroupTrainer:
         read_of = {k: "gather" if s["bags"]["rows_per_run"] is None else "whole_table"
                    for b, s in zip(self.buckets, self.bucket_sentences) for k in b.tolist()}
         self.memory_reads = [read_of[k] for k in range(len(runs))]     # how each run's passes read its memory
+        # how t-MEM-NN's Student-t draw and divergence run here (eager | compiled; nn.kernels); None: no such posterior
+        posterior = getattr(self.model, "posterior", None)
+        self.posterior_kernels = getattr(posterior, "kernels_used", None)
         self._draw_layouts: dict[int, tuple] = {}                       # n draws side by side -> see forward_draws
         self._draw_bags: dict[tuple[int, int], dict] = {}               # (n, bucket) -> its pseudo-runs' tables
         self._word_weights = None                                       # the tables for own_sentences, when asked

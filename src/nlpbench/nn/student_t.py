@@ -12,6 +12,7 @@ import math
 import torch
 from torch import nn
 
+from nlpbench.nn.kernels import SETTINGS as KERNEL_SETTINGS, resolve as resolve_kernels, run_as
 from nlpbench.nn.per_run import as_slots, draws_index, flat_row_index, run_of_rows, scatter_rows
 
 
@@ -54,19 +55,28 @@ def standard_t_noise_runs(df: torch.Tensor, rows: list[int], d: int,
     return z * torch.rsqrt((gamma / half[run_of_row].unsqueeze(1)).clamp_min(1e-30))
 
 
-def _polar_uniforms(rows: list[int], d: int, generators: list[torch.Generator], device, dtype
-                    ) -> tuple[torch.Tensor, torch.Tensor]:
-    """For every run, rows[k] x d pairs from its own generator, stacked run after run: the angle's cosine
-    cos(2 pi U_2) and log(w) with w = 1 - U_1 in (0, 1], U_1, U_2 ~ U[0, 1). Consecutive runs that share a
-    generator (the matrices of one run of a model, StudentTMatrix with a matrix axis) take theirs from one call."""
+def _polar_pairs(rows: list[int], d: int, generators: list[torch.Generator], device, dtype) -> torch.Tensor:
+    """For every run, rows[k] x d uniform pairs (U_1, U_2) ~ U[0, 1)^2 from its own generator, stacked run after
+    run: (2, sum(rows) d). Consecutive runs that share a generator (the matrices of one run of a model,
+    StudentTMatrix with a matrix axis) take theirs from one call."""
     calls: list[list] = []                                       # [generator, rows] per call
     for n, g in zip(rows, generators):
         if calls and calls[-1][0] is g:
             calls[-1][1] += n
         else:
             calls.append([g, n])
-    pairs = torch.cat([torch.rand((2, n * d), generator=g, device=device, dtype=dtype) for g, n in calls], 1)
+    return torch.cat([torch.rand((2, n * d), generator=g, device=device, dtype=dtype) for g, n in calls], 1)
+
+
+def _angle_and_log(pairs: torch.Tensor, d: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The pairs' angle cosine cos(2 pi U_2) and log(w) with w = 1 - U_1 in (0, 1], each (rows, d)."""
     return torch.cos(2 * math.pi * pairs[1]).view(-1, d), torch.log1p(-pairs[0]).view(-1, d)
+
+
+def _polar_uniforms(rows: list[int], d: int, generators: list[torch.Generator], device, dtype
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos(2 pi U_2) and log(1 - U_1) for every run's rows[k] x d pairs (_polar_pairs, _angle_and_log)."""
+    return _angle_and_log(_polar_pairs(rows, d, generators, device, dtype), d)
 
 
 def _polar_t(cos: torch.Tensor, log_w: torch.Tensor, df: torch.Tensor) -> torch.Tensor:
@@ -129,6 +139,14 @@ class _PolarDraw(torch.autograd.Function):
         return g, d_log_sigma, d_nu, None, None, None, None, None, None
 
 
+def polar_draw(mu: torch.Tensor, log_sigma: torch.Tensor, nu: torch.Tensor, pairs: torch.Tensor,
+               flat_rows: torch.Tensor, run_of_row: torch.Tensor, row_mask: torch.Tensor, escort: bool) -> torch.Tensor:
+    """One draw of every slot's matrix, (slots, V, d): _PolarDraw of the uniform pairs (_polar_pairs) placed at
+    each slot's noise rows. The pairs are drawn outside, so that the arithmetic can run as compiled kernels."""
+    cos, log_w = _angle_and_log(pairs, mu.shape[-1])
+    return _PolarDraw.apply(mu, log_sigma, nu, cos, log_w, flat_rows, run_of_row, row_mask, escort)
+
+
 T_SAMPLERS = {"gamma": standard_t_noise_runs, "polar": standard_t_noise_runs_polar}
 
 
@@ -160,6 +178,29 @@ def t_divergence(
     return one_over_1mt * (psi_q * (1 + 1 / nu_q) - psi_p * (1 + (sigma2 + mu**2) / nu_p))
 
 
+def divergence_sums(mu: torch.Tensor, log_sigma: torch.Tensor, nu_q: torch.Tensor, rows: torch.Tensor,
+                    n_elements: torch.Tensor, prior_nu: torch.Tensor | None) -> torch.Tensor:
+    """sum_l D_t(q_l || p_l) (eq. 56) over the existing elements of each slot's matrix, (slots,): mu, log_sigma
+    (slots, V, d), nu_q (slots,), rows (slots, V) 1 where a row exists, n_elements (slots,) their elements.
+    prior_nu None: each prior's dof is its posterior's nu_Theta; else one per slot.
+
+    `t_divergence` summed, with the sums taken first: per element only sigma^(2/(nu_q+1)) (in Psi_q,
+    eq. 57) and sigma^2 + mu^2 depend on the element. With Psi_1 = Psi_q at sigma = 1 and N elements,
+        sum_l D_t = -(1+nu_q)/2 [N ((1 + 1/nu_q) Psi_1 - Psi_p) + (1 + 1/nu_q) Psi_1 S_1 - Psi_p S_2 / nu_p],
+    S_1 = sum_l (sigma_l^(2/(nu_q+1)) - 1) and S_2 = sum_l (sigma_l^2 + mu_l^2): no difference of
+    two large sums, so float32 keeps the per-element form's accuracy. Tied (Psi_p = Psi_1), the bracket is
+    (Psi_1 / nu_q) (N + (1 + nu_q) S_1 - S_2)."""
+    s1 = (((log_sigma * (2 / (nu_q + 1)).view(-1, 1, 1)).exp() - 1).sum(2) * rows).sum(1)   # exp: 6x expm1's speed
+    s2 = (((2 * log_sigma).exp() + mu * mu).sum(2) * rows).sum(1)
+    psi_1 = torch.exp(log_psi(nu_q))
+    if prior_nu is None:                                                     # nu_p = nu_q: Psi_p = Psi_1
+        return -(1 + nu_q) / (2 * nu_q) * (n_elements + (1 + nu_q) * s1 - s2) * psi_1
+    nu_p = prior_nu.reshape(-1)
+    psi_p = torch.exp(log_psi(nu_p))
+    q_term = (1 + 1 / nu_q) * psi_1
+    return -(1 + nu_q) / 2 * (n_elements * (q_term - psi_p) + q_term * s1 - psi_p * s2 / nu_p)
+
+
 class StudentTMatrix(nn.Module):
     """q(Theta) = t(vec Theta | mu, diag(sigma^2), nu_Theta) for K runs at once (eqs. 51-53).
 
@@ -173,10 +214,16 @@ class StudentTMatrix(nn.Module):
     """
 
     def __init__(self, mu_init: torch.Tensor, row_mask: torch.Tensor, rows: list[torch.Tensor],
-                 sigma_init: float, dof_init: float, dof_min: float = 0.0, sampler: str = "gamma"):
+                 sigma_init: float, dof_init: float, dof_min: float = 0.0, sampler: str = "gamma",
+                 kernels: str = "eager"):
         super().__init__()
         if sampler not in T_SAMPLERS:
             raise ValueError(f"model.t_sampler: unknown value {sampler!r} (expected one of {', '.join(T_SAMPLERS)})")
+        if kernels not in KERNEL_SETTINGS:
+            raise ValueError(f"model.posterior_kernels: unknown value {kernels!r} "
+                             f"(expected one of {', '.join(KERNEL_SETTINGS)})")
+        self.kernels = kernels             # how the polar draw and the divergence run: nlpbench.nn.kernels
+        self._kernels_on: dict[str, str] = {}                                     # device type -> eager | compiled
         self.sampler = sampler
         self.noise = T_SAMPLERS[sampler]    # gamma: z / sqrt(g / df) with g ~ Gamma; polar: Bailey's polar method
         self.lead = tuple(mu_init.shape[:-2])                                     # (K,) or (K, n)
@@ -198,6 +245,18 @@ class StudentTMatrix(nn.Module):
     def nu(self) -> torch.Tensor:
         return self.dof_min + self.log_nu.exp()
 
+    @property
+    def kernels_used(self) -> str:
+        """"eager" or "compiled": how `polar_draw` and `divergence_sums` run on this module's device."""
+        device = self.mu.device
+        if device.type not in self._kernels_on:
+            self._kernels_on[device.type] = resolve_kernels(self.kernels, device, "model.posterior_kernels")
+        return self._kernels_on[device.type]
+
+    def _as_set(self, fn):
+        """`fn` run as `kernels` says (op by op, or as compiled kernels: the same formulas)."""
+        return run_as(fn, self.kernels_used)
+
     def mean(self) -> torch.Tensor:
         return self.mu * self.row_mask
 
@@ -208,9 +267,8 @@ class StudentTMatrix(nn.Module):
         mu = as_slots(self.mu)
         d = mu.shape[2]
         if self.sampler == "polar":
-            cos, log_w = self.polar_uniforms(generators)
-            theta = _PolarDraw.apply(mu, as_slots(self.log_sigma), nu, cos, log_w, self.flat_rows,
-                                     self.run_of_row, as_slots(self.row_mask), escort)
+            theta = self._as_set(polar_draw)(mu, as_slots(self.log_sigma), nu, self.polar_pairs(generators),
+                                             self.flat_rows, self.run_of_row, as_slots(self.row_mask), escort)
             return theta.view(self.mu.shape)
         sigma = self.log_sigma.exp()
         noise = self.noise(nu + 2 if escort else nu, [len(r) for r in self.rows], d, generators)
@@ -218,10 +276,10 @@ class StudentTMatrix(nn.Module):
         scale = torch.sqrt(nu / (nu + 2)).view(self.lead + (1, 1)) if escort else 1.0
         return (self.mu + scale * sigma * eps) * self.row_mask
 
-    def polar_uniforms(self, generators: list[torch.Generator]) -> tuple[torch.Tensor, torch.Tensor]:
-        """The polar sampler's uniforms for one draw per slot, its noise rows only: (cos(2 pi U_2), log w)."""
-        return _polar_uniforms([len(r) for r in self.rows], self.mu.shape[-1], generators, self.mu.device,
-                               self.mu.dtype)
+    def polar_pairs(self, generators: list[torch.Generator]) -> torch.Tensor:
+        """The polar sampler's uniform pairs for one draw per slot, its noise rows only (_polar_pairs)."""
+        return _polar_pairs([len(r) for r in self.rows], self.mu.shape[-1], generators, self.mu.device,
+                            self.mu.dtype)
 
     def samples(self, generators: list[torch.Generator], escort: bool, n: int) -> torch.Tensor:
         """n draws per slot, (n,) + lead + (V, d), each slot's n draws from one call of its generator: the
@@ -237,24 +295,9 @@ class StudentTMatrix(nn.Module):
     def divergence(self, prior_nu: torch.Tensor | None) -> torch.Tensor:
         """sum_l D_t(q_l || p_l) over the existing elements of each slot's matrix: shape `lead`.
         prior_nu None ties the prior's dof to this posterior's nu_Theta (then eq. 56 is exact); else one prior
-        dof per slot (`lead`).
-
-        `t_divergence` summed, with the sums taken first: per element only sigma^(2/(nu_q+1)) (in Psi_q,
-        eq. 57) and sigma^2 + mu^2 depend on the element. With Psi_1 = Psi_q at sigma = 1 and N elements,
-            sum_l D_t = -(1+nu_q)/2 [N ((1 + 1/nu_q) Psi_1 - Psi_p) + (1 + 1/nu_q) Psi_1 S_1 - Psi_p S_2 / nu_p],
-        S_1 = sum_l (sigma_l^(2/(nu_q+1)) - 1) and S_2 = sum_l (sigma_l^2 + mu_l^2): no difference of
-        two large sums, so float32 keeps the per-element form's accuracy. Tied (Psi_p = Psi_1), the bracket is
-        (Psi_1 / nu_q) (N + (1 + nu_q) S_1 - S_2)."""
+        dof per slot (`lead`). See `divergence_sums`."""
         nu_q = self.nu.reshape(-1)
         mu, log_sigma = as_slots(self.mu), as_slots(self.log_sigma)
         rows = as_slots(self.row_mask)[..., 0]                                # (slots, V)
-        s1 = (((log_sigma * (2 / (nu_q + 1)).view(-1, 1, 1)).exp() - 1).sum(2) * rows).sum(1)   # exp: 6x expm1's speed
-        s2 = (((2 * log_sigma).exp() + mu * mu).sum(2) * rows).sum(1)
-        psi_1 = torch.exp(log_psi(nu_q))
-        if prior_nu is None:                                                     # nu_p = nu_q: Psi_p = Psi_1
-            return (-(1 + nu_q) / (2 * nu_q) * (self.n_elements + (1 + nu_q) * s1 - s2) * psi_1).view(self.lead)
-        nu_p = prior_nu.reshape(-1)
-        psi_p = torch.exp(log_psi(nu_p))
-        q_term = (1 + 1 / nu_q) * psi_1
-        per_slot = -(1 + nu_q) / 2 * (self.n_elements * (q_term - psi_p) + q_term * s1 - psi_p * s2 / nu_p)
+        per_slot = self._as_set(divergence_sums)(mu, log_sigma, nu_q, rows, self.n_elements, prior_nu)
         return per_slot.view(self.lead)

@@ -1,0 +1,58 @@
+"""Elementwise-heavy functions run op by op (eager) or fused into a few kernels by torch.compile.
+
+On a CPU, many small elementwise passes over a model's parameters cost more in memory traffic and dispatch than
+in arithmetic; torch.compile (inductor) fuses them, but it needs a C++ compiler on the machine. A setting names
+how to run them: "eager" (op by op, everywhere), "compiled" (fused; an error where torch.compile cannot build
+kernels), or "auto" (fused on a CPU where it can, eager elsewhere). The two compute the same formulas; the
+numbers agree up to float rounding, as they do between devices.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Callable
+
+import torch
+
+SETTINGS = ("auto", "eager", "compiled")
+
+
+def _probe(x: torch.Tensor) -> torch.Tensor:
+    return (x * 2).exp().sum()
+
+
+@functools.cache
+def compiler_works(device_type: str) -> bool:
+    """Whether torch.compile builds and runs a small fused kernel on this kind of device here."""
+    try:
+        return bool(torch.isfinite(torch.compile(_probe)(torch.ones(8, device=device_type))))
+    except Exception:      # no C++ compiler (inductor's InvalidCxxCompiler), no Triton, a failed build, ...
+        return False
+
+
+def resolve(setting: str, device: torch.device | str, key: str) -> str:
+    """"eager" or "compiled" for `setting` on `device`; `key` names the setting in errors."""
+    device_type = torch.device(device).type
+    if setting not in SETTINGS:
+        raise ValueError(f"{key}: unknown value {setting!r} (expected one of {', '.join(SETTINGS)})")
+    if setting == "auto":
+        return "compiled" if device_type == "cpu" and compiler_works("cpu") else "eager"
+    if setting == "compiled" and not compiler_works(device_type):
+        raise ValueError(f"{key}: 'compiled', but torch.compile cannot build kernels on {device_type} here "
+                         "(on a CPU it needs a C++ compiler such as g++); use 'auto' or 'eager'")
+    return setting
+
+
+RECOMPILE_LIMIT = 64     # one process may build models of many sizes (the timing benchmark's one-run trainers, the
+                         # tests); past torch's default of 8 shapes a compiled function would silently run eager
+
+
+@functools.cache
+def _compiled(fn: Callable) -> Callable:
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, RECOMPILE_LIMIT)
+    return torch.compile(fn)
+
+
+def run_as(fn: Callable, how: str) -> Callable:
+    """`fn` itself ("eager") or its torch.compile'd form ("compiled"; one per function, kept for the process)."""
+    return _compiled(fn) if how == "compiled" else fn
