@@ -253,7 +253,7 @@ class StudentTMatrix(nn.Module):
             self._kernels_on[device.type] = resolve_kernels(self.kernels, device, "model.posterior_kernels")
         return self._kernels_on[device.type]
 
-    def _as_set(self, fn):
+    def _with_kernels(self, fn):
         """`fn` run as `kernels` says (op by op, or as compiled kernels: the same formulas)."""
         return run_as(fn, self.kernels_used)
 
@@ -267,7 +267,7 @@ class StudentTMatrix(nn.Module):
         mu = as_slots(self.mu)
         d = mu.shape[2]
         if self.sampler == "polar":
-            theta = self._as_set(polar_draw)(mu, as_slots(self.log_sigma), nu, self.polar_pairs(generators),
+            theta = self._with_kernels(polar_draw)(mu, as_slots(self.log_sigma), nu, self.polar_pairs(generators),
                                              self.flat_rows, self.run_of_row, as_slots(self.row_mask), escort)
             return theta.view(self.mu.shape)
         sigma = self.log_sigma.exp()
@@ -299,5 +299,5 @@ class StudentTMatrix(nn.Module):
         nu_q = self.nu.reshape(-1)
         mu, log_sigma = as_slots(self.mu), as_slots(self.log_sigma)
         rows = as_slots(self.row_mask)[..., 0]                                # (slots, V)
-        per_slot = self._as_set(divergence_sums)(mu, log_sigma, nu_q, rows, self.n_elements, prior_nu)
+        per_slot = self._with_kernels(divergence_sums)(mu, log_sigma, nu_q, rows, self.n_elements, prior_nu)
         return per_slot.view(self.lead)
