@@ -17,6 +17,7 @@ import time
 from collections import defaultdict
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Callable
 
 import torch
 from torch.nn import functional as F
@@ -59,16 +60,25 @@ def _mode(tr: GroupTrainer) -> str:
     return tr.bcfg.test_sampling if tr.model_cfg.bayesian else "mean"
 
 
+def timed_ms(step: Callable[[int], object], steps: int, device: torch.device) -> float:
+    """ms per call of step(i), i = 0, 1, ...: WARMUP untimed calls, then `steps` timed ones (wall clock)."""
+    for i in range(WARMUP + steps):
+        if i == WARMUP:
+            _sync(device)
+            t0 = time.perf_counter()
+        step(i)
+    _sync(device)
+    return 1000 * (time.perf_counter() - t0) / steps
+
+
 def train_ms(tr: GroupTrainer, steps: int, gradient_noise: bool = False) -> float:
     """ms per training step (every run of `tr` one minibatch), taken as GroupTrainer.train_epoch takes it:
     each run's own minibatch, loss, backward (gradient_noise: its noise, as the settings have it), per-run
     clipping, optimiser step. Timed after WARMUP steps."""
     B = tr.tcfg.batch_size
     perms = torch.stack([torch.randperm(tr.n_train, generator=g) for g in tr.gens["data"]]).to(tr.device)
-    for i in range(WARMUP + steps):
-        if i == WARMUP:
-            _sync(tr.device)
-            t0 = time.perf_counter()
+
+    def step(i: int) -> None:
         b = i % (tr.n_train // B)
         loss, _ = tr.loss(gather(tr.split["train"], tr.data_of_run, perms[:, b * B:(b + 1) * B]))
         tr.opt.zero_grad(set_to_none=True)
@@ -78,8 +88,8 @@ def train_ms(tr: GroupTrainer, steps: int, gradient_noise: bool = False) -> floa
         if tr.tcfg.clip_norm:
             clip_per_run(tr.params, tr.tcfg.clip_norm)
         tr.opt.step()
-    _sync(tr.device)
-    return 1000 * (time.perf_counter() - t0) / steps
+
+    return timed_ms(step, steps, tr.device)
 
 
 def step_parts_ms(tr: GroupTrainer, steps: int) -> dict[str, float]:
@@ -93,13 +103,7 @@ def step_parts_ms(tr: GroupTrainer, steps: int) -> dict[str, float]:
     mode = "escort" if bayes else "mean"
 
     def timed(f) -> float:
-        for i in range(WARMUP + steps):
-            if i == WARMUP:
-                _sync(tr.device)
-                t0 = time.perf_counter()
-            f()
-        _sync(tr.device)
-        return 1000 * (time.perf_counter() - t0) / steps
+        return timed_ms(lambda i: f(), steps, tr.device)
 
     def draw() -> None:
         weights = list(model.draw(tr.gens["noise"], mode).values())
@@ -141,12 +145,12 @@ def plain_train_ms(data, bayesian: bool, settings: dict, steps: int) -> float:
     B, n = t["batch_size"], len(split["answers"])
     order = torch.randperm(n, generator=g)
     weight = settings["bayes"]["divergence_weight"] if bayesian else 0.0
-    for i in range(WARMUP + steps):
-        if i == WARMUP:
-            t0 = time.perf_counter()
+
+    def step(i: int) -> None:
         idx = order[(i % (n // B)) * B:(i % (n // B) + 1) * B]
         train_step(model, opt, {k: v[idx] for k, v in split.items()}, n, weight, t["clip_norm"])
-    return 1000 * (time.perf_counter() - t0) / steps
+
+    return timed_ms(step, steps, torch.device("cpu"))
 
 
 def ch6_declarations(params: dict) -> list:
@@ -319,11 +323,11 @@ def measure(params: dict, data_root: Path, steps: int, device: str) -> dict:
             model_cfg, train_cfg, bayes_cfg = model_configs(model, settings)
             tr = GroupTrainer(protocol, datasets, model_cfg, train_cfg, bayes_cfg, device, log=lambda _: None)
             out[f"protocol {key}"] = train_ms(tr, max(1, steps // PROTOCOL_SEEDS), gradient_noise=True) / len(protocol)
-            if key == model and model == "tmemnn":
-                out["posterior kernels"] = tr.posterior_kernels
             if key == model:                 # where the step's time goes, on the same trainer
                 for part, ms in step_parts_ms(tr, max(1, steps // PROTOCOL_SEEDS)).items():
                     out[f"protocol {model} {part}"] = ms
+                if model == "tmemnn":
+                    out["posterior kernels"] = tr.posterior_kernels
     out["n_train"], out["tasks"], out["variant"] = mem.n_train, exp["rows"], exp["variant"]
     out["pipeline"] = pipeline_job_minutes(Path("logs/train"))
     out["projection"] = five_seed_projection(Path("logs/train"))

@@ -30,11 +30,17 @@ def compiler_works(device_type: str) -> bool:
         return False
 
 
+def check(setting: str, key: str) -> str:
+    """`setting` if it is one of SETTINGS, else an error naming `key`."""
+    if setting not in SETTINGS:
+        raise ValueError(f"{key}: unknown value {setting!r} (expected one of {', '.join(SETTINGS)})")
+    return setting
+
+
 def resolve(setting: str, device: torch.device | str, key: str) -> str:
     """"eager" or "compiled" for `setting` on `device`; `key` names the setting in errors."""
     device_type = torch.device(device).type
-    if setting not in SETTINGS:
-        raise ValueError(f"{key}: unknown value {setting!r} (expected one of {', '.join(SETTINGS)})")
+    check(setting, key)
     if setting == "auto":
         return "compiled" if device_type == "cpu" and compiler_works("cpu") else "eager"
     if setting == "compiled" and not compiler_works(device_type):

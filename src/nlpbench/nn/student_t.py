@@ -12,7 +12,7 @@ import math
 import torch
 from torch import nn
 
-from nlpbench.nn.kernels import SETTINGS as KERNEL_SETTINGS, resolve as resolve_kernels, run_as
+from nlpbench.nn.kernels import check as check_kernels, resolve as resolve_kernels, run_as
 from nlpbench.nn.per_run import as_slots, draws_index, flat_row_index, run_of_rows, scatter_rows
 
 
@@ -148,6 +148,7 @@ def polar_draw(mu: torch.Tensor, log_sigma: torch.Tensor, nu: torch.Tensor, pair
 
 
 T_SAMPLERS = {"gamma": standard_t_noise_runs, "polar": standard_t_noise_runs_polar}
+KERNELS_KEY = "model.posterior_kernels"     # the setting that chooses eager or compiled kernels, named in errors
 
 
 def standard_t_noise(df: torch.Tensor, shape: tuple[int, ...], generator: torch.Generator) -> torch.Tensor:
@@ -219,10 +220,7 @@ class StudentTMatrix(nn.Module):
         super().__init__()
         if sampler not in T_SAMPLERS:
             raise ValueError(f"model.t_sampler: unknown value {sampler!r} (expected one of {', '.join(T_SAMPLERS)})")
-        if kernels not in KERNEL_SETTINGS:
-            raise ValueError(f"model.posterior_kernels: unknown value {kernels!r} "
-                             f"(expected one of {', '.join(KERNEL_SETTINGS)})")
-        self.kernels = kernels             # how the polar draw and the divergence run: nlpbench.nn.kernels
+        self.kernels = check_kernels(kernels, KERNELS_KEY)   # how the polar draw and the divergence run (nn.kernels)
         self._kernels_on: dict[str, str] = {}                                     # device type -> eager | compiled
         self.sampler = sampler
         self.noise = T_SAMPLERS[sampler]    # gamma: z / sqrt(g / df) with g ~ Gamma; polar: Bailey's polar method
@@ -250,7 +248,7 @@ class StudentTMatrix(nn.Module):
         """"eager" or "compiled": how `polar_draw` and `divergence_sums` run on this module's device."""
         device = self.mu.device
         if device.type not in self._kernels_on:
-            self._kernels_on[device.type] = resolve_kernels(self.kernels, device, "model.posterior_kernels")
+            self._kernels_on[device.type] = resolve_kernels(self.kernels, device, KERNELS_KEY)
         return self._kernels_on[device.type]
 
     def _with_kernels(self, fn):
