@@ -65,6 +65,9 @@ def test_costs_refresh_from_benchmark_files_and_bad_lines_are_named(tmp_path):
     assert status.refresh_costs(p, "smoke", "cpu", logs, out) == 1
     row = status.read_costs(out)[gid]
     assert row["seconds"] == 42.5 and row["family"] == p.owner[gid] and row["scale"] == "smoke"
+    # a second refresh from another process (another device label) leaves an unchanged measurement as it was
+    assert status.refresh_costs(p, "smoke", "cpu (x86_64, 2 threads)", logs, out) == 0
+    assert status.read_costs(out)[gid]["device"] == "cpu"
     out.write_text(out.read_text().replace("42.5", "fast"))
     with pytest.raises(ValueError, match=r"costs.tsv, line 2: seconds"):
         status.read_costs(out)
@@ -77,10 +80,28 @@ def test_the_report_names_scale_device_families_and_an_eta(tmp_path, monkeypatch
     assert "scale smoke, device cpu, 2 training job(s) at a time" in text
     for fam in ("memnet", "dmn", "textgen", "squad", "acvi"):
         assert f"  {fam} " in text
-    assert "training left: 139 groups (acvi 18, dmn 17, memnet 54, squad 46, textgen 4), estimated" in text
+    assert "training left: 141 groups (acvi 18, dmn 17, memnet 56, squad 46, textgen 4), estimated" in text
     assert "tolias-thesis/2 " in text
     dmn = [g for g in plan.make(params).groups if g.startswith("dmn-")]
     part = status.report(params, plan.make(params), "cpu", cores=2, per_table=False, this_run=dmn)
     assert "this run trains: 17 groups (dmn 17), estimated" in part
     paper = config.load(REPO / "params.yaml", {"scale": "paper"})
     assert "the paper scale on a CPU" in status.report(paper, plan.make(paper), "cpu", cores=2, per_table=False)
+
+
+def test_costs_label_the_training_jobs_threads_not_the_refreshing_process(tmp_path, monkeypatch):
+    """`nlpbench costs` (run by hand, or by the pipeline's onsuccess with the jobs' thread count) names the thread
+    count the training jobs ran with: one a job on a CPU, whatever torch's default is in the refreshing process."""
+    import torch
+    from nlpbench import cli
+    p = plan.make(config.load(REPO / "params.yaml", {"scale": "smoke"}))
+    gid = next(iter(p.groups))
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / f"{gid}.benchmark.tsv").write_text("s\th:m:s\tmax_rss\n42.5\t0:00:42\t100\n")
+    monkeypatch.chdir(tmp_path)                     # results/costs.tsv is written under the working directory
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 7)
+    cli.main(["--params", str(REPO / "params.yaml"), "--set", "scale=smoke", "--set", "device=cpu",
+              "costs", "--logs", str(logs)])
+    assert status.read_costs(tmp_path / status.COSTS)[gid]["device"].endswith(", 1 threads)")
+    assert "costs --threads {TRAIN_THREADS}" in (REPO / "Snakefile").read_text()

@@ -150,8 +150,8 @@ def cmd_costs(args) -> None:
     from nlpbench import plan, status
     from nlpbench.provenance import device_label, resolve_device
     params = _params(args)
-    n = status.refresh_costs(plan.make(params), params["scale"], device_label(resolve_device(params["device"])),
-                             Path(args.logs))
+    n = status.refresh_costs(plan.make(params), params["scale"],
+                             device_label(resolve_device(params["device"]), args.threads), Path(args.logs))
     print(f"{status.COSTS}: {n} group cost(s) refreshed from {args.logs}/*.benchmark.tsv")
 
 
@@ -210,6 +210,8 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=cmd_status)
     p = sub.add_parser("costs", help="refresh results/costs.tsv from the benchmark files of a pipeline run")
     p.add_argument("--logs", default="logs/train", help="where the rules' benchmark files are (default logs/train)")
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch threads of each CPU training job, for the device label (default 1, as the pipeline)")
     p.set_defaults(func=cmd_costs)
     sub.add_parser("check", help="validate params.yaml").set_defaults(func=cmd_check)
     args = parser.parse_args(argv)

@@ -19,10 +19,11 @@ def resolve_device(name: str) -> str:
     return name
 
 
-def device_label(device: str) -> str:
+def device_label(device: str, threads: int | None = None) -> str:
+    """The device a process computes on; on a CPU with `threads` torch threads (default: this process's)."""
     if device == "cuda":
         return f"cuda ({torch.cuda.get_device_name(0)})"
-    return f"cpu ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
+    return f"cpu ({platform.processor() or platform.machine()}, {threads or torch.get_num_threads()} threads)"
 
 
 _COMMIT_AT_START: str | None = None

@@ -62,7 +62,9 @@ def job_seconds(logs: Path, job: str) -> float | None:
 
 def refresh_costs(plan: Plan, scale: str, device: str, logs: Path = Path("logs/train"),
                   path: Path = COSTS) -> int:
-    """Add or update the measured cost of every group of `plan` that has a Snakemake benchmark file."""
+    """Add or update the measured cost of every group of `plan` whose Snakemake benchmark file holds a new
+    measurement; `device` names the device its jobs ran on. A row whose measurement is unchanged keeps its own
+    device, so a refresh from another process never relabels earlier jobs."""
     costs = read_costs(path)
     n = 0
     for gid in plan.groups:
@@ -71,6 +73,9 @@ def refresh_costs(plan: Plan, scale: str, device: str, logs: Path = Path("logs/t
             continue
         bench = Path(logs) / f"{gid}.benchmark.tsv"
         stamp = datetime.fromtimestamp(bench.stat().st_mtime, timezone.utc).strftime("%Y-%m-%d")
+        old = costs.get(gid)
+        if old and f"{old['seconds']:.1f}" == f"{seconds:.1f}" and old["measured"] == stamp and old["scale"] == scale:
+            continue
         costs[gid] = {"group": gid, "family": plan.owner[gid], "scale": scale, "seconds": seconds,
                       "device": device, "measured": stamp, "source": "benchmark file of a pipeline run"}
         n += 1
