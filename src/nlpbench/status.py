@@ -175,12 +175,12 @@ def report(params: dict, plan: Plan, device: str, cores: int | None = None, per_
                  f"({duration(est.seconds)} of jobs; {basis}; costs from {COSTS})")
     if per_table:
         lines.append("  per table (groups trained / read):")
-        for t in plan.targets.values():
-            if t.on_demand or not t.groups:
-                continue
+        shown = [t for t in plan.targets.values() if not t.on_demand and t.groups]
+        width = max((len(t.key) for t in shown), default=0)
+        for t in shown:
             done = sum(is_done(plan.groups[g].done) for g in t.groups)
             left = estimate(plan, [g for g in t.groups if not is_done(plan.groups[g].done)], params["scale"], costs)
             state = "built" if is_done(plan.marker(t, params["scale"])) else (
                 "ready to build" if done == len(t.groups) else f"~{duration(left.wall(jobs))} of training left")
-            lines.append(f"    {t.key:<28} {done:>3}/{len(t.groups):<3} {state}")
+            lines.append(f"    {t.key:<{width}} {done:>3}/{len(t.groups):<3} {state}")
     return "\n".join(lines)
