@@ -791,3 +791,38 @@ def test_how_the_memory_is_read_leaves_a_groups_id_unchanged():
     assert settings["model"]["memory_read"] == "auto"                  # the caller's settings are left as they were
     other = {"model": {"hops": 2, "memory_read": "auto"}, "train": {"lr": 0.01}}
     assert settings_digest({"model": "memn2n", "settings": other}) not in ids
+
+
+@pytest.mark.parametrize("bayesian,tying", [(False, "adjacent"), (True, "adjacent"), (False, "layerwise")])
+def test_a_joint_batch_embeds_only_the_rows_it_reads_and_gets_the_whole_tables_numbers(babi_root, bayesian,
+                                                                                      tying, monkeypatch):
+    """A joint model's sentence table holds every task's sentences, of which a minibatch reads a few: the pass
+    embeds only those rows (MemNet._batch_rows). Each embedded row is the same sum in the same order and the
+    rows it leaves out would only add zeros to the gradient, so loss and gradients are bit for bit those of
+    embedding the whole table."""
+    import nlpbench.memnet.model as model_module
+    from nlpbench.memnet.data import gather
+    data = [load_task_tensors(babi_root, "en", [1, 2, 3, 4, 5, 6], 50, 100, 0)]
+    runs = [Run("s0", 0, 0), Run("s1", 0, 1)]
+    out, engaged = {}, {}
+    real = model_module.MemNet._batch_rows
+    for share in (0.0, model_module.BATCH_ROWS_SHARE):
+        monkeypatch.setattr(model_module, "BATCH_ROWS_SHARE", share)
+        monkeypatch.setattr(model_module.MemNet, "_batch_rows",
+                            lambda self, *a, **k: engaged.setdefault(share, []).append(real(self, *a, **k)) or
+                            engaged[share][-1])
+        cfg = MemNetConfig(n_words=0, bayesian=bayesian, tying=tying, t_sampler="polar",
+                           memory_slots="longest_story")
+        tr = GroupTrainer(runs, data, cfg, TrainConfig(grad_noise_std=0.0), BayesConfig() if bayesian else None,
+                          log=lambda s: None)
+        batch = gather(tr.split["train"], tr.data_of_run, torch.arange(32).expand(2, 32))
+        loss, _ = tr.loss(batch)
+        loss.sum().backward()
+        out[share] = (loss.detach(), [p.grad.clone() for p in tr.params], tr.accuracy("val", [1], "mean")[1])
+    assert all(rows is None for rows in engaged[0.0])                    # share 0: the whole table, as before
+    reads = [rows for rows in engaged[model_module.BATCH_ROWS_SHARE] if rows is not None]
+    assert reads and reads[0][0].numel() < tr.sentences["bags"]["P"].shape[0] / 4   # a few rows of the table
+    (loss_all, grads_all, val_all), (loss_few, grads_few, val_few) = out[0.0], out[model_module.BATCH_ROWS_SHARE]
+    assert torch.equal(loss_all, loss_few) and torch.equal(val_all, val_few)
+    for a, b in zip(grads_all, grads_few):
+        assert torch.equal(a, b) and a.abs().max() > 0

@@ -64,6 +64,9 @@ class MemNetConfig:
         raise ValueError(f"model.tying: unknown value {self.tying!r} (expected 'layerwise' or 'adjacent')")
 
 
+BATCH_ROWS_SHARE = 0.5   # a pass embeds only the rows its batch reads when they are at most this share of the table
+
+
 class _SparseMM(torch.autograd.Function):
     """P X for a fixed sparse P, with its precomputed transpose for the backward pass (torch's own sparse
     backward would re-sort the indices at every step)."""
@@ -78,8 +81,20 @@ class _SparseMM(torch.autograd.Function):
         return _spmm(ctx.P_T, grad), None, None
 
 
+def _csr_rows(P: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """The rows `rows` (sorted) of a sparse CSR matrix, each row's entries in their order: a CSR matrix."""
+    crow, col, val = P.crow_indices(), P.col_indices(), P.values()
+    start, length = crow[rows], crow[rows + 1] - crow[rows]
+    new_crow = torch.zeros(len(rows) + 1, dtype=crow.dtype, device=crow.device)
+    torch.cumsum(length, 0, out=new_crow[1:])
+    entry = torch.repeat_interleave(start - new_crow[:-1], length) + torch.arange(int(new_crow[-1]), device=crow.device)
+    with warnings.catch_warnings():      # "sparse CSR support is in beta"
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.sparse_csr_tensor(new_crow, col[entry], val[entry], (len(rows), P.shape[1]))
+
+
 def _spmm(P: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
-    """P X for sparse CSR P. On a CPU it is written straight into its output (there torch.sparse.mm adds a zero
+    """P X for sparse CSR P (or CSC: a CSR matrix's transpose). On a CPU it is written straight into its output (there torch.sparse.mm adds a zero
     fill and a copy of the result, a third of its time here)."""
     if X.device.type != "cpu":
         return torch.sparse.mm(P, X)
@@ -284,11 +299,14 @@ class MemNet(nn.Module):
         own = {**batch, "query_ids": local[:B].expand(K, B), "story_ids": slots.expand(K, *slots.shape)}
         return {"tokens": tables["tokens"][at], "weights": tables["weights"][at]}, own
 
-    def _embed(self, X: torch.Tensor, sentences: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    def _embed(self, X: torch.Tensor, sentences: dict[str, torch.Tensor], rows: torch.Tensor | None = None
+               ) -> tuple[torch.Tensor, torch.Tensor]:
         """sum_j l_j E x_j for every sentence of every run and every matrix E at once: X (K, V, n d) holds n
         matrices side by side. Returns the runs' tables flat, (rows, n d), and where each run's starts (K,).
         `sentences`: {"bags": sentence_bags(...)} (one sparse product over the whole table) or
-        own_sentences(...)[0] (the words gathered, then weighted)."""
+        own_sentences(...)[0] (the words gathered, then weighted). `rows` (sorted flat row ids, bags only):
+        embed only those rows of the flat table, in that order (each row the same numbers, and so are the
+        gradients: the other rows would add exact zeros)."""
         K, V, nd = X.shape
         d = self.cfg.embedding_dim
         if "bags" not in sentences:
@@ -305,7 +323,31 @@ class MemNet(nn.Module):
         if self.cfg.position_encoding:
             dk = (torch.arange(1, d + 1, device=X.device, dtype=X.dtype) / d).repeat(nd // d)   # k/d, k = 1..d
             flat = torch.cat([flat, flat * dk])
+        if rows is not None:
+            P = _csr_rows(bags["P"], rows)
+            return _SparseMM.apply(flat, P, P.t()), bags["offsets"]
         return _SparseMM.apply(flat, bags["P"], bags["P_T"]), bags["offsets"]
+
+    def _batch_rows(self, sentences: dict, story_ids: torch.Tensor, query_ids: torch.Tensor, with_queries: bool
+                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None] | None:
+        """Where a batch reads few of its runs' table rows (a joint model's table holds every task's sentences):
+        the distinct flat rows its slots (and with_queries, its queries) read, sorted, and where each slot and
+        query finds its row among them; None where embedding the whole table costs less (or the table is read
+        whole, or a learned nil row needs each table's row 0). On a CPU only, whose sparse product takes the
+        transposed rows (CSC) as they are; a GPU embeds the whole table."""
+        if ("bags" not in sentences or sentences["bags"]["rows_per_run"] is not None or self.cfg.nil_row != "zero"
+                or story_ids.device.type != "cpu"):
+            return None
+        bags = sentences["bags"]
+        K = story_ids.shape[0]
+        slots = (story_ids + bags["offsets"].view(K, 1, 1)).reshape(-1)
+        ids = torch.cat([slots, (query_ids + bags["offsets"].view(K, 1)).reshape(-1)]) if with_queries else slots
+        if ids.numel() > BATCH_ROWS_SHARE * bags["P"].shape[0]:       # at least as many reads as rows: embed all
+            return None
+        rows, at = torch.unique(ids, sorted=True, return_inverse=True)
+        if rows.numel() > BATCH_ROWS_SHARE * bags["P"].shape[0]:
+            return None
+        return rows, at[:slots.numel()], at[slots.numel():] if with_queries else None
 
     @staticmethod
     def _starts(K: int, U: int, device) -> torch.Tensor:
@@ -359,16 +401,25 @@ class MemNet(nn.Module):
             query, hops = "E0", [(f"E{k}", f"E{k + 1}") for k in range(cfg.hops)]
         d = cfg.embedding_dim
         # m_i = sum_j l_j A x_ij + T_A(i), c_i likewise with C. The matrices the hops read sit side by side,
-        # (K, V, n d): one sparse product embeds every sentence under all of them and one gather reads the
+        # (K, V, n d): one sparse product embeds every sentence under all of them (where a batch reads few of the
+        # table's sentences, as a joint model's does, only those: _batch_rows) and one gather reads the
         # slots (K, B, M_used, n d), then each matrix takes its d columns (the same numbers as one product and
         # one gather per matrix, in fewer and larger calls). The time rows T_A(i) enter through u^T T_A and
         # sum_i p_i T_C(i) (_time_scores, _time_output), never as (K, B, M_used, d) copies. Time row 1 is the
         # most recent sentence (thesis ch. 3).
         read = list(dict.fromkeys(n for pair in hops for n in pair))
-        table, starts = self._embed(torch.cat([weights[n] for n in read], -1), sentences)   # (rows, n d)
+        X = torch.cat([weights[n] for n in read], -1)                   # (K, V, n d)
         per_run = sentences["bags"]["rows_per_run"] if "bags" in sentences else None
-        if per_run is None:                                             # the slots' rows, gathered
-            memory = dict(zip(read, self._rows(table, starts, story_ids).split(d, -1)))
+        batch_rows = self._batch_rows(sentences, story_ids, batch["query_ids"], query in read)
+        if batch_rows is not None:                                      # only the rows this batch reads
+            rows, slot_at, query_at = batch_rows
+            table, _ = self._embed(X, sentences, rows)                  # (the batch's distinct rows, n d)
+            slot_rows = table.index_select(0, slot_at).view(K, B, M_used, -1)
+        else:
+            table, starts = self._embed(X, sentences)                   # (rows, n d)
+            slot_rows = self._rows(table, starts, story_ids) if per_run is None else None
+        if slot_rows is not None:                                       # the slots' rows, gathered
+            memory = dict(zip(read, slot_rows.split(d, -1)))
 
             def match(u, a):                                            # u^T m_i (elementwise: 2x a batched bmm here)
                 return (memory[a] * u.unsqueeze(2)).sum(-1)
@@ -387,7 +438,9 @@ class MemNet(nn.Module):
 
             def weigh(p, c):
                 return torch.bmm(p.new_zeros(K, B, per_run).scatter_add_(2, story_ids, p), whole[c])
-        if query in read:                                               # adjacent: B = E_0 = A^1
+        if query in read and batch_rows is not None:                   # adjacent: B = E_0 = A^1
+            u = table.index_select(0, query_at).view(K, B, -1).split(d, -1)[read.index(query)]
+        elif query in read:
             u = self._rows(table, starts, batch["query_ids"]).split(d, -1)[read.index(query)]
         else:                                                           # layer-wise: B embeds only queries
             u = self._rows(*self._embed(weights[query], sentences), batch["query_ids"])
