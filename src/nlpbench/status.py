@@ -38,13 +38,18 @@ def read_costs(path: Path = COSTS) -> dict[str, dict]:
     return {r["group"]: r for r in rows}
 
 
+def _seconds_text(seconds: float) -> str:
+    """A job's seconds as costs.tsv holds them."""
+    return f"{seconds:.1f}"
+
+
 def write_costs(costs: dict[str, dict], path: Path = COSTS) -> None:
     buf = _io.StringIO()
     w = csv.DictWriter(buf, COLUMNS, delimiter="\t", lineterminator="\n")
     w.writeheader()
     for gid in sorted(costs):
         row = dict(costs[gid])
-        row["seconds"] = f"{row['seconds']:.1f}"
+        row["seconds"] = _seconds_text(row["seconds"])
         w.writerow({k: row.get(k, "") for k in COLUMNS})
     io.write_text(path, buf.getvalue())
 
@@ -74,7 +79,9 @@ def refresh_costs(plan: Plan, scale: str, device: str, logs: Path = Path("logs/t
         bench = Path(logs) / f"{gid}.benchmark.tsv"
         stamp = datetime.fromtimestamp(bench.stat().st_mtime, timezone.utc).strftime("%Y-%m-%d")
         old = costs.get(gid)
-        if old and f"{old['seconds']:.1f}" == f"{seconds:.1f}" and old["measured"] == stamp and old["scale"] == scale:
+        unchanged = old and (_seconds_text(old["seconds"]), old["measured"], old["scale"]) == (
+            _seconds_text(seconds), stamp, scale)
+        if unchanged:
             continue
         costs[gid] = {"group": gid, "family": plan.owner[gid], "scale": scale, "seconds": seconds,
                       "device": device, "measured": stamp, "source": "benchmark file of a pipeline run"}

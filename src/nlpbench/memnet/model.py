@@ -415,9 +415,11 @@ class MemNet(nn.Module):
             rows, slot_at, query_at = batch_rows
             table, _ = self._embed(X, sentences, rows)                  # (the batch's distinct rows, n d)
             slot_rows = table.index_select(0, slot_at).view(K, B, M_used, -1)
+            query_rows = None if query_at is None else table.index_select(0, query_at).view(K, B, -1)
         else:
             table, starts = self._embed(X, sentences)                   # (rows, n d)
             slot_rows = self._rows(table, starts, story_ids) if per_run is None else None
+            query_rows = self._rows(table, starts, batch["query_ids"]) if query in read else None
         if slot_rows is not None:                                       # the slots' rows, gathered
             memory = dict(zip(read, slot_rows.split(d, -1)))
 
@@ -438,10 +440,8 @@ class MemNet(nn.Module):
 
             def weigh(p, c):
                 return torch.bmm(p.new_zeros(K, B, per_run).scatter_add_(2, story_ids, p), whole[c])
-        if query in read and batch_rows is not None:                   # adjacent: B = E_0 = A^1
-            u = table.index_select(0, query_at).view(K, B, -1).split(d, -1)[read.index(query)]
-        elif query in read:
-            u = self._rows(table, starts, batch["query_ids"]).split(d, -1)[read.index(query)]
+        if query in read:                                               # adjacent: B = E_0 = A^1
+            u = query_rows.split(d, -1)[read.index(query)]
         else:                                                           # layer-wise: B embeds only queries
             u = self._rows(*self._embed(weights[query], sentences), batch["query_ids"])
         time_rows = {n: weights[n][:, cfg.n_words:cfg.n_words + M_used] for n in read}      # T_E(1..M_used)
