@@ -615,9 +615,9 @@ def test_the_timing_benchmark_reads_each_tables_job_minutes_from_the_pipelines_b
 
 def test_the_five_seed_projection_scales_each_groups_job_time_by_its_training_steps(tmp_path):
     """Chapter 6 at five seeds (issue 16) is projected from the cpu scale's job times: a group the cpu scale trains
-    at one seed counts 5 times its time, one at five seeds once (measured, not projected). A group's time is its
-    job file, else its cpu row of costs.tsv (a group trained through `nlpbench train`); no projection while a
-    group has neither. The cpu scale of params.yaml is the paper protocol: every group measured."""
+    at one seed counts 5 times its time, one at five seeds once (measured, not projected), one at ten (the 1k
+    tables, A-10) half. A group's time is its job file, else its cpu row of costs.tsv (a group trained through
+    `nlpbench train`); no projection while a group has neither."""
     from nlpbench import config, status
     from nlpbench.memnet import bench
     from nlpbench.memnet.groups import declaration_groups
@@ -643,14 +643,20 @@ def test_the_five_seed_projection_scales_each_groups_job_time_by_its_training_st
     proj = project()
     assert proj["groups"] == len(seeds) and proj["cpu_job_minutes"] == pytest.approx(len(seeds))
     assert proj["job_minutes"] == pytest.approx(sum(5 / n for n in seeds.values()))
-    assert sorted(set(seeds.values())) == [1, 5]                       # Table 14 at one seed, the rest at five
-    assert proj["projected_groups"] == list(seeds.values()).count(1) == 2
-    # params.yaml's own cpu scale trains every group as the paper scale does: all measured, nothing projected
+    assert sorted(set(seeds.values())) == [1, 5, 10]                   # Table 14 at one seed, 1k at ten, the rest five
+    assert proj["projected_groups"] == len(seeds) - list(seeds.values()).count(5)
+    assert list(seeds.values()).count(1) == 2
+    # params.yaml's own cpu scale: the 10k tables and the joint model at five (measured), the 1k tables at ten (halved)
     for name in bench.CH6_TABLES:
         for g in declaration_groups(real_cpu, config.declaration(real_cpu, "tables", "tolias-thesis", name)).values():
             (tmp_path / f"{g.group_id}.benchmark.tsv").write_text("s\th:m:s\tmax_rss\n60.0\t0:01:00\t1.0\n")
     real = bench.five_seed_projection(tmp_path, costs, real_cpu, paper)
-    assert real["projected_groups"] == 0 and real["job_minutes"] == pytest.approx(real["cpu_job_minutes"])
+    ten = [g for name in bench.CH6_TABLES
+           for g in declaration_groups(real_cpu, config.declaration(real_cpu, "tables", "tolias-thesis", name)).values()
+           if len(g.seeds) == 10]
+    n_ten = len({g.group_id for g in ten})
+    assert n_ten == 12 and real["projected_groups"] == n_ten    # Tables 2, 6-9, 11, 12 and the joint Table 10
+    assert real["job_minutes"] == pytest.approx(real["cpu_job_minutes"] - n_ten / 2)
 
 
 def test_a_learned_prior_dof_is_reported_without_a_pytorch_warning(tasks_1_4):

@@ -168,7 +168,10 @@ def _reading_notes(params: dict, settings: dict, seeds: tuple[int, ...]) -> list
         "validation accuracy for that column (A-10), seeds tied at it going to "
         + ("the lowest validation NLL" if params["memnet"]["tie_break"] == "val_nll" else "the lowest seed")
         + f" (`memnet.tie_break: {params['memnet']['tie_break']}`), and the note column of the CSV gives the mean "
-        "and spread over seeds.",
+        "and spread over seeds. The thesis names no repeats; the README of the code its footnote 5 names reports "
+        "each task's best of ten trials by validation accuracy, and Table 2's MemN2N column matches that README "
+        "within a point (its joint model too: ten trials, one model picked by validation), so the 1k tables run "
+        "ten seeds; the 10k tables run five (no published protocol for them; this machine's budget).",
         f"A-3 weight tying: `{m['tying']}`" + (
             " (A^{k+1} = C^k, B = A^1, W^T = C^K: the MemN2N code the thesis names in its footnote 5, whose README "
             "numbers Table 2's MemN2N column matches; t-MEM-NN puts a Student-t posterior on every E_k)"

@@ -163,7 +163,7 @@ class MemNetFamily:
 
     def benchmark(self, params: dict, d: Declared, paths: Paths) -> list[Path]:
         """The timing benchmark, at the scale its declaration names (`at_scale: paper`: all 20 tasks, Table 2's
-        five seeds for the projection; the CLI loads params at that scale)."""
+        settings for the five-seed projection; the CLI loads params at that scale)."""
         from nlpbench.memnet import bench
         from nlpbench.provenance import resolve_device
         out = bench.main(params, paths.data / "babi", paths.results / d.source, d.decl.get("steps", 500),
