@@ -529,14 +529,15 @@ def test_the_timing_benchmark_runs_and_writes_its_ratios(babi_root, tmp_path, mo
     monkeypatch.setattr(bench, "SINGLE_QUESTIONS", 2)
     params = config.load(Path(__file__).parents[1] / "params.yaml", {"scale": "smoke"})
     params["tables"]["tolias-thesis"][bench.DELTA_20]["rows"] = [1, 2]
-    params["memnet"]["seeds"] = [0, 1, 2]        # the tables' seeds (ten at the cpu scale): a group of their own
+    params["memnet"]["seeds"] = [0, 1, 2]        # Table 2's seeds (ten at the cpu scale): a group of its own
     md = bench.main(params, babi_root, tmp_path / "results" / "tolias-thesis", steps=2, device="cpu")["md"].read_text()
     for quantity in ("S = 10 / S = 1, draws batched", "S = 10 / S = 1, draws shared by the questions",
                      "S = 10 / S = 1, shared draws, whole sentence table", "t-MEM-NN / MemN2N, 2 runs together",
                      "t-MEM-NN (gamma) / MemN2N, 2 runs together", "MemN2N, speed-up over the plain loop",
                      "t-MEM-NN, speed-up over the plain loop", "t-MEM-NN / MemN2N, plain loop",
                      "t-MEM-NN / MemN2N, 10 runs together",           # issue 16's group: 2 tasks x 5 seeds
-                     "t-MEM-NN / MemN2N, 6 runs together"):           # Table 2's group: 2 tasks x its 3 seeds
+                     "t-MEM-NN / MemN2N, Table 2's group (en, 2 tasks x 3 seeds = 6 runs)",
+                     "t-MEM-NN / MemN2N, Table 13's group (en-10k, 2 tasks x 5 seeds = 10 runs)"):
         row = next(line for line in md.splitlines() if line.startswith(f"| {quantity} |"))
         assert float(row.split("|")[2]) > 0, row
     # where t-MEM-NN's extra time per grouped step goes: every part measured for both models (a difference of

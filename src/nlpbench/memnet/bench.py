@@ -23,7 +23,8 @@ import torch
 from torch.nn import functional as F
 
 from nlpbench import config, io, results_index
-from nlpbench.memnet.groups import babi_declarations, declaration_groups, memnet_settings
+from nlpbench.data import babi
+from nlpbench.memnet.groups import babi_declarations, declaration_groups, declared_tasks, memnet_settings
 from nlpbench.memnet.data import gather, load_task_tensors, sentence_index
 from nlpbench.memnet.plain import PlainMemNet, padded_split, train_step
 from nlpbench.memnet.experiments import model_configs
@@ -36,6 +37,7 @@ WARMUP = 5              # untimed training steps before each timed stretch
 INFERENCE_REPEATS = 10  # timed passes over each task's test set
 SINGLE_QUESTIONS = 25   # test questions per task answered one at a time (batch 1)
 DELTA_20, DELTA_50 = "2", "9"   # params.yaml tables.tolias-thesis: Table 2 (delta 20), Table 9 (delta 50)
+EN_10K = "13"           # Table 13 (en-10k): the 10k tables' groups, most of chapter 6's training time
 CH6_TABLES = ("2", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15")   # issue 16's chapter 6 at five seeds
 PROTOCOL_SEEDS = 5      # issue 16's seeds per cell: its 100-run group and its five-seed figure (the 1k tables train ten)
 PLAIN_READING = {"tying": "adjacent", "position_encoding": True, "temporal_encoding": True, "nil_row": "zero",
@@ -52,10 +54,43 @@ def _settings(params: dict, name: str) -> dict:
     return memnet_settings(params, d.decl.get("overrides") or {}, f"{d.where}.overrides")
 
 
-def table_seeds(params: dict) -> tuple[int, ...]:
-    """The seeds Table 2 trains per cell (memnet.seeds unless the table names its own)."""
-    d = config.declaration(params, "tables", "tolias-thesis", DELTA_20)
+def table_seeds(params: dict, name: str) -> tuple[int, ...]:
+    """The seeds a table trains per cell (memnet.seeds unless the table names its own)."""
+    d = config.declaration(params, "tables", "tolias-thesis", name)
     return next(iter(declaration_groups(params, d).values())).seeds
+
+
+def table_datasets(params: dict, name: str, data_root: Path) -> tuple[list, list[int]]:
+    """A table's tasks as its groups load them, and their numbers; a task without data is left out, as the table
+    leaves it (its cells read "needs data")."""
+    d = config.declaration(params, "tables", "tolias-thesis", name)
+    s, variant = _settings(params, name), d.decl["variant"]
+    n_val = s["data"]["n_val_10k" if variant.endswith("10k") else "n_val_1k"]
+    datasets, tasks = [], []
+    for task in declared_tasks(params, d):
+        try:
+            datasets.append(load_task_tensors(data_root, variant, [task], s["model"]["memory_size"], n_val,
+                                              s["data"]["split_seed"]))
+            tasks.append(task)
+        except babi.MissingDataError:
+            continue
+    return datasets, tasks
+
+
+def as_trained_ms(datasets: list, seeds: tuple[int, ...], settings: dict, steps: int, device: str) -> dict:
+    """ms per run per grouped step of a table's group (every task x its seeds in one GroupTrainer), MemN2N and
+    t-MEM-NN timed in turn twice (`steps` each, halved), gradient noise included: load drifting over the seconds
+    of one stretch falls on both alike."""
+    runs = [Run(f"{i}-{seed}", i, seed) for seed in seeds for i in range(len(datasets))]
+    trainers = {}
+    for model in ("memn2n", "tmemnn"):
+        model_cfg, train_cfg, bayes_cfg = model_configs(model, settings)
+        trainers[model] = GroupTrainer(runs, datasets, model_cfg, train_cfg, bayes_cfg, device, log=lambda _: None)
+    out = dict.fromkeys(trainers, 0.0)
+    for _ in range(2):
+        for model, tr in trainers.items():
+            out[model] += train_ms(tr, max(1, steps // 2), gradient_noise=True) / len(runs) / 2
+    return out
 
 
 def _sync(device: torch.device) -> None:
@@ -339,20 +374,17 @@ def measure(params: dict, data_root: Path, steps: int, device: str) -> dict:
                     out[f"protocol {model} {part}"] = ms
                 if model == "tmemnn":
                     out["posterior kernels"] = tr.posterior_kernels
-    seeds = table_seeds(params)
-    if len(seeds) not in (1, PROTOCOL_SEEDS):   # the group Table 2 trains (ten seeds since stop 35, A-10)
-        as_trained = [Run(f"{i}-{seed}", i, seed) for seed in seeds for i in range(len(datasets))]
-        trainers = {}
-        for model in ("memn2n", "tmemnn"):
-            model_cfg, train_cfg, bayes_cfg = model_configs(model, s20)
-            trainers[model] = GroupTrainer(as_trained, datasets, model_cfg, train_cfg, bayes_cfg, device,
-                                           log=lambda _: None)
-        half = max(1, steps // PROTOCOL_SEEDS // 2)
-        for _ in range(2):                   # the two models in turn, twice: load drifting over the seconds of one
-            for model, tr in trainers.items():               # stretch falls on both alike
-                ms = train_ms(tr, half, gradient_noise=True) / len(as_trained) / 2
-                out[f"as trained {model}"] = out.get(f"as trained {model}", 0.0) + ms
-        out["as trained seeds"] = len(seeds)
+    out["as trained"] = {}                      # groups as the tables train them
+    seeds = table_seeds(params, DELTA_20)
+    if len(seeds) not in (1, PROTOCOL_SEEDS):   # Table 2's (ten seeds since stop 35, A-10): not timed above
+        out["as trained"][DELTA_20] = {**as_trained_ms(datasets, seeds, s20, steps // PROTOCOL_SEEDS, device),
+                                       "tasks": len(datasets), "seeds": len(seeds), "variant": exp["variant"]}
+    datasets_10k, tasks_10k = table_datasets(params, EN_10K, data_root)
+    if datasets_10k:                            # Table 13's: en-10k, the 10k tables' shape
+        seeds_10k, s10k = table_seeds(params, EN_10K), _settings(params, EN_10K)
+        out["as trained"][EN_10K] = {**as_trained_ms(datasets_10k, seeds_10k, s10k, steps // PROTOCOL_SEEDS, device),
+                                     "tasks": len(tasks_10k), "seeds": len(seeds_10k),
+                                     "variant": _table(params, EN_10K)["variant"]}
     out["n_train"], out["tasks"], out["variant"] = mem.n_train, exp["rows"], exp["variant"]
     out["pipeline"] = pipeline_job_minutes(Path("logs/train"))
     out["projection"] = five_seed_projection(Path("logs/train"))
@@ -442,15 +474,15 @@ def _rows(m: dict, params: dict) -> list[tuple]:
               else "eager here: torch.compile cannot build kernels on this machine (no C++ compiler)"),
              (sec, f"t-MEM-NN (posterior kernels eager) / MemN2N, {P} runs together",
               m["protocol tmemnn eager"] / m["protocol memn2n"], 1.02, "x", "")]
-    if "as trained seeds" in m:
-        n = m["as trained seeds"]
-        sec = (f"Training, a group as Table 2 trains it ({K} tasks x {n} seeds = {K * n} runs, A-10), "
-               "per run per minibatch")
-        rows += [(sec, f"{name}, {K * n} runs together", m[f"as trained {model}"], None, "ms",
-                  f"gradient noise included: {K * n * m[f'as trained {model}']:.0f} ms per step")
-                 for model, name in (("memn2n", "MemN2N"), ("tmemnn", "t-MEM-NN"))]
-        rows.append((sec, f"t-MEM-NN / MemN2N, {K * n} runs together",
-                     m["as trained tmemnn"] / m["as trained memn2n"], 1.02, "x", "target of issue 16: at most 1.3"))
+    sec = "Training, groups as the tables train them (every task x the table's seeds), per run per minibatch"
+    for name, g in m["as trained"].items():
+        P_g = g["tasks"] * g["seeds"]
+        shape = f"Table {name}'s group ({g['variant']}, {g['tasks']} tasks x {g['seeds']} seeds = {P_g} runs)"
+        rows += [(sec, f"{label}, {shape}", g[model], None, "ms",
+                  f"gradient noise included: {P_g * g[model]:.0f} ms per step")
+                 for model, label in (("memn2n", "MemN2N"), ("tmemnn", "t-MEM-NN"))]
+        rows.append((sec, f"t-MEM-NN / MemN2N, {shape}", g["tmemnn"] / g["memn2n"], 1.02, "x",
+                     "target of issue 16: at most 1.3"))
     sec = (f"Where the difference goes: the {P}-run group's step, t-MEM-NN - MemN2N, each part timed alone on the "
            "same trainers (ms per step of the whole group)")
     step = {model: P * m[f"protocol {model}"] for model in ("memn2n", "tmemnn")}
@@ -582,10 +614,11 @@ def main(params: dict, data_root: Path, out_dir: Path, steps: int, device: str) 
         f"({cpu_seeds_text()}; the 1k tables train ten since stop 35, the protocol of the code the thesis names): "
         "an estimate, not a bound (10k groups trained at one seed, then at five, took 1.03 to 1.4 times their "
         "projection; halving a group overstates its saving a little, as per-run cost falls with group size).",
-        "The group as Table 2 trains it: its tasks x its seeds (memnet.seeds, ten since stop 35's reading A-10) "
-        f"in one GroupTrainer, MemN2N and t-MEM-NN {max(1, steps // PROTOCOL_SEEDS // 2)} timed steps each, twice "
-        "in turn (the two stretches averaged), gradient noise included; shown where the tables' seeds are neither "
-        "one nor five.",
+        "Groups as the tables train them: Table 2's (its tasks x memnet.seeds, ten since stop 35's reading A-10; "
+        "shown where that is neither one nor five seeds) and Table 13's (en-10k, its tasks with data x its five "
+        "seeds: the 10k tables' groups take most of chapter 6's training time), each in one GroupTrainer, "
+        f"MemN2N and t-MEM-NN {max(1, steps // PROTOCOL_SEEDS // 2)} timed steps each, twice in turn (the two "
+        "stretches averaged), gradient noise included.",
         "Where the difference goes: on the five-seed group's two models, right after their steps are timed, each "
         "part of a step is timed alone (memnet.bench.step_parts_ms): the weights of one pass (t-MEM-NN: the escort "
         "draw of every matrix with its uniforms; MemN2N: the masked matrices), forward and backward; the "
