@@ -133,7 +133,8 @@ def dof_summary(params: dict, runs_root: Path, results_dir: Path) -> Path:
     limits = {"A": 5.0, "B": 5.0, "C": 20.0}
     lines = ["# §6.5.5: fitted degrees of freedom of the t-MEM-NN posteriors", "",
              f"Generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC} at code commit {code_commit()}, scale "
-             f"`{params['scale']}`, over every trained t-MEM-NN run found under runs/ ({len(rows)} runs).", "",
+             f"`{params['scale']}`, over the trained runs of every t-MEM-NN group the declared tables and outputs "
+             f"train ({len(rows)} runs).", "",
              "The thesis claims the learned nu_A, nu_B <= 5 and nu_C <= 20 (heavy tails preferred). Under adjacent "
              "tying a matrix plays several roles (E_0 = B = A^1, E_k = C^k = A^{k+1}, E_K = C^K = W^T): nu_A is the "
              "largest nu of the matrices that serve as some A^k, nu_C the largest of those that serve as some C^k, "
