@@ -25,9 +25,9 @@ from torch.nn import functional as F
 from nlpbench import config, io, results_index
 from nlpbench.data import babi
 from nlpbench.memnet.groups import babi_declarations, declaration_groups, declared_tasks, memnet_settings
-from nlpbench.memnet.data import gather, load_task_tensors, sentence_index
+from nlpbench.memnet.data import gather, sentence_index
 from nlpbench.memnet.plain import PlainMemNet, padded_split, train_step
-from nlpbench.memnet.experiments import model_configs
+from nlpbench.memnet.experiments import model_configs, task_tensors
 from nlpbench.provenance import code_commit, device_label
 from nlpbench.report import sectioned_markdown
 from nlpbench.status import COSTS, job_seconds, read_costs
@@ -64,13 +64,10 @@ def table_datasets(params: dict, name: str, data_root: Path) -> tuple[list, list
     """A table's tasks as its groups load them, and their numbers; a task without data is left out, as the table
     leaves it (its cells read "needs data")."""
     d = config.declaration(params, "tables", "tolias-thesis", name)
-    s, variant = _settings(params, name), d.decl["variant"]
-    n_val = s["data"]["n_val_10k" if variant.endswith("10k") else "n_val_1k"]
     datasets, tasks = [], []
     for task in declared_tasks(params, d):
         try:
-            datasets.append(load_task_tensors(data_root, variant, [task], s["model"]["memory_size"], n_val,
-                                              s["data"]["split_seed"]))
+            datasets.append(task_tensors(data_root, d.decl["variant"], [task], _settings(params, name)))
             tasks.append(task)
         except babi.MissingDataError:
             continue
@@ -326,9 +323,7 @@ def measure(params: dict, data_root: Path, steps: int, device: str) -> dict:
     """Every timing, in ms, each a mean over the tasks of Table 2 (one run per task unless grouped)."""
     exp = _table(params, DELTA_20)
     s20, s50 = _settings(params, DELTA_20), _settings(params, DELTA_50)
-    n_val = s20["data"]["n_val_10k" if exp["variant"].endswith("10k") else "n_val_1k"]
-    datasets = [load_task_tensors(data_root, exp["variant"], [t], s20["model"]["memory_size"], n_val,
-                                  s20["data"]["split_seed"]) for t in exp["rows"]]
+    datasets = [task_tensors(data_root, exp["variant"], [t], s20) for t in exp["rows"]]
 
     def trainer(model: str, settings: dict, ds: list) -> GroupTrainer:
         model_cfg, train_cfg, bayes_cfg = model_configs(model, settings)

@@ -36,6 +36,13 @@ def _n_val(settings: dict, variant: str) -> int:
     return settings["data"]["n_val_10k" if variant.endswith("10k") else "n_val_1k"]
 
 
+def task_tensors(data_root: Path, variant: str, tasks: list[int], settings: dict):
+    """The tensors of bAbI `tasks` (one task; a joint model's all) as a group with these settings trains on them;
+    babi.MissingDataError where a file is missing."""
+    return load_task_tensors(data_root, variant, tasks, settings["model"]["memory_size"], _n_val(settings, variant),
+                             settings["data"]["split_seed"], settings["data"].get("train_questions"))
+
+
 def save_run(trainer: GroupTrainer, k: int, run_dir: Path, data, metrics: dict, run_config: dict) -> None:
     """Run k's own checkpoint, config, training log and metrics (metrics.json last: it marks the run done)."""
     with io.atomic_path(run_dir / "model.pt") as tmp:
@@ -91,9 +98,7 @@ def train_group(group: Group, data_root: Path, runs_root: Path, device: str = "c
     datasets, runs, pending, records = [], [], [], {}
     for task in (["joint"] if group.joint else group.tasks):
         try:
-            data = load_task_tensors(data_root, group.variant, list(group.tasks) if group.joint else [task],
-                                     s["model"]["memory_size"], _n_val(s, group.variant), s["data"]["split_seed"],
-                                     s["data"].get("train_questions"))
+            data = task_tensors(data_root, group.variant, list(group.tasks) if group.joint else [task], s)
         except babi.MissingDataError as e:
             for seed in group.seeds:
                 run_dir = group.run_dir(runs_root, task, seed)
