@@ -127,3 +127,47 @@ def test_a_tables_provenance_names_how_its_runs_read_the_memory(tmp_path):
     assert provenance["posterior kernels"].startswith("compiled, eager (`memnet.model.posterior_kernels`")
     empty = table_parts(params, d, tmp_path / "empty").provenance
     assert empty["memory read"] == "none (nothing trained)" and "posterior kernels" not in empty
+
+
+def test_outperforms_judges_every_game_cell_fewer_rounds_better_and_a_tie_is_no_win():
+    """§6.6's claim on Tables 16-17: t-MEM-NN beats the baseline in every metric and scenario (Rounds: fewer)."""
+    ours = {("17", "1k / Accuracy", "t"): 27.5, ("17", "1k / Accuracy", "m"): 19.4,
+            ("17", "1k / Rounds", "t"): 7.0, ("17", "1k / Rounds", "m"): 15.6,
+            ("17", "10k / Accuracy", "t"): 91.7, ("17", "10k / Accuracy", "m"): 95.7}
+    claim = [{"kind": "outperforms", "a": "t", "b": "m", "text": "t outperforms m"}]
+    line = claims.claim_lines(claim, "tolias-thesis", "17", ours, {})[0]
+    assert "it does not hold: better in 2 of 3 cells, worse in 1 (10k / Accuracy: 91.7 against 95.7)" in line
+    ours[("17", "10k / Accuracy", "t")] = 96.0
+    assert "it holds: better in 3 of 3 cells" in claims.claim_lines(claim, "tolias-thesis", "17", ours, {})[0]
+    ours[("17", "1k / Rounds", "t")] = 15.6                    # as many guesses: a tie, not a win
+    assert "does not hold: better in 2 of 3 cells, tied in 1 (1k / Rounds)" in claims.claim_lines(
+        claim, "tolias-thesis", "17", ours, {})[0]
+
+
+def test_the_game_claim_in_the_thesiss_own_numbers():
+    """The printed Table 17 says what §6.6 says; the printed Table 16 ties the baseline at 100% success (1k)."""
+    for table, verdict in (("17", "holds: better in 9 of 9 cells"),
+                           ("16", "does not hold: better in 8 of 9 cells, tied in 1 (1k / Success)")):
+        grid = {(table, r, c): v for (r, c), v in claims.paper_grid("tolias-thesis", table).items()}
+        line = claims.claim_lines([{"kind": "outperforms", "a": "t-MEM-NN / 1 sample", "b": "Baseline / MemN2N",
+                                    "text": "x"}], "tolias-thesis", table, {}, grid)[0]
+        assert f"in the thesis's numbers it {verdict}" in line, line
+
+
+def test_a_game_table_carries_its_claim_lines(tmp_path):
+    """Tables 16-17 built from their runs' games end with §6.6's claim judged on our cells and the printed ones."""
+    from nlpbench.memnet.game import game_groups, game_table_parts
+    params = config.load(REPO / "params.yaml", {"scale": "smoke"})
+    game = params["memnet"]["game"]
+    lo, hi = game["ranges"]["17"]
+    for group in game_groups(params).values():
+        better = group.model == "tmemnn"
+        metrics = {"accuracy": 60.0 if better else 50.0, "success": 70.0 if better else 50.0,
+                   "rounds": 6.0 if better else 9.0, "n_success": 50, "n_games": 100}
+        io.write_json(group.run_dir(tmp_path, lo, hi, game["seeds"][0]) / "games.json",
+                      {f"S{S}": {"metrics": metrics} for S in (1, 10)})
+    parts = game_table_parts(params, "17", tmp_path)
+    lines = [n for n in parts.notes if n.startswith("Claim (§6.6")]
+    assert len(lines) == 2, parts.notes
+    assert all("in our numbers it holds: better in" in line and "in the thesis's numbers it holds" in line
+               for line in lines), lines

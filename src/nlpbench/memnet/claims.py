@@ -1,4 +1,4 @@
-"""The thesis's headline claims for the bAbI tables of ch. 6, checked in words and numbers.
+"""The thesis's headline claims for the tables of ch. 6 (bAbI, the game), checked in words and numbers.
 
 A claim is declared under a table (`claims:` in params.yaml) as a kind and two columns, `a` and `b`; a column is
 "<column>" of this table or "<table>:<column>" of another table of the same source (whose runs the table then
@@ -11,6 +11,8 @@ own numbers say what its text says and whether ours do:
   samples_help  on the tasks where b (one sample) is below 95%, a (ten samples) is higher on average
   tracks        a stays within `within` points of b per task on average (mean |a - b| over the tasks): a check of
                 consistency, e.g. a translated or letter-shuffled variant of the tasks against the English ones
+  outperforms   a beats b in every cell of a table whose rows are "<scenario> / <metric>" (the guess-the-number
+                Tables 16-17): a higher Accuracy and Success, fewer Rounds; a tie is not a win
 
 Numbers a table's notes quote are generated as well, so that a re-run never leaves a note behind its cells: a
 note holds `{ours T:ROWS}`, `{paper T:ROWS}` or `{delta T:ROWS}` (optionally `{ours T:ROWS:COLUMN}`), T a table of
@@ -27,7 +29,8 @@ import statistics
 from nlpbench import paper
 
 PASS = 95.0
-KINDS = ("more_passes", "higher_mean", "similar_mean", "samples_help", "tracks")
+KINDS = ("more_passes", "higher_mean", "similar_mean", "samples_help", "tracks", "outperforms")
+LOWER_IS_BETTER = ("Rounds",)   # metrics of the game tables where fewer is better (guesses to win)
 OURS, PAPERS = "our numbers", "the thesis's numbers"
 
 
@@ -99,13 +102,34 @@ def paper_grid(source: str, table: str) -> dict[tuple[str, str], float]:
     return out
 
 
-def _column(grid: dict, table_column: tuple[str, str]) -> dict[str, float]:
-    """task -> accuracy of one column (task rows only: the derived mean/passes rows are not in a grid)."""
+def _column(grid: dict, table_column: tuple[str, str], tasks_only: bool = True) -> dict[str, float]:
+    """row -> value of one column: task rows only (the derived mean/passes rows are not in a grid), or every row
+    (tasks_only False: a table whose rows are not tasks)."""
     table, column = table_column
-    return {row: v for (t, row, col), v in grid.items() if t == table and col == column and row.isdigit()}
+    return {row: v for (t, row, col), v in grid.items()
+            if t == table and col == column and (row.isdigit() or not tasks_only)}
+
+
+def _outperforms(a: dict[str, float], b: dict[str, float]) -> tuple[bool, str] | None:
+    """Whether a beats b in every "<scenario> / <metric>" cell both have (fewer is better for LOWER_IS_BETTER)."""
+    rows = [r for r in a if r in b]
+    if not rows:
+        return None
+    better, tied, worse = [], [], []
+    for r in rows:
+        gain = b[r] - a[r] if r.rsplit(" / ", 1)[-1] in LOWER_IS_BETTER else a[r] - b[r]
+        (better if gain > 0 else tied if gain == 0 else worse).append(r)
+    detail = f"better in {len(better)} of {len(rows)} cells"
+    if tied:
+        detail += f", tied in {len(tied)} ({', '.join(tied)})"
+    if worse:
+        detail += f", worse in {len(worse)} (" + ", ".join(f"{r}: {a[r]:.1f} against {b[r]:.1f}" for r in worse) + ")"
+    return not tied and not worse, detail
 
 
 def _judge(kind: str, a: dict[str, float], b: dict[str, float], within: float) -> tuple[bool, str] | None:
+    if kind == "outperforms":
+        return _outperforms(a, b)
     tasks = sorted(set(a) & set(b), key=int)
     if not tasks:
         return None
@@ -145,7 +169,8 @@ def claim_lines(claims: list[dict], source: str, table: str, ours: dict, printed
         a, b = split_ref(c["a"], table), split_ref(c["b"], table)
         verdicts = []
         for label, grid in ((OURS, ours), (PAPERS, printed)):
-            judged = _judge(c["kind"], _column(grid, a), _column(grid, b), c.get("within", 1.0))
+            tasks_only = c["kind"] != "outperforms"
+            judged = _judge(c["kind"], _column(grid, a, tasks_only), _column(grid, b, tasks_only), c.get("within", 1.0))
             if judged is not None:
                 holds, detail = judged
                 verdicts.append(f"in {label} it {'holds' if holds else 'does not hold'}: {detail}")
