@@ -649,7 +649,7 @@ def test_the_five_seed_projection_scales_each_groups_job_time_by_its_training_st
     assert sorted(set(seeds.values())) == [1, 5, 10]                   # Table 14 at one seed, 1k at ten, the rest five
     assert proj["projected_groups"] == len(seeds) - list(seeds.values()).count(5)
     assert list(seeds.values()).count(1) == 2
-    # params.yaml's own cpu scale: the 10k tables and the joint model at five (measured), the 1k tables at ten (halved)
+    # params.yaml's own cpu scale: the 10k tables at five (measured), the 1k tables and the joint one at ten (halved)
     for name in bench.CH6_TABLES:
         for g in declaration_groups(real_cpu, config.declaration(real_cpu, "tables", "tolias-thesis", name)).values():
             (tmp_path / f"{g.group_id}.benchmark.tsv").write_text("s\th:m:s\tmax_rss\n60.0\t0:01:00\t1.0\n")

@@ -102,12 +102,10 @@ def paper_grid(source: str, table: str) -> dict[tuple[str, str], float]:
     return out
 
 
-def _column(grid: dict, table_column: tuple[str, str], tasks_only: bool = True) -> dict[str, float]:
-    """row -> value of one column: task rows only (the derived mean/passes rows are not in a grid), or every row
-    (tasks_only False: a table whose rows are not tasks)."""
+def _column(grid: dict, table_column: tuple[str, str]) -> dict[str, float]:
+    """row -> value of one column, every row (the kinds over tasks keep the task rows: `_judge`)."""
     table, column = table_column
-    return {row: v for (t, row, col), v in grid.items()
-            if t == table and col == column and (row.isdigit() or not tasks_only)}
+    return {row: v for (t, row, col), v in grid.items() if t == table and col == column}
 
 
 def _outperforms(a: dict[str, float], b: dict[str, float]) -> tuple[bool, str] | None:
@@ -130,7 +128,7 @@ def _outperforms(a: dict[str, float], b: dict[str, float]) -> tuple[bool, str] |
 def _judge(kind: str, a: dict[str, float], b: dict[str, float], within: float) -> tuple[bool, str] | None:
     if kind == "outperforms":
         return _outperforms(a, b)
-    tasks = sorted(set(a) & set(b), key=int)
+    tasks = sorted((row for row in set(a) & set(b) if row.isdigit()), key=int)     # the other kinds judge tasks
     if not tasks:
         return None
     if kind == "more_passes":
@@ -169,8 +167,7 @@ def claim_lines(claims: list[dict], source: str, table: str, ours: dict, printed
         a, b = split_ref(c["a"], table), split_ref(c["b"], table)
         verdicts = []
         for label, grid in ((OURS, ours), (PAPERS, printed)):
-            tasks_only = c["kind"] != "outperforms"
-            judged = _judge(c["kind"], _column(grid, a, tasks_only), _column(grid, b, tasks_only), c.get("within", 1.0))
+            judged = _judge(c["kind"], _column(grid, a), _column(grid, b), c.get("within", 1.0))
             if judged is not None:
                 holds, detail = judged
                 verdicts.append(f"in {label} it {'holds' if holds else 'does not hold'}: {detail}")
