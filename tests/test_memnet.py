@@ -44,8 +44,9 @@ def tasks_1_4(babi_root):
 
 
 def _trainer(datasets, runs, bayesian, epochs=2, samples=(1, 3), tying="layerwise", t_sampler="gamma",
-             kernels="eager", **train):
-    cfg = MemNetConfig(n_words=0, bayesian=bayesian, tying=tying, t_sampler=t_sampler, posterior_kernels=kernels)
+             kernels="eager", hop_kernels="eager", **train):
+    cfg = MemNetConfig(n_words=0, bayesian=bayesian, tying=tying, t_sampler=t_sampler, posterior_kernels=kernels,
+                       hop_kernels=hop_kernels)
     return GroupTrainer(runs, datasets, cfg, TrainConfig(epochs=epochs, lr=0.1, **train),
                         BayesConfig(test_samples=samples) if bayesian else None, log=lambda s: None)
 
@@ -58,15 +59,18 @@ _COMPILER = pytest.mark.skipif(not __import__("nlpbench.nn.kernels", fromlist=["
     (False, "layerwise", "gamma", 0.0, "eager"), (True, "layerwise", "gamma", 0.0, "eager"),
     (True, "adjacent", "gamma", 0.0, "eager"), (True, "adjacent", "polar", 0.0, "eager"),
     (False, "adjacent", "gamma", 1e-3, "eager"), (True, "adjacent", "polar", 1e-3, "eager"),
-    pytest.param(True, "adjacent", "polar", 1e-3, "compiled", marks=_COMPILER)])
+    pytest.param(True, "adjacent", "polar", 1e-3, "compiled", marks=_COMPILER),
+    pytest.param(False, "adjacent", "gamma", 1e-3, "compiled hops", marks=_COMPILER)])
 def test_group_training_gives_the_same_runs_as_training_alone(tasks_1_4, bayesian, tying, t_sampler, noise, kernels):
+    hops = "compiled" if kernels == "compiled hops" else "eager"
+    kernels = "eager" if kernels == "compiled hops" else kernels
     group = _trainer(tasks_1_4, [Run("t1", 0, 7), Run("t4", 1, 3)], bayesian, tying=tying, t_sampler=t_sampler,
-                     grad_noise_std=noise, kernels=kernels)
+                     grad_noise_std=noise, kernels=kernels, hop_kernels=hops)
     group.fit()
     together = group.evaluate()
     for k, (data, seed) in enumerate([(tasks_1_4[0], 7), (tasks_1_4[1], 3)]):
         alone = _trainer([data], [Run("x", 0, seed)], bayesian, tying=tying, t_sampler=t_sampler,
-                         grad_noise_std=noise, kernels=kernels)
+                         grad_noise_std=noise, kernels=kernels, hop_kernels=hops)
         alone.fit()
         result = alone.evaluate()[0]
         # float summation order differs in a group (padded rows, batched reductions), which can flip the
@@ -788,13 +792,14 @@ def test_auto_reads_a_bucket_whole_only_where_its_table_is_short_next_to_its_sto
 
 
 def test_how_the_memory_is_read_leaves_a_groups_id_unchanged():
-    """memory_read and posterior_kernels choose how a run is computed, not what (float rounding only), so they
+    """memory_read, posterior_kernels and hop_kernels choose how a run is computed, not what (float rounding only), so they
     stay out of group ids as the device does: runs trained under either stay valid."""
     from nlpbench.memnet.groups import settings_digest
     settings = {"model": {"hops": 3, "memory_read": "auto"}, "train": {"lr": 0.01}}
     gathered = {"model": {"hops": 3, "memory_read": "gather"}, "train": {"lr": 0.01}}
     unset = {"model": {"hops": 3}, "train": {"lr": 0.01}}
-    compiled = {"model": {"hops": 3, "memory_read": "auto", "posterior_kernels": "compiled"}, "train": {"lr": 0.01}}
+    compiled = {"model": {"hops": 3, "memory_read": "auto", "posterior_kernels": "compiled", "hop_kernels": "compiled"},
+                "train": {"lr": 0.01}}
     ids = {settings_digest({"model": "memn2n", "settings": s}) for s in (settings, gathered, unset, compiled)}
     assert len(ids) == 1
     assert settings["model"]["memory_read"] == "auto"                  # the caller's settings are left as they were
@@ -835,3 +840,34 @@ def test_a_joint_batch_embeds_only_the_rows_it_reads_and_gets_the_whole_tables_n
     assert torch.equal(loss_all, loss_few) and torch.equal(val_all, val_few)
     for a, b in zip(grads_all, grads_few):
         assert torch.equal(a, b) and a.abs().max() > 0
+
+
+@pytest.mark.parametrize("reading", [
+    {"tying": "adjacent", "memory_slots": "longest_story", "memory_read": "gather"},
+    {"tying": "adjacent", "memory_slots": "longest_story", "memory_read": "whole_table", "bayesian": True},
+    {"tying": "layerwise", "memory_slots": "fixed"},
+    {"tying": "adjacent", "memory_slots": "fixed", "nil_row": "learned"},
+    {"tying": "layerwise", "memory_slots": "fixed", "mask_empty_memory": True, "temporal_encoding": False}])
+def test_memory_hops_compiled_compute_the_eager_loss_gradients_and_attention(tasks_1_4, reading):
+    """model.hop_kernels (issue 16) runs eqs. 33-35 op by op or compiled: the same formulas, so loss, every gradient,
+    the logits and each hop's attention agree to float rounding under every reading of the empty slots; an unknown
+    value is an error naming the key."""
+    from nlpbench.memnet.data import gather
+    from nlpbench.nn import kernels
+    with pytest.raises(ValueError, match="model.hop_kernels: unknown value 'fast'"):
+        _trainer(tasks_1_4, [Run("t1", 0, 7)], False, hop_kernels="fast")
+    if not kernels.compiler_works("cpu"):
+        pytest.skip("torch.compile cannot build CPU kernels here (no C++ compiler)")
+    out = {}
+    for how in ("eager", "compiled"):
+        cfg = MemNetConfig(n_words=0, t_sampler="polar", hop_kernels=how, **reading)
+        tr = GroupTrainer([Run("t1", 0, 7), Run("t4", 1, 3)], tasks_1_4, cfg, TrainConfig(grad_noise_std=0.0),
+                          BayesConfig() if cfg.bayesian else None, log=lambda s: None)
+        assert tr.hop_kernels == how
+        batch = gather(tr.split["train"], tr.data_of_run, torch.arange(32).expand(2, 32))
+        loss, _ = tr.loss(batch)
+        loss.sum().backward()
+        logits, attention = tr.forward(batch, tr.model.draw(None, "mean"), attention=True)
+        out[how] = [loss.detach(), logits.detach(), attention.detach()] + [p.grad.clone() for p in tr.params]
+    for got, want in zip(out["compiled"], out["eager"]):
+        assert torch.allclose(got, want, rtol=1e-4, atol=1e-5)

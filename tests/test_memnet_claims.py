@@ -116,7 +116,7 @@ def test_a_tables_provenance_names_how_its_runs_read_the_memory(tmp_path):
                 key = "S10" if group.model == "tmemnn" else "point"
                 m = {"status": "ok", "seed": seed, "val_acc": {key: 0.5}, "test_acc": {key: 0.5}}
                 if seed == 1:
-                    m["memory_read"] = "whole_table"
+                    m["memory_read"], m["hop_kernels"] = "whole_table", "compiled"
                 m["model"] = group.model
                 if group.model == "tmemnn" and seed == 2:
                     m["posterior_kernels"] = "compiled"
@@ -125,6 +125,7 @@ def test_a_tables_provenance_names_how_its_runs_read_the_memory(tmp_path):
     assert provenance["memory read"].startswith("gather, whole_table (")
     # t-MEM-NN runs say how their Student-t draw and divergence ran; runs from before the key ran eager
     assert provenance["posterior kernels"].startswith("compiled, eager (`memnet.model.posterior_kernels`")
+    assert provenance["hop kernels"].startswith("compiled, eager (`memnet.model.hop_kernels`")   # likewise
     empty = table_parts(params, d, tmp_path / "empty").provenance
     assert empty["memory read"] == "none (nothing trained)" and "posterior kernels" not in empty
 

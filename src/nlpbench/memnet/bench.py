@@ -356,8 +356,10 @@ def measure(params: dict, data_root: Path, steps: int, device: str) -> dict:
     protocol = [Run(f"{i}-{seed}", i, seed) for seed in range(PROTOCOL_SEEDS) for i in range(len(datasets))]
     s20_gather = {**s20, "model": {**s20["model"], "memory_read": "gather"}}
     s20_eager = {**s20, "model": {**s20["model"], "posterior_kernels": "eager"}}
+    s20_hops_eager = {**s20, "model": {**s20["model"], "hop_kernels": "eager"}}
     for model in ("memn2n", "tmemnn"):       # issue 16's five-seed group: every task x five seeds, as trained,
-        variants = [(model, s20), (f"{model} gather", s20_gather)]             # with every slot gathered,
+        variants = [(model, s20), (f"{model} gather", s20_gather),             # with every slot gathered,
+                    (f"{model} hops eager", s20_hops_eager)]                   # with the hops run op by op,
         if model == "tmemnn":
             variants.append((f"{model} eager", s20_eager))                     # and the posterior run op by op
         for key, settings in variants:
@@ -367,6 +369,7 @@ def measure(params: dict, data_root: Path, steps: int, device: str) -> dict:
             if key == model:                 # where the step's time goes, on the same trainer
                 for part, ms in step_parts_ms(tr, max(1, steps // PROTOCOL_SEEDS)).items():
                     out[f"protocol {model} {part}"] = ms
+                out["hop kernels"] = tr.hop_kernels
                 if model == "tmemnn":
                     out["posterior kernels"] = tr.posterior_kernels
     out["as trained"] = {}                      # groups as the tables train them
@@ -469,6 +472,16 @@ def _rows(m: dict, params: dict) -> list[tuple]:
               else "eager here: torch.compile cannot build kernels on this machine (no C++ compiler)"),
              (sec, f"t-MEM-NN (posterior kernels eager) / MemN2N, {P} runs together",
               m["protocol tmemnn eager"] / m["protocol memn2n"], 1.02, "x", "")]
+    hops = m["hop kernels"]
+    for model, name in (("memn2n", "MemN2N"), ("tmemnn", "t-MEM-NN")):
+        eager = m[f"protocol {model} hops eager"]
+        rows += [(sec, f"{name}, {P} runs together, memory hops eager", eager, None, "ms",
+                  "model.hop_kernels: eager (eqs. 33-35 op by op, as before the key)"),
+                 (sec, f"{name}, speed-up of memory hops {hops} over eager", eager / m[f"protocol {model}"], None, "x",
+                  "the same formulas; compiled: fused by torch.compile (float rounding differs)" if hops == "compiled"
+                  else "eager here: torch.compile cannot build kernels on this machine (no C++ compiler)")]
+    rows.append((sec, f"t-MEM-NN / MemN2N, {P} runs together, memory hops eager",
+                 m["protocol tmemnn hops eager"] / m["protocol memn2n hops eager"], 1.02, "x", ""))
     sec = "Training, groups as the tables train them (every task x the table's seeds), per run per minibatch"
     for name, g in m["as trained"].items():
         P_g = g["tasks"] * g["seeds"]
@@ -560,6 +573,8 @@ def main(params: dict, data_root: Path, out_dir: Path, steps: int, device: str) 
         "timed steps": f"{steps} per training measurement, after {WARMUP} warm-up steps",
         "t-MEM-NN's posterior kernels": f"{m['posterior kernels']} (`memnet.model.posterior_kernels`: "
                                         f"{params['memnet']['model'].get('posterior_kernels', 'eager')})",
+        "memory hops": f"{m['hop kernels']} (`memnet.model.hop_kernels`: "
+                       f"{params['memnet']['model'].get('hop_kernels', 'eager')})",
         "data": f"bAbI {m['variant']} tasks {m['tasks'][0]}-{m['tasks'][-1]}, {m['n_train']} training stories each",
     }
     notes = [

@@ -126,7 +126,7 @@ def train_group(group: Group, data_root: Path, runs_root: Path, device: str = "c
         for k, ((task, seed, run_dir, data), m) in enumerate(zip(pending, metrics)):
             m.update({"task": task, "variant": group.variant, "model": group.model, "device": device_label(device),
                       "group_size": len(runs), "group_wall_time_s": wall, "group_ms_per_batch": ms_per_batch,
-                      "memory_read": trainer.memory_reads[k]}
+                      "memory_read": trainer.memory_reads[k], "hop_kernels": trainer.hop_kernels}
                      | ({"posterior_kernels": trainer.posterior_kernels} if trainer.posterior_kernels else {}))
             save_run(trainer, k, run_dir, data, m, {"group": group.group_id, "model": group.model,
                                                     "variant": group.variant, "task": task, "seed": seed,
@@ -231,7 +231,7 @@ def table_parts(params: dict, d: Declared, runs_root: Path, with_claims: bool = 
     spec = tables.TableSpec(source=d.source, table=d.name,
                             title=ref_title.get((d.source, d.name), exp.get("title", d.name)), rows=rows,
                             columns=list(exp["columns"]), decimals=1, pass_threshold=95.0, mean_row=True)
-    cells, wall, devices, commits, dofs, reads, kernels = [], 0.0, set(), set(), [], set(), set()
+    cells, wall, devices, commits, dofs, reads, kernels, hop_kernels = [], 0.0, set(), set(), [], set(), set(), set()
     for column, col in exp["columns"].items():
         group = groups[column_key(col)]
         summary_path = Path(runs_root) / group.group_id / "group.json"
@@ -253,6 +253,7 @@ def table_parts(params: dict, d: Declared, runs_root: Path, with_claims: bool = 
                 cells.append(tables.Cell(str(task), column, None, "not_run"))
                 continue
             reads.update(m.get("memory_read", "gather") for m in ok)     # runs before issue 16's read: gathered
+            hop_kernels.update(m.get("hop_kernels", "eager") for m in ok)     # runs before the key: eager
             kernels.update(m.get("posterior_kernels", "eager") for m in ok       # t-MEM-NN runs; before issue 16's
                            if MODELS.get(m.get("model"), {}).get("posterior") == "student_t")   # kernels: eager
             if exp.get("report") == "validation":      # a reading pilot: every seed counts, test never read
@@ -289,6 +290,8 @@ def table_parts(params: dict, d: Declared, runs_root: Path, with_claims: bool = 
         "device": ", ".join(sorted(devices)) or "none (nothing trained)",
         "memory read": (", ".join(sorted(reads)) + " (`memnet.model.memory_read`: how the runs were computed, the "
                         "same model up to float summation order)") if reads else "none (nothing trained)",
+        "hop kernels": (", ".join(sorted(hop_kernels)) + " (`memnet.model.hop_kernels`: how the memory hops ran, the "
+                        "same formulas up to float rounding)") if hop_kernels else "none (nothing trained)",
         **({"posterior kernels": ", ".join(sorted(kernels)) + " (`memnet.model.posterior_kernels`: how the Student-t "
                                  "draw and divergence ran, the same formulas up to float rounding)"} if kernels else {}),
         "training wall time": f"{wall / 60:.1f} min for {n_trained} "

@@ -70,7 +70,7 @@ HASH_NEUTRAL = {("model", "prior_sigma"): 1.0, ("train", "track_test_samples"): 
                 ("data", "train_questions"): None}
 # Settings that choose how a run is computed, not what: never in a group's hash, as the device, the thread count
 # and the runs a group trains together are not (each changes only float rounding: the order of sums, fused kernels).
-EXECUTION_ONLY = (("model", "memory_read"), ("model", "posterior_kernels"))
+EXECUTION_ONLY = (("model", "memory_read"), ("model", "posterior_kernels"), ("model", "hop_kernels"))
 
 
 def settings_digest(obj: dict) -> str:

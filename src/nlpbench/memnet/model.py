@@ -17,6 +17,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from nlpbench.nn.gaussian import GaussianMatrix
+from nlpbench.nn.kernels import check as check_kernels, resolve as resolve_kernels, run_as
 from nlpbench.nn.position import position_weights, position_weights_code, position_weights_code_published
 from nlpbench.nn.student_t import StudentTMatrix
 
@@ -42,6 +43,7 @@ class MemNetConfig:
     posterior_kernels: str = "eager"   # t-MEM-NN's Student-t draw and divergence: "eager" (op by op), "compiled"
                                  # (fused by torch.compile; needs a C++ compiler on a CPU) or "auto" (compiled where it
                                  # can be): the same formulas, the numbers equal up to float rounding (nn.kernels)
+    hop_kernels: str = "eager"   # the memory hops (eqs. 33-35, `memory_hops`), likewise: "eager", "compiled" or "auto"
     nil_row: str = "zero"        # "zero": padding is no word; "learned": the nil row is a learned embedding, sentences
                                  # are position-encoded over the data's padded length, empty slots hold the nil sentence
     init_std: float = 0.1
@@ -64,6 +66,7 @@ class MemNetConfig:
         raise ValueError(f"model.tying: unknown value {self.tying!r} (expected 'layerwise' or 'adjacent')")
 
 
+HOP_KERNELS_KEY = "model.hop_kernels"     # the setting that runs the memory hops op by op or compiled, named in errors
 BATCH_ROWS_SHARE = 0.5   # a pass embeds only the rows its batch reads when they are at most this share of the table
 
 
@@ -102,6 +105,70 @@ def _spmm(P: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
     return torch.addmm(out, P, X.contiguous(), beta=0, out=out)     # beta = 0: `out`'s contents are ignored
 
 
+def memory_hops(u: torch.Tensor, memory: dict[str, torch.Tensor], time_rows: dict[str, torch.Tensor],
+                story_ids: torch.Tensor, rev: torch.Tensor, filled: torch.Tensor, extra: torch.Tensor | None,
+                count: torch.Tensor, nil: dict[str, torch.Tensor] | None, *, hops: tuple[tuple[str, str], ...],
+                whole_tables: bool, temporal: bool, empty_slots: str, attention: bool
+                ) -> tuple[torch.Tensor, tuple[tuple[torch.Tensor, torch.Tensor | None], ...]]:
+    """The K hops of eqs. 33-35 from u^1 (K, B, d): returns u^{K+1} = o^K + u^K, and with `attention` each hop's
+    (varpi over the computed slots, the weight of one empty slot or None).
+
+    memory[E]: matrix E's memory, either each slot's row gathered, (K, B, M_used, d), or each run's whole sentence
+    table, (K, U, d), read through story_ids (K, B, M_used) (`whole_tables`); time_rows[E] (K, M_used, d): T_E;
+    slot i holds time row rev (K, B, M_used); `filled` marks the slots that hold a fact. The slots past the
+    computed ones (`empty_slots`): "longest_story" (extra (K, B, 1) = log of each story's empty slots, the unfilled
+    computed slots masked), "count" (extra = log of their count, `count`), "learned_nil" (they hold the nil
+    sentence's rows nil[E]; extra = log count), "masked" (dropped) or "none". A plain function of tensors, so that
+    MemNet can run it op by op or compiled (`model.hop_kernels`)."""
+    if whole_tables:
+        # u^T against every sentence of the run's table in one product, then each slot picks its sentence's score;
+        # sum_i p_i c_i as each sentence's summed weight times its row (the gathered slots' numbers up to float
+        # summation order; cheaper where the stories are long next to the table: GroupTrainer chooses per bucket)
+        def match(u, a):                                                # u^T m_i
+            return torch.gather(torch.bmm(u, memory[a].transpose(1, 2)), 2, story_ids)
+
+        def weigh(p, c):                                                # sum_i p_i c_i
+            return torch.bmm(p.new_zeros(*p.shape[:2], memory[c].shape[1]).scatter_add_(2, story_ids, p), memory[c])
+    else:
+        def match(u, a):                                                # u^T m_i (elementwise: 2x a batched bmm here)
+            return (memory[a] * u.unsqueeze(2)).sum(-1)
+
+        def weigh(p, c):                                                # sum_i p_i c_i
+            return (p.unsqueeze(-1) * memory[c]).sum(2)
+
+    M_used = filled.shape[-1]
+    per_hop = []
+    for a, c in hops:
+        scores = match(u, a)                                            # u^T m_i
+        if temporal:
+            scores = scores + MemNet._time_scores(u, time_rows[a], rev, filled)
+        p_empty = None
+        if empty_slots == "longest_story":
+            p_all = torch.softmax(torch.cat([scores.masked_fill(~filled, float("-inf")), extra], -1), dim=-1)
+            p = p_all[..., :M_used]                                     # eq. 33 over the run's slots
+        elif empty_slots == "learned_nil":
+            extra_nil = (nil[a].unsqueeze(1) * u).sum(-1, keepdim=True) + extra
+            p_all = torch.softmax(torch.cat([scores, extra_nil], -1), dim=-1)   # eq. 33 over all M slots
+            p, p_empty = p_all[..., :M_used], p_all[..., M_used:] / count
+        elif empty_slots == "masked":
+            p = torch.softmax(scores.masked_fill(~filled, -1e30), dim=-1)       # eq. 33: varpi_i
+            p_empty = torch.zeros_like(p[..., :1])
+        elif empty_slots == "count":
+            p_all = torch.softmax(torch.cat([scores, extra], -1), dim=-1)      # eq. 33 over all M slots
+            p, p_empty = p_all[..., :M_used], p_all[..., M_used:] / count
+        else:
+            p = torch.softmax(scores, dim=-1)                                  # eq. 33
+        o = weigh(p, c)                                                 # eq. 35: o = sum_i varpi_i c_i (empty: c_i = 0)
+        if temporal:
+            o = o + MemNet._time_output(p, time_rows[c], rev, filled)
+        u = u + o                                                       # u^{k+1} = u^k + o^k
+        if empty_slots == "learned_nil":
+            u = u + count * p_empty * nil[c].unsqueeze(1)               # the empty slots' c_0
+        if attention:
+            per_hop.append((p, p_empty))
+    return u, tuple(per_hop)
+
+
 class MemNet(nn.Module):
     """MemN2N (bayesian=False) or t-MEM-NN (bayesian=True) for K runs at once."""
 
@@ -117,6 +184,8 @@ class MemNet(nn.Module):
             raise ValueError(f"model.nil_row: unknown value {cfg.nil_row!r} (expected 'zero' or 'learned')")
         if cfg.posterior not in ("student_t", "gaussian"):
             raise ValueError(f"model.posterior: unknown value {cfg.posterior!r} (expected 'student_t' or 'gaussian')")
+        check_kernels(cfg.hop_kernels, HOP_KERNELS_KEY)
+        self._hop_kernels_on: dict[str, str] = {}
         rows = torch.arange(V)
         words = torch.stack([(rows >= 1) & (rows < n) for n in vocab_sizes])          # (K, V) answer rows
         self.register_buffer("word_rows", words)
@@ -165,6 +234,14 @@ class MemNet(nn.Module):
         if cfg.tying == "layerwise":
             # W is a point estimate in both models (eq. 36): V x delta over the word rows.
             self.W = nn.Parameter(init(cfg.n_words, lambda k: torch.arange(vocab_sizes[k])))
+
+    @property
+    def hop_kernels_used(self) -> str:
+        """"eager" or "compiled": how `memory_hops` runs on this model's device (`model.hop_kernels`, nn.kernels)."""
+        device = self.word_rows.device
+        if device.type not in self._hop_kernels_on:
+            self._hop_kernels_on[device.type] = resolve_kernels(self.cfg.hop_kernels, device, HOP_KERNELS_KEY)
+        return self._hop_kernels_on[device.type]
 
     # -- weights ---------------------------------------------------------------------------------------
     def _slot_generators(self, generators: list[torch.Generator]) -> list[torch.Generator]:
@@ -422,74 +499,40 @@ class MemNet(nn.Module):
             query_rows = self._rows(table, starts, batch["query_ids"]) if query in read else None
         if slot_rows is not None:                                       # the slots' rows, gathered
             memory = dict(zip(read, slot_rows.split(d, -1)))
-
-            def match(u, a):                                            # u^T m_i (elementwise: 2x a batched bmm here)
-                return (memory[a] * u.unsqueeze(2)).sum(-1)
-
-            def weigh(p, c):                                            # sum_i p_i c_i
-                return (p.unsqueeze(-1) * memory[c]).sum(2)
-        else:
-            # Each run's whole table (K, U, d) per matrix: u^T against every sentence in one product, then each slot
-            # picks its sentence's score; sum_i p_i c_i as each sentence's summed weight times its row. The same
-            # numbers as the gathered slots up to float summation order, and cheaper where the stories are long
-            # next to the table (GroupTrainer chooses per bucket of runs).
-            whole = dict(zip(read, table.view(K, per_run, len(read), d).unbind(2)))
-
-            def match(u, a):
-                return torch.gather(torch.bmm(u, whole[a].transpose(1, 2)), 2, story_ids)
-
-            def weigh(p, c):
-                return torch.bmm(p.new_zeros(K, B, per_run).scatter_add_(2, story_ids, p), whole[c])
+        else:                                                           # each run's whole table, (K, U, d) per matrix
+            memory = dict(zip(read, table.view(K, per_run, len(read), d).unbind(2)))
         if query in read:                                               # adjacent: B = E_0 = A^1
             u = query_rows.split(d, -1)[read.index(query)]
         else:                                                           # layer-wise: B embeds only queries
             u = self._rows(*self._embed(weights[query], sentences), batch["query_ids"])
         time_rows = {n: weights[n][:, cfg.n_words:cfg.n_words + M_used] for n in read}      # T_E(1..M_used)
         rev = (n_facts.unsqueeze(-1) - 1 - slot).clamp_min(0)          # slot i holds time row n_facts - 1 - i
-        if cfg.nil_row == "learned":                                   # the nil sentence (table row 0), no time row
-            nil = dict(zip(read, table[starts].split(d, -1)))
+        # The slots past the computed ones (see the docstring) enter the softmax as one extra logit per question:
+        nil, count = None, u.new_full((), max(n_empty, 1))
+        if cfg.memory_slots == "longest_story":
+            # each story has min(M, its task's longest story) slots: n_facts filled, the rest empty (logit 0, c 0)
+            slots = self.slots if runs is None else self.slots[runs]
+            empty = (slots.view(-1, 1) - n_facts).clamp_min(0).unsqueeze(-1).to(u.dtype)   # (K, B, 1)
+            empty_slots, extra = "longest_story", torch.log(empty)      # -inf where a story fills its memory
+        elif cfg.nil_row == "learned" and n_empty:                      # learned nil: the empty slots hold m_0, c_0
+            nil = dict(zip(read, table[starts].split(d, -1)))           # the nil sentence (table row 0), no time row
+            empty_slots, extra = "learned_nil", u.new_full((), math.log(n_empty))
+        elif cfg.mask_empty_memory:
+            empty_slots, extra = "masked", None
+        elif n_empty:
+            empty_slots, extra = "count", u.new_full((K, B, 1), math.log(n_empty))
+        else:
+            empty_slots, extra = "none", None
+        hop_fn = memory_hops if self.hop_kernels_used == "eager" else run_as(memory_hops, "compiled")
+        u, weights_per_hop = hop_fn(u, memory, time_rows, story_ids, rev, filled, extra, count, nil,
+                                    hops=tuple(hops), whole_tables=slot_rows is None,
+                                    temporal=cfg.temporal_encoding, empty_slots=empty_slots,
+                                    attention=return_attention)
         attention = []
-        for a, c in hops:
-            scores = match(u, a)                                        # u^T m_i
-            if cfg.temporal_encoding:
-                scores = scores + self._time_scores(u, time_rows[a], rev, filled)
-
-            def output(p, c=c):                                         # eq. 35: o = sum_i varpi_i c_i
-                o = weigh(p, c)
-                return o + self._time_output(p, time_rows[c], rev, filled) if cfg.temporal_encoding else o
-
-            if cfg.memory_slots == "longest_story":
-                # each story has min(M, its task's longest story) slots: n_facts filled, the rest empty (logit 0, c 0)
-                slots = self.slots if runs is None else self.slots[runs]
-                empty = (slots.view(-1, 1) - n_facts).clamp_min(0).unsqueeze(-1).to(scores.dtype)   # (K, B, 1)
-                extra = torch.log(empty)                                # -inf where a story fills its memory
-                p_all = torch.softmax(torch.cat([scores.masked_fill(~filled, float("-inf")), extra], -1), dim=-1)
-                p = p_all[..., :M_used]                                 # eq. 33 over the run's slots
-                u = u + output(p)                                       # eq. 35 (empty slots have c_i = 0)
-                if return_attention:                                    # the fact slots only (empty mass left out)
-                    attention.append(torch.cat([p, p.new_zeros(*p.shape[:2], M - M_used)], -1))
-                continue
-            if cfg.nil_row == "learned" and n_empty:                    # learned nil: the empty slots hold m_0, c_0
-                m0, c0 = nil[a], nil[c].unsqueeze(1)
-                extra = (m0.unsqueeze(1) * u).sum(-1, keepdim=True) + math.log(n_empty)
-                p_all = torch.softmax(torch.cat([scores, extra], -1), dim=-1)  # eq. 33 over all M slots
-                p, p_empty = p_all[..., :M_used], p_all[..., M_used:] / n_empty
-                u = u + output(p) + n_empty * p_empty * c0              # eq. 35
-                if return_attention:
-                    attention.append(torch.cat([p, p_empty.expand(*p.shape[:2], n_empty)], -1))
-                continue
-            if cfg.mask_empty_memory:
-                p = torch.softmax(scores.masked_fill(~filled, -1e30), dim=-1)   # eq. 33: varpi_i
-                p_empty = torch.zeros_like(p[..., :1])
-            elif n_empty:
-                extra = torch.full_like(scores[..., :1], math.log(n_empty))
-                p_all = torch.softmax(torch.cat([scores, extra], -1), dim=-1)  # eq. 33 over all M slots
-                p, p_empty = p_all[..., :M_used], p_all[..., M_used:] / n_empty
-            else:
-                p, p_empty = torch.softmax(scores, dim=-1), None                # eq. 33
-            u = u + output(p)                                           # u^{k+1} = u^k + o^k (eq. 35)
-            if return_attention:
-                attention.append(torch.cat([p, p_empty.expand(*p.shape[:2], n_empty)], -1) if n_empty else p)
+        for p, p_empty in weights_per_hop:                              # each hop's varpi over all M slots
+            if empty_slots == "longest_story" or p_empty is None:       # (longest_story: empty mass left out)
+                p_empty = p.new_zeros(*p.shape[:2], 1)
+            attention.append(torch.cat([p, p_empty.expand(*p.shape[:2], n_empty)], -1) if n_empty else p)
         word_rows = self.word_rows if runs is None else self.word_rows[runs]
         if cfg.tying == "layerwise":
             W = self.W if runs is None else self.W[runs]

@@ -172,6 +172,7 @@ class GroupTrainer:
         # how t-MEM-NN's Student-t draw and divergence run here (eager | compiled; nn.kernels); None: no such posterior
         posterior = getattr(self.model, "posterior", None)
         self.posterior_kernels = getattr(posterior, "kernels_used", None)
+        self.hop_kernels = self.model.hop_kernels_used                 # how the memory hops run here (eager | compiled)
         self._draw_layouts: dict[int, tuple] = {}                       # n draws side by side -> see forward_draws
         self._draw_bags: dict[tuple[int, int], dict] = {}               # (n, bucket) -> its pseudo-runs' tables
         self._word_weights = None                                       # the tables for own_sentences, when asked
