@@ -523,11 +523,11 @@ class MemNet(nn.Module):
             empty_slots, extra = "count", u.new_full((K, B, 1), math.log(n_empty))
         else:
             empty_slots, extra = "none", None
-        hop_fn = memory_hops if self.hop_kernels_used == "eager" else run_as(memory_hops, "compiled")
-        u, weights_per_hop = hop_fn(u, memory, time_rows, story_ids, rev, filled, extra, count, nil,
-                                    hops=tuple(hops), whole_tables=slot_rows is None,
-                                    temporal=cfg.temporal_encoding, empty_slots=empty_slots,
-                                    attention=return_attention)
+        hops_run = run_as(memory_hops, self.hop_kernels_used)          # eqs. 33-35, op by op or compiled
+        u, weights_per_hop = hops_run(u, memory, time_rows, story_ids, rev, filled, extra, count, nil,
+                                      hops=tuple(hops), whole_tables=slot_rows is None,
+                                      temporal=cfg.temporal_encoding, empty_slots=empty_slots,
+                                      attention=return_attention)
         attention = []
         for p, p_empty in weights_per_hop:                              # each hop's varpi over all M slots
             if empty_slots == "longest_story" or p_empty is None:       # (longest_story: empty mass left out)
