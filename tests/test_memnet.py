@@ -871,3 +871,33 @@ def test_memory_hops_compiled_compute_the_eager_loss_gradients_and_attention(tas
         out[how] = [loss.detach(), logits.detach(), attention.detach()] + [p.grad.clone() for p in tr.params]
     for got, want in zip(out["compiled"], out["eager"]):
         assert torch.allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("variant,train_questions", [("en", None), ("en", 500), ("en-10k", None), ("en-10k", 2000)])
+def test_training_questions_counts_what_task_tensors_trains_on(babi_root, variant, train_questions):
+    """The benchmark's step counts (bench.run_steps) come from experiments.training_questions, which must agree
+    with the questions task_tensors actually splits off for training, `data.train_questions` included (the
+    benchmark once counted the whole file whatever that key said)."""
+    import yaml
+    from nlpbench.memnet.experiments import task_tensors, training_questions
+    from nlpbench.memnet.groups import memnet_settings
+    params = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
+    settings = memnet_settings(params, {} if train_questions is None else {"data.train_questions": train_questions},
+                               "test")
+    data = task_tensors(babi_root, variant, [1], settings)
+    assert len(data.splits["train"]["answers"]) == training_questions(settings, variant)
+
+
+def test_benchmark_step_counts_honour_train_questions():
+    """bench.run_steps counts each run's minibatches from the questions it trains on: with data.train_questions
+    500 a task's run trains on 450 (50 held out for validation), 14 minibatches of 32 an epoch."""
+    from nlpbench import config
+    from nlpbench.memnet.bench import run_steps
+    from nlpbench.memnet.groups import declaration_groups
+    params = config.load(Path(__file__).resolve().parents[1] / "params.yaml",
+                         {"scale": "smoke", "memnet.data.train_questions": 500})
+    d = config.declaration(params, "tables", "tolias-thesis", "2")
+    groups = {g.group_id: g for g in declaration_groups(params, d).values()}
+    for gid, steps in run_steps(params, d).items():
+        train = groups[gid].settings["train"]
+        assert steps == groups[gid].n_runs * train["epochs"] * (450 // train["batch_size"])

@@ -27,7 +27,7 @@ from nlpbench.data import babi
 from nlpbench.memnet.groups import babi_declarations, declaration_groups, declared_tasks, memnet_settings
 from nlpbench.memnet.data import gather, sentence_index
 from nlpbench.memnet.plain import PlainMemNet, padded_split, train_step
-from nlpbench.memnet.experiments import model_configs, task_tensors
+from nlpbench.memnet.experiments import model_configs, task_tensors, training_questions
 from nlpbench.provenance import code_commit, device_label
 from nlpbench.report import sectioned_markdown
 from nlpbench.status import COSTS, job_seconds, read_costs
@@ -226,10 +226,8 @@ def run_steps(params: dict, d, seeds: int | None = None) -> dict[str, int]:
     out = {}
     for g in declaration_groups(params, d).values():
         runs = g.n_runs if seeds is None else g.n_runs // len(g.seeds) * seeds
-        t, data = g.settings["train"], g.settings["data"]
-        per_task = (10_000 if g.variant.endswith("10k") else 1_000) - data["n_val_10k" if g.variant.endswith("10k")
-                                                                           else "n_val_1k"]
-        n_train = per_task * (len(g.tasks) if g.joint else 1)
+        t = g.settings["train"]
+        n_train = training_questions(g.settings, g.variant) * (len(g.tasks) if g.joint else 1)
         out[g.group_id] = runs * t["epochs"] * (n_train // t["batch_size"])
     return out
 

@@ -36,6 +36,14 @@ def _n_val(settings: dict, variant: str) -> int:
     return settings["data"]["n_val_10k" if variant.endswith("10k") else "n_val_1k"]
 
 
+def training_questions(settings: dict, variant: str) -> int:
+    """Questions a run trains on per task, counted without reading the files: bAbI's training file holds 1,000
+    questions a task (10,000 on the 10k variants), of which `data.train_questions` are used when set, less the
+    validation questions held out of them (`_n_val`), as `task_tensors` splits them."""
+    held = settings["data"].get("train_questions") or (10_000 if variant.endswith("10k") else 1_000)
+    return held - _n_val(settings, variant)
+
+
 def task_tensors(data_root: Path, variant: str, tasks: list[int], settings: dict):
     """The tensors of bAbI `tasks` (one task; a joint model's all) as a group with these settings trains on them;
     babi.MissingDataError where a file is missing."""
