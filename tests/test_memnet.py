@@ -901,3 +901,13 @@ def test_benchmark_step_counts_honour_train_questions():
     for gid, steps in run_steps(params, d).items():
         train = groups[gid].settings["train"]
         assert steps == groups[gid].n_runs * train["epochs"] * (450 // train["batch_size"])
+
+
+def test_timing_benchmark_without_data_says_which_files_it_needs(tmp_path):
+    """The timing benchmark loads Table 2's tasks as the table trains them (the scale's task subset, a task without
+    data left out); with none at all it stops with an error naming the variant and the directory."""
+    from nlpbench import config
+    from nlpbench.memnet import bench
+    params = config.load(Path(__file__).resolve().parents[1] / "params.yaml", {"scale": "smoke"})
+    with pytest.raises(FileNotFoundError, match=f"no bAbI en task files under {tmp_path}"):
+        bench.measure(params, tmp_path, 1, "cpu")

@@ -322,7 +322,10 @@ def measure(params: dict, data_root: Path, steps: int, device: str) -> dict:
     """Every timing, in ms, each a mean over the tasks of Table 2 (one run per task unless grouped)."""
     exp = _table(params, DELTA_20)
     s20, s50 = _settings(params, DELTA_20), _settings(params, DELTA_50)
-    datasets = [task_tensors(data_root, exp["variant"], [t], s20) for t in exp["rows"]]
+    datasets, tasks = table_datasets(params, DELTA_20, data_root)     # the scale's tasks, as Table 2 trains them
+    if not datasets:
+        raise FileNotFoundError(f"timing benchmark: no bAbI {exp['variant']} task files under {data_root} for the "
+                                f"tasks of Table {DELTA_20} (rule data_babi prepares them)")
 
     def trainer(model: str, settings: dict, ds: list) -> GroupTrainer:
         model_cfg, train_cfg, bayes_cfg = model_configs(model, settings)
@@ -386,7 +389,7 @@ def measure(params: dict, data_root: Path, steps: int, device: str) -> dict:
         out["as trained"][EN_10K] = {**as_trained_ms(datasets_10k, seeds_10k, s10k, steps // PROTOCOL_SEEDS, device),
                                      "tasks": len(tasks_10k), "seeds": len(seeds_10k),
                                      "variant": _table(params, EN_10K)["variant"]}
-    out["n_train"], out["tasks"], out["variant"] = mem.n_train, exp["rows"], exp["variant"]
+    out["n_train"], out["tasks"], out["variant"] = mem.n_train, tasks, exp["variant"]
     out["pipeline"] = pipeline_job_minutes(Path("logs/train"))
     out["projection"] = five_seed_projection(Path("logs/train"))
     return out
