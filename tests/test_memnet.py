@@ -532,7 +532,7 @@ def test_the_timing_benchmark_runs_and_writes_its_ratios(babi_root, tmp_path, mo
     monkeypatch.setattr(bench, "INFERENCE_REPEATS", 1)
     monkeypatch.setattr(bench, "SINGLE_QUESTIONS", 2)
     params = config.load(Path(__file__).parents[1] / "params.yaml", {"scale": "smoke"})
-    params["tables"]["tolias-thesis"][bench.DELTA_20]["rows"] = [1, 2]
+    params["tables"]["tolias-thesis"][bench.DELTA_20]["rows"] = [1, 2, 20]   # the smoke scale's subset keeps 1, 20
     params["memnet"]["seeds"] = [0, 1, 2]        # Table 2's seeds (ten at the cpu scale): a group of its own
     md = bench.main(params, babi_root, tmp_path / "results" / "tolias-thesis", steps=2, device="cpu")["md"].read_text()
     for quantity in ("S = 10 / S = 1, draws batched", "S = 10 / S = 1, draws shared by the questions",
@@ -544,6 +544,7 @@ def test_the_timing_benchmark_runs_and_writes_its_ratios(babi_root, tmp_path, mo
                      "t-MEM-NN / MemN2N, Table 13's group (en-10k, 2 tasks x 5 seeds = 10 runs)"):
         row = next(line for line in md.splitlines() if line.startswith(f"| {quantity} |"))
         assert float(row.split("|")[2]) > 0, row
+    assert "- data: bAbI en tasks 1, 20, " in md                   # the tasks it timed, as Table 2 trains them
     # where t-MEM-NN's extra time per grouped step goes: every part measured for both models (a difference of
     # two timings may have either sign on a noisy machine, so only that it was measured is checked)
     section = md.split("## Where the difference goes")[1].split("\n## ")[0]

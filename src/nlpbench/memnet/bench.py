@@ -544,6 +544,13 @@ def _rows(m: dict, params: dict) -> list[tuple]:
     return rows
 
 
+def _task_list(tasks: list[int]) -> str:
+    """"1-20" for a run of consecutive tasks, else "1, 20"."""
+    if tasks == list(range(tasks[0], tasks[-1] + 1)) and len(tasks) > 1:
+        return f"{tasks[0]}-{tasks[-1]}"
+    return ", ".join(map(str, tasks))
+
+
 def _fmt(v: float | None, unit: str) -> str:
     if v is None:
         return ""
@@ -583,7 +590,7 @@ def main(params: dict, data_root: Path, out_dir: Path, steps: int, device: str) 
                                         f"{params['memnet']['model'].get('posterior_kernels', 'eager')})",
         "memory hops": f"{m['hop kernels']} (`memnet.model.hop_kernels`: "
                        f"{params['memnet']['model'].get('hop_kernels', 'eager')})",
-        "data": f"bAbI {m['variant']} tasks {m['tasks'][0]}-{m['tasks'][-1]}, {m['n_train']} training stories each",
+        "data": f"bAbI {m['variant']} tasks {_task_list(m['tasks'])}, {m['n_train']} training stories each",
     }
     notes = [
         f"Training: one step = one minibatch of {t['batch_size']} questions per run, taken as GroupTrainer.train_epoch "
