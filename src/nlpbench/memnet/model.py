@@ -507,7 +507,7 @@ class MemNet(nn.Module):
             u = self._rows(*self._embed(weights[query], sentences), batch["query_ids"])
         time_rows = {n: weights[n][:, cfg.n_words:cfg.n_words + M_used] for n in read}      # T_E(1..M_used)
         rev = (n_facts.unsqueeze(-1) - 1 - slot).clamp_min(0)          # slot i holds time row n_facts - 1 - i
-        # The slots past the computed ones (see the docstring) enter the softmax as one extra logit per question:
+        # How the slots past the computed ones (see the docstring) enter eq. 33 (memory_hops' `empty_slots`):
         nil, count = None, u.new_full((), max(n_empty, 1))
         if cfg.memory_slots == "longest_story":
             # each story has min(M, its task's longest story) slots: n_facts filled, the rest empty (logit 0, c 0)
