@@ -152,7 +152,6 @@ def memory_hops(u: torch.Tensor, memory: dict[str, torch.Tensor], time_rows: dic
             p, p_empty = p_all[..., :M_used], p_all[..., M_used:] / count
         elif empty_slots == "masked":
             p = torch.softmax(scores.masked_fill(~filled, -1e30), dim=-1)       # eq. 33: varpi_i
-            p_empty = torch.zeros_like(p[..., :1])
         elif empty_slots == "count":
             p_all = torch.softmax(torch.cat([scores, extra], -1), dim=-1)      # eq. 33 over all M slots
             p, p_empty = p_all[..., :M_used], p_all[..., M_used:] / count
@@ -530,8 +529,8 @@ class MemNet(nn.Module):
                                       attention=return_attention)
         attention = []
         for p, p_empty in weights_per_hop:                              # each hop's varpi over all M slots
-            if empty_slots == "longest_story" or p_empty is None:       # (longest_story: empty mass left out)
-                p_empty = p.new_zeros(*p.shape[:2], 1)
+            if p_empty is None:                                         # none on the empty slots (longest_story:
+                p_empty = p.new_zeros(*p.shape[:2], 1)                  # their mass left out; masked: dropped)
             attention.append(torch.cat([p, p_empty.expand(*p.shape[:2], n_empty)], -1) if n_empty else p)
         word_rows = self.word_rows if runs is None else self.word_rows[runs]
         if cfg.tying == "layerwise":
