@@ -172,3 +172,19 @@ def test_a_game_table_carries_its_claim_lines(tmp_path):
     assert len(lines) == 2, parts.notes
     assert all("in our numbers it holds: better in" in line and "in the thesis's numbers it holds" in line
                for line in lines), lines
+
+
+def test_game_runs_record_how_they_were_computed_and_their_tables_say_so(tmp_path):
+    """A guess-the-number run's metrics.json records the execution-only keys, as a bAbI run's does, and Tables
+    16-17 name them, the device and the training commit in their provenance (they named none before)."""
+    from nlpbench.memnet.game import game_groups, game_table_parts, train_game_group
+    params = config.load(REPO / "params.yaml", {"scale": "smoke"})
+    lo, hi = params["memnet"]["game"]["ranges"]["16"]
+    for group in game_groups(params).values():
+        train_game_group(group, params, tmp_path, "cpu", log=lambda _: None)
+        m = io.read_json(group.run_dir(tmp_path, lo, hi, group.seeds[0]) / "metrics.json")
+        assert m["memory_read"] in ("gather", "whole_table") and m["hop_kernels"] in ("eager", "compiled")
+        assert (m.get("posterior_kernels") in ("eager", "compiled")) == (group.model == "tmemnn")
+    prov = game_table_parts(params, "16", tmp_path).provenance
+    assert prov["posterior kernels"].startswith(("eager", "compiled")) and "memnet.model.hop_kernels" in prov["hop kernels"]
+    assert prov["device"].startswith("cpu") and "runs trained at" in prov["code commit"]

@@ -93,6 +93,25 @@ def train_together(group_id: str, model: str, settings: dict, runs: list[Run], d
     return trainer, metrics, time.perf_counter() - t0
 
 
+
+def execution_record(trainer: GroupTrainer, k: int) -> dict:
+    """How run k of `trainer` was computed, for its metrics.json: the execution-only keys (the same model and
+    formulas whatever they say, up to float summation order and rounding)."""
+    return ({"memory_read": trainer.memory_reads[k], "hop_kernels": trainer.hop_kernels}
+            | ({"posterior_kernels": trainer.posterior_kernels} if trainer.posterior_kernels else {}))
+
+
+def execution_provenance(reads: set[str], hop_kernels: set[str], kernels: set[str]) -> dict[str, str]:
+    """A table's provenance lines for the execution-only keys its runs recorded (execution_record)."""
+    return {
+        "memory read": (", ".join(sorted(reads)) + " (`memnet.model.memory_read`: how the runs were computed, the "
+                        "same model up to float summation order)") if reads else "none (nothing trained)",
+        "hop kernels": (", ".join(sorted(hop_kernels)) + " (`memnet.model.hop_kernels`: how the memory hops ran, the "
+                        "same formulas up to float rounding)") if hop_kernels else "none (nothing trained)",
+        **({"posterior kernels": ", ".join(sorted(kernels)) + " (`memnet.model.posterior_kernels`: how the Student-t "
+                                 "draw and divergence ran, the same formulas up to float rounding)"} if kernels else {}),
+    }
+
 def train_group(group: Group, data_root: Path, runs_root: Path, device: str = "cpu",
                 log: Callable[[str], None] = print, again: bool = False) -> dict:
     """Train the group's incomplete runs together; returns (and writes) the group summary. again: every run,
@@ -133,9 +152,8 @@ def train_group(group: Group, data_root: Path, runs_root: Path, device: str = "c
         ms_per_batch = statistics.mean(h["ms_per_batch"] for h in trainer.history) if trainer.history else None
         for k, ((task, seed, run_dir, data), m) in enumerate(zip(pending, metrics)):
             m.update({"task": task, "variant": group.variant, "model": group.model, "device": device_label(device),
-                      "group_size": len(runs), "group_wall_time_s": wall, "group_ms_per_batch": ms_per_batch,
-                      "memory_read": trainer.memory_reads[k], "hop_kernels": trainer.hop_kernels}
-                     | ({"posterior_kernels": trainer.posterior_kernels} if trainer.posterior_kernels else {}))
+                      "group_size": len(runs), "group_wall_time_s": wall, "group_ms_per_batch": ms_per_batch}
+                     | execution_record(trainer, k))
             save_run(trainer, k, run_dir, data, m, {"group": group.group_id, "model": group.model,
                                                     "variant": group.variant, "task": task, "seed": seed,
                                                     "settings": s})
@@ -296,12 +314,7 @@ def table_parts(params: dict, d: Declared, runs_root: Path, with_claims: bool = 
         "scale": params["scale"],
         "code commit": code_commit() + (f" (runs trained at {', '.join(sorted(commits))})" if commits else ""),
         "device": ", ".join(sorted(devices)) or "none (nothing trained)",
-        "memory read": (", ".join(sorted(reads)) + " (`memnet.model.memory_read`: how the runs were computed, the "
-                        "same model up to float summation order)") if reads else "none (nothing trained)",
-        "hop kernels": (", ".join(sorted(hop_kernels)) + " (`memnet.model.hop_kernels`: how the memory hops ran, the "
-                        "same formulas up to float rounding)") if hop_kernels else "none (nothing trained)",
-        **({"posterior kernels": ", ".join(sorted(kernels)) + " (`memnet.model.posterior_kernels`: how the Student-t "
-                                 "draw and divergence ran, the same formulas up to float rounding)"} if kernels else {}),
+        **execution_provenance(reads, hop_kernels, kernels),
         "training wall time": f"{wall / 60:.1f} min for {n_trained} "
                               f"runs in {len(groups)} vectorised groups",
         "generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),

@@ -21,7 +21,8 @@ from nlpbench.memnet.groups import memnet_settings, own_settings, settings_diges
 from nlpbench.data import babi
 from nlpbench.memnet import claims, guess_number as gn
 from nlpbench.memnet.data import tensors_from_samples
-from nlpbench.memnet.experiments import checkpointed_runs, save_run, train_together
+from nlpbench.memnet.experiments import (checkpointed_runs, execution_provenance, execution_record, save_run,
+                                        train_together)
 from nlpbench.provenance import code_commit, device_label
 from nlpbench.memnet.predict import RunPredictor
 from nlpbench.memnet.train import Run
@@ -114,7 +115,7 @@ def train_game_group(group: GameGroup, params: dict, runs_root: Path, device: st
                                                 log)
         for k, ((lo, hi, seed, run_dir, data), m) in enumerate(zip(pending, metrics)):
             m.update({"range": [lo, hi], "train_size": group.train_size, "model": group.model,
-                      "device": device_label(device), "group_wall_time_s": wall})
+                      "device": device_label(device), "group_wall_time_s": wall} | execution_record(trainer, k))
             save_run(trainer, k, run_dir, data, m, {"group": group.group_id, "model": group.model, "range": [lo, hi],
                                                      "train_size": group.train_size, "seed": seed, "settings": s,
                                                      "game": game})
@@ -135,6 +136,12 @@ def train_game_group(group: GameGroup, params: dict, runs_root: Path, device: st
     return summary
 
 
+def group_metrics(group: GameGroup, runs_root: Path, lo: int, hi: int, seed: int) -> dict | None:
+    """One run's metrics.json (None before it is trained)."""
+    path = group.run_dir(runs_root, lo, hi, seed) / "metrics.json"
+    return io.read_json(path) if path.exists() else None
+
+
 def _games(group: GameGroup, runs_root: Path, lo: int, hi: int, seed: int) -> dict | None:
     path = group.run_dir(runs_root, lo, hi, seed) / "games.json"
     return io.read_json(path) if path.exists() else None
@@ -150,7 +157,7 @@ def game_table_parts(params: dict, table: str, runs_root: Path) -> TableParts:
     ref_title = {(r["source"], r["table"]): r["title"] for r in paper.reference_index()}
     spec = tables.TableSpec(source="tolias-thesis", table=table, title=ref_title[("tolias-thesis", table)],
                             rows=rows, columns=list(COLUMNS), decimals=1)
-    cells, wall = [], 0.0
+    cells, wall, devices, commits, reads, hop_kernels, kernels = [], 0.0, set(), set(), set(), set(), set()
     for g in groups.values():
         games = _games(g, runs_root, lo, hi, seed)
         for column, (model, S) in COLUMNS.items():
@@ -165,9 +172,21 @@ def game_table_parts(params: dict, table: str, runs_root: Path) -> TableParts:
                                          f"{m['n_success']} of {m['n_games']} games won" if key == "rounds" else ""))
         path = Path(runs_root) / g.group_id / "group.json"
         if path.exists():
-            wall += io.read_json(path)["wall_time_s"]
-    provenance = {"scale": params["scale"], "code commit": code_commit(), "generated":
-                  datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "torch": torch.__version__,
+            summary = io.read_json(path)
+            wall += summary["wall_time_s"]
+            devices.add(summary["device"])
+            commits.add(summary.get("code_commit", "unknown"))
+        metrics = group_metrics(g, runs_root, lo, hi, seed)
+        if metrics is not None:      # runs trained before game runs recorded the execution keys: "not recorded"
+            reads.add(metrics.get("memory_read", "not recorded"))
+            hop_kernels.add(metrics.get("hop_kernels", "not recorded"))
+            if g.model == "tmemnn":
+                kernels.add(metrics.get("posterior_kernels", "not recorded"))
+    provenance = {"scale": params["scale"],
+                  "code commit": code_commit() + (f" (runs trained at {', '.join(sorted(commits))})" if commits else ""),
+                  "device": ", ".join(sorted(devices)) or "none (nothing trained)",
+                  **execution_provenance(reads, hop_kernels, kernels),
+                  "generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "torch": torch.__version__,
                   "training wall time": f"{wall / 60:.1f} min ({len(groups)} groups, both ranges)",
                   "runs": ", ".join(f"runs/{g}" for g in groups)}
     notes = [
