@@ -556,6 +556,20 @@ def test_the_timing_benchmark_runs_and_writes_its_ratios(babi_root, tmp_path, mo
     assert "t-MEM-NN 0.00" not in section.split("| t-divergence")[1].splitlines()[0]   # t-MEM-NN's was timed
 
 
+@pytest.mark.parametrize("bayesian", [False, True])
+def test_the_timing_benchmark_times_the_trainers_own_step_whatever_the_clipping_scope(tasks_1_4, bayesian):
+    """bench.train_ms over one epoch's minibatches leaves the weights train_epoch leaves: the same step, gradient
+    noise and clipping scope included (it clipped tensor by tensor whatever memnet.train.clip_scope said)."""
+    from nlpbench.memnet import bench
+    settings = dict(epochs=1, grad_noise_std=1e-3, clip_norm=0.5, clip_scope="global")   # 0.5: clipping bites
+    timed = _trainer(tasks_1_4[:1], [Run("a", 0, 0)], bayesian, **settings)
+    trained = _trainer(tasks_1_4[:1], [Run("a", 0, 0)], bayesian, **settings)
+    bench.train_ms(timed, timed.n_train // 32 - bench.WARMUP, gradient_noise=True)   # every batch of an epoch
+    trained.train_epoch()
+    for mine, theirs in zip(timed.params, trained.params):
+        assert torch.equal(mine, theirs)
+
+
 def _plain_batch(data, split: str, idx) -> dict[str, torch.Tensor]:
     from nlpbench.memnet.plain import padded_split
     return {k: v[torch.as_tensor(idx)] for k, v in padded_split(data, split).items()}

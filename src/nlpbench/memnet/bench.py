@@ -31,7 +31,7 @@ from nlpbench.memnet.experiments import model_configs, task_tensors, training_qu
 from nlpbench.provenance import code_commit, device_label
 from nlpbench.report import sectioned_markdown
 from nlpbench.status import COSTS, job_seconds, read_costs
-from nlpbench.memnet.train import GroupTrainer, Run, clip_per_run
+from nlpbench.memnet.train import GroupTrainer, Run
 from nlpbench.nn.kernels import compiler_works, resolve as resolve_kernels
 
 WARMUP = 5              # untimed training steps before each timed stretch
@@ -112,22 +112,14 @@ def timed_ms(step: Callable[[int], object], steps: int, device: torch.device) ->
 
 
 def train_ms(tr: GroupTrainer, steps: int, gradient_noise: bool = False) -> float:
-    """ms per training step (every run of `tr` one minibatch), taken as GroupTrainer.train_epoch takes it:
-    each run's own minibatch, loss, backward (gradient_noise: its noise, as the settings have it), per-run
-    clipping, optimiser step. Timed after WARMUP steps."""
+    """ms per training step (every run of `tr` one minibatch): GroupTrainer.step, as train_epoch takes it, on
+    the minibatches of an epoch in order (gradient_noise: with the settings' noise). Timed after WARMUP steps."""
     B = tr.tcfg.batch_size
     perms = torch.stack([torch.randperm(tr.n_train, generator=g) for g in tr.gens["data"]]).to(tr.device)
 
     def step(i: int) -> None:
         b = i % (tr.n_train // B)
-        loss, _ = tr.loss(gather(tr.split["train"], tr.data_of_run, perms[:, b * B:(b + 1) * B]))
-        tr.opt.zero_grad(set_to_none=True)
-        loss.sum().backward()
-        if gradient_noise and tr.tcfg.grad_noise_std > 0:
-            tr.add_gradient_noise(tr.tcfg.grad_noise_std)
-        if tr.tcfg.clip_norm:
-            clip_per_run(tr.params, tr.tcfg.clip_norm)
-        tr.opt.step()
+        tr.step(gather(tr.split["train"], tr.data_of_run, perms[:, b * B:(b + 1) * B]), gradient_noise)
 
     return timed_ms(step, steps, tr.device)
 
@@ -160,8 +152,7 @@ def step_parts_ms(tr: GroupTrainer, steps: int) -> dict[str, float]:
         parts["gradient noise"] = timed(lambda: tr.add_gradient_noise(tr.tcfg.grad_noise_std))
     for p in tr.params:
         p.grad.zero_()                      # zero gradients: the timed optimiser steps leave the weights as they are
-    parts["clip and step"] = timed(lambda: (clip_per_run(tr.params, tr.tcfg.clip_norm) if tr.tcfg.clip_norm else None,
-                                            tr.opt.step()))
+    parts["clip and step"] = timed(tr.clip_and_update)
     tr.opt.zero_grad(set_to_none=True)
     return parts
 
@@ -318,6 +309,11 @@ def single_ms(tr: GroupTrainer, S: int, reuse_draws: bool = False, own_sentences
     return 1000 * (time.perf_counter() - t0) / SINGLE_QUESTIONS
 
 
+def other_kernels(setting: str) -> str:
+    """The other way to run a kernels key's part of the step: "eager" for "compiled" and back."""
+    return {"compiled": "eager", "eager": "compiled"}[setting]
+
+
 def measure(params: dict, data_root: Path, steps: int, device: str) -> dict:
     """Every timing, in ms, each a mean over the tasks of Table 2 (one run per task unless grouped)."""
     exp = _table(params, DELTA_20)
@@ -359,8 +355,9 @@ def measure(params: dict, data_root: Path, steps: int, device: str) -> dict:
     s20_gather = {**s20, "model": {**s20["model"], "memory_read": "gather"}}
     s20_eager = {**s20, "model": {**s20["model"], "posterior_kernels": "eager"}}
     hops_as_set = resolve_kernels(s20["model"].get("hop_kernels", "eager"), device, "memnet.model.hop_kernels")
-    hops_other = {"compiled": "eager", "eager": "compiled" if compiler_works(torch.device(device).type) else None}
-    hops_other = hops_other[hops_as_set]
+    hops_other = other_kernels(hops_as_set)
+    if hops_other == "compiled" and not compiler_works(torch.device(device).type):
+        hops_other = None                    # compiled kernels need a C++ compiler on a CPU
     s20_hops = {**s20, "model": {**s20["model"], "hop_kernels": hops_other}}
     for model in ("memn2n", "tmemnn"):       # issue 16's five-seed group: every task x five seeds, as trained,
         variants = [(model, s20), (f"{model} gather", s20_gather)]             # with every slot gathered,
@@ -478,7 +475,7 @@ def _rows(m: dict, params: dict) -> list[tuple]:
               else "eager here: torch.compile cannot build kernels on this machine (no C++ compiler)"),
              (sec, f"t-MEM-NN (posterior kernels eager) / MemN2N, {P} runs together",
               m["protocol tmemnn eager"] / m["protocol memn2n"], 1.02, "x", "")]
-    other = {"compiled": "eager", "eager": "compiled"}[m["hop kernels"]]
+    other = other_kernels(m["hop kernels"])
     if "protocol memn2n hops other" in m:       # the hops run the way the settings do not (compiled needs a compiler)
         ms = {(model, m["hop kernels"]): m[f"protocol {model}"] for model in ("memn2n", "tmemnn")}
         ms |= {(model, other): m[f"protocol {model} hops other"] for model in ("memn2n", "tmemnn")}

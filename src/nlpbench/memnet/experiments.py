@@ -93,7 +93,6 @@ def train_together(group_id: str, model: str, settings: dict, runs: list[Run], d
     return trainer, metrics, time.perf_counter() - t0
 
 
-
 def execution_record(trainer: GroupTrainer, k: int) -> dict:
     """How run k of `trainer` was computed, for its metrics.json: the execution-only keys (the same model and
     formulas whatever they say, up to float summation order and rounding)."""
@@ -111,6 +110,7 @@ def execution_provenance(reads: set[str], hop_kernels: set[str], kernels: set[st
         **({"posterior kernels": ", ".join(sorted(kernels)) + " (`memnet.model.posterior_kernels`: how the Student-t "
                                  "draw and divergence ran, the same formulas up to float rounding)"} if kernels else {}),
     }
+
 
 def train_group(group: Group, data_root: Path, runs_root: Path, device: str = "cpu",
                 log: Callable[[str], None] = print, again: bool = False) -> dict:

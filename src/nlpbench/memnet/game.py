@@ -136,14 +136,9 @@ def train_game_group(group: GameGroup, params: dict, runs_root: Path, device: st
     return summary
 
 
-def group_metrics(group: GameGroup, runs_root: Path, lo: int, hi: int, seed: int) -> dict | None:
-    """One run's metrics.json (None before it is trained)."""
-    path = group.run_dir(runs_root, lo, hi, seed) / "metrics.json"
-    return io.read_json(path) if path.exists() else None
-
-
-def _games(group: GameGroup, runs_root: Path, lo: int, hi: int, seed: int) -> dict | None:
-    path = group.run_dir(runs_root, lo, hi, seed) / "games.json"
+def _run_json(group: GameGroup, runs_root: Path, lo: int, hi: int, seed: int, name: str) -> dict | None:
+    """One JSON file of a run's directory (metrics.json, games.json), or None before the run wrote it."""
+    path = group.run_dir(runs_root, lo, hi, seed) / name
     return io.read_json(path) if path.exists() else None
 
 
@@ -159,7 +154,7 @@ def game_table_parts(params: dict, table: str, runs_root: Path) -> TableParts:
                             rows=rows, columns=list(COLUMNS), decimals=1)
     cells, wall, devices, commits, reads, hop_kernels, kernels = [], 0.0, set(), set(), set(), set(), set()
     for g in groups.values():
-        games = _games(g, runs_root, lo, hi, seed)
+        games = _run_json(g, runs_root, lo, hi, seed, "games.json")
         for column, (model, S) in COLUMNS.items():
             if model != g.model or games is None:
                 continue
@@ -176,7 +171,7 @@ def game_table_parts(params: dict, table: str, runs_root: Path) -> TableParts:
             wall += summary["wall_time_s"]
             devices.add(summary["device"])
             commits.add(summary.get("code_commit", "unknown"))
-        metrics = group_metrics(g, runs_root, lo, hi, seed)
+        metrics = _run_json(g, runs_root, lo, hi, seed, "metrics.json")
         if metrics is not None:      # runs trained before game runs recorded the execution keys: "not recorded"
             reads.add(metrics.get("memory_read", "not recorded"))
             hop_kernels.add(metrics.get("hop_kernels", "not recorded"))
@@ -213,7 +208,7 @@ def write_transcript(params: dict, runs_root: Path, results_dir: Path) -> Path:
     t = game["transcript"]
     lo, hi = game["ranges"][t["range_table"]]
     group = next(g for g in game_groups(params).values() if g.model == t["model"] and g.train_size == t["train_size"])
-    games = _games(group, runs_root, lo, hi, game["seeds"][0])
+    games = _run_json(group, runs_root, lo, hi, game["seeds"][0], "games.json")
     if games is None:
         raise FileNotFoundError(f"runs/{group.group_id}: no test games yet (train the group first)")
     rounds = [gn.Round(**r) for r in games[f"S{t['samples']}"]["transcripts"][t["game"]]]

@@ -352,6 +352,24 @@ class GroupTrainer:
             before = [b + len(ids[k]) for k, b in enumerate(before)]
         return sizes, targets
 
+    def step(self, batch: dict[str, torch.Tensor], gradient_noise: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+        """One training step of every run on its own minibatch: the objective, its gradients, the gradient noise
+        (A-9; `gradient_noise` False leaves it out, for the timing benchmark), then `clip_and_update`. Returns
+        each run's loss and cross-entropy, (K,) each, detached."""
+        loss, ce = self.loss(batch)
+        self.opt.zero_grad(set_to_none=True)
+        loss.sum().backward()
+        if gradient_noise and self.tcfg.grad_noise_std > 0:   # A-9: Gaussian noise, then clipped, as the codes do
+            self.add_gradient_noise(self.tcfg.grad_noise_std)
+        self.clip_and_update()
+        return loss.detach(), ce.detach()
+
+    def clip_and_update(self) -> None:
+        """Each run's gradients clipped (`clip_norm`, `clip_scope`), then the optimiser's step."""
+        if self.tcfg.clip_norm:
+            clip_per_run(self.params, self.tcfg.clip_norm, self.tcfg.clip_scope)
+        self.opt.step()
+
     def train_epoch(self) -> dict:
         self.epoch += 1
         lr = learning_rate(self.tcfg, self.epoch)
@@ -364,17 +382,9 @@ class GroupTrainer:
         total, total_ce = 0.0, 0.0
         t0 = time.perf_counter()
         for b in range(n_batches):
-            batch = gather(self.split["train"], self.data_of_run, perms[:, b * B:(b + 1) * B])
-            loss, ce = self.loss(batch)
-            self.opt.zero_grad(set_to_none=True)
-            loss.sum().backward()
-            if self.tcfg.grad_noise_std > 0:   # A-9: Gaussian gradient noise (then clipped, as the reference codes)
-                self.add_gradient_noise(self.tcfg.grad_noise_std)
-            if self.tcfg.clip_norm:
-                clip_per_run(self.params, self.tcfg.clip_norm, self.tcfg.clip_scope)
-            self.opt.step()
-            total = total + loss.detach()
-            total_ce = total_ce + ce.detach()
+            loss, ce = self.step(gather(self.split["train"], self.data_of_run, perms[:, b * B:(b + 1) * B]))
+            total = total + loss
+            total_ce = total_ce + ce
         seconds = time.perf_counter() - t0
         record = {"epoch": self.epoch, "lr": lr, "loss": (total / n_batches).tolist(),
                   "ce": (total_ce / n_batches).tolist(), "seconds": seconds,
