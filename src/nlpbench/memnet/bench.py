@@ -84,10 +84,16 @@ def as_trained_ms(datasets: list, seeds: tuple[int, ...], settings: dict, steps:
     for model in ("memn2n", "tmemnn"):
         model_cfg, train_cfg, bayes_cfg = model_configs(model, settings)
         trainers[model] = GroupTrainer(runs, datasets, model_cfg, train_cfg, bayes_cfg, device, log=lambda _: None)
+    return in_turn_ms(trainers, steps)
+
+
+def in_turn_ms(trainers: dict[str, GroupTrainer], steps: int) -> dict[str, float]:
+    """ms per run per grouped training step of each trainer, gradient noise included, the trainers timed in turn
+    twice (`steps` each, halved): load drifting over the seconds of one stretch falls on all of them alike."""
     out = dict.fromkeys(trainers, 0.0)
     for _ in range(2):
-        for model, tr in trainers.items():
-            out[model] += train_ms(tr, max(1, steps // 2), gradient_noise=True) / len(runs) / 2
+        for key, tr in trainers.items():
+            out[key] += train_ms(tr, max(1, steps // 2), gradient_noise=True) / len(tr.runs) / 2
     return out
 
 
@@ -359,6 +365,7 @@ def measure(params: dict, data_root: Path, steps: int, device: str) -> dict:
     if hops_other == "compiled" and not compiler_works(torch.device(device).type):
         hops_other = None                    # compiled kernels need a C++ compiler on a CPU
     s20_hops = {**s20, "model": {**s20["model"], "hop_kernels": hops_other}}
+    protocol_trainers = {}
     for model in ("memn2n", "tmemnn"):       # issue 16's five-seed group: every task x five seeds, as trained,
         variants = [(model, s20), (f"{model} gather", s20_gather)]             # with every slot gathered,
         if hops_other:
@@ -367,14 +374,18 @@ def measure(params: dict, data_root: Path, steps: int, device: str) -> dict:
             variants.append((f"{model} eager", s20_eager))                     # and the posterior run op by op
         for key, settings in variants:
             model_cfg, train_cfg, bayes_cfg = model_configs(model, settings)
-            tr = GroupTrainer(protocol, datasets, model_cfg, train_cfg, bayes_cfg, device, log=lambda _: None)
-            out[f"protocol {key}"] = train_ms(tr, max(1, steps // PROTOCOL_SEEDS), gradient_noise=True) / len(protocol)
-            if key == model:                 # where the step's time goes, on the same trainer
-                for part, ms in step_parts_ms(tr, max(1, steps // PROTOCOL_SEEDS)).items():
-                    out[f"protocol {model} {part}"] = ms
-                out["hop kernels"] = tr.hop_kernels
-                if model == "tmemnn":
-                    out["posterior kernels"] = tr.posterior_kernels
+            protocol_trainers[key] = GroupTrainer(protocol, datasets, model_cfg, train_cfg, bayes_cfg, device,
+                                                  log=lambda _: None)
+    for key, ms in in_turn_ms(protocol_trainers, max(1, steps // PROTOCOL_SEEDS)).items():
+        out[f"protocol {key}"] = ms
+    for model in ("memn2n", "tmemnn"):       # where the step's time goes, on the same trainers
+        tr = protocol_trainers[model]
+        for part, ms in step_parts_ms(tr, max(1, steps // PROTOCOL_SEEDS)).items():
+            out[f"protocol {model} {part}"] = ms
+        out["hop kernels"] = tr.hop_kernels
+        if model == "tmemnn":
+            out["posterior kernels"] = tr.posterior_kernels
+    del protocol_trainers
     out["as trained"] = {}                      # groups as the tables train them
     seeds = table_seeds(params, DELTA_20)
     if len(seeds) not in (1, PROTOCOL_SEEDS):   # Table 2's (ten seeds since stop 35, A-10): not timed above
@@ -627,8 +638,11 @@ def main(params: dict, data_root: Path, out_dir: Path, steps: int, device: str) 
         "chapter 6 table reads; a table's groups are counted once per table, and the total counts each group once. "
         "They describe the last pipeline run on this machine, not this benchmark's process.",
         f"Issue 16's five-seed group: the {len(m['tasks'])} tasks x {PROTOCOL_SEEDS} seeds in one GroupTrainer, "
-        f"{max(1, steps // PROTOCOL_SEEDS)} timed steps each model, with the settings' gradient noise (the other "
-        "training rows leave it out); the group size a 1k table trains at five seeds (the 10k tables train five).",
+        f"each of its configurations (MemN2N and t-MEM-NN as set, with every slot gathered, with the hops run the "
+        f"other way, t-MEM-NN with its posterior eager) {max(1, steps // PROTOCOL_SEEDS // 2)} timed steps, all of "
+        "them in turn, twice (the two stretches averaged: load drifting over the minutes of the section falls on "
+        "all of them alike), with the settings' gradient noise (the other training rows leave it out); the group "
+        "size a 1k table trains at five seeds (the 10k tables train five).",
         "The five-seed section (issue 16's figure): while every chapter 6 group of the cpu scale trains five seeds, "
         "it is the measured sum of their jobs; a group trained at other seeds is projected, its measured job time "
         "(its `benchmark:` file, evaluation and start-up included, or its time in results/costs.tsv) scaled by its "
@@ -641,7 +655,7 @@ def main(params: dict, data_root: Path, out_dir: Path, steps: int, device: str) 
         "seeds: the 10k tables' groups take most of chapter 6's training time), each in one GroupTrainer, "
         f"MemN2N and t-MEM-NN {max(1, steps // PROTOCOL_SEEDS // 2)} timed steps each, twice in turn (the two "
         "stretches averaged), gradient noise included.",
-        "Where the difference goes: on the five-seed group's two models, right after their steps are timed, each "
+        "Where the difference goes: on the five-seed group's two models, after their steps are timed, each "
         "part of a step is timed alone (memnet.bench.step_parts_ms): the weights of one pass (t-MEM-NN: the escort "
         "draw of every matrix with its uniforms; MemN2N: the masked matrices), forward and backward; the "
         "t-divergence, forward and backward; the gradient noise (t-MEM-NN owns a mean and a scale per weight, "
