@@ -5,7 +5,6 @@
 # The rules are written once over the plan of every family (src/nlpbench/plan.py: data steps, training groups,
 # tables and outputs) and only call the `nlpbench` command line; the logic lives in src/nlpbench.
 
-import re
 import shlex
 import sys
 import yaml
@@ -32,9 +31,7 @@ TRAIN_THREADS = workflow.cores if ON_GPU else 1
 TRAIN_GPU = 1 if ON_GPU else 0
 
 
-def rule_name(kind, key):
-    """A rule per data step, group and target: data_babi, train_memn2n_en_h3_d20_..., table_tolias_thesis_2."""
-    return f"{kind}_{re.sub(r'[^A-Za-z0-9]', '_', key)}"
+rule_name = nb_plan.rule_name   # a rule per data step, group and target: data_babi, table_tolias_thesis_2, ...
 
 
 include: "pipeline/data.smk"      # data steps  -> data/ (and word vectors under runs/)

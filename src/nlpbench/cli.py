@@ -7,6 +7,7 @@
     nlpbench index                       rewrite results/index.csv and results/README.md
     nlpbench plan | status | check       what the chosen scale builds | what is left, with an ETA | validate
     nlpbench costs                       refresh results/costs.tsv (per-group costs) from a run's benchmark files
+    nlpbench end-to-end <name>           time declared tables end to end in a scratch clone (on demand)
 """
 
 from __future__ import annotations
@@ -163,6 +164,13 @@ def cmd_check(args) -> None:
           f"{len(p.targets)} tables and outputs)")
 
 
+def cmd_end_to_end(args) -> None:
+    from nlpbench import end_to_end
+    params = _params(args)
+    end_to_end.measure(params, args.name, Path.cwd(), Path(args.results), Path(args.runs), Path(args.logs),
+                       keep_runs=Path(args.keep_runs) if args.keep_runs else None)
+
+
 def _threads_option(p: argparse.ArgumentParser) -> None:
     """--threads of the commands that train or time models (the rules pass their thread count through it)."""
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch's default)")
@@ -214,6 +222,14 @@ def main(argv: list[str] | None = None) -> int:
                    help="torch threads of each CPU training job, for the device label (default 1, as the pipeline)")
     p.set_defaults(func=cmd_costs)
     sub.add_parser("check", help="validate params.yaml").set_defaults(func=cmd_check)
+    p = sub.add_parser("end-to-end", help="time a declared set of tables end to end, built by snakemake in a "
+                                          "scratch clone of this commit from no data and no runs (params.yaml "
+                                          "end_to_end:)")
+    p.add_argument("name", help="e.g. ch6-five-seeds")
+    p.add_argument("--logs", default="logs", help="where snakemake's log goes (default logs/end-to-end/NAME.log)")
+    p.add_argument("--keep-runs", metavar="DIR",
+                   help="move the clone's runs/ to DIR instead of deleting them (DIR must not exist)")
+    p.set_defaults(func=cmd_end_to_end)
     args = parser.parse_args(argv)
     from nlpbench.provenance import code_commit
     code_commit()                      # the commit of the code this process loaded, fixed before it runs

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +30,12 @@ class Plan:
     def marker(self, target: Target, scale: str) -> str:
         """The per-scale file that says this clone built the target (results/ itself is committed)."""
         return f"runs/_tables/{scale}/{target.source}/{target.name}.done"
+
+
+def rule_name(kind: str, key: str) -> str:
+    """The Snakefile's rule of a data step, group or target: data_babi, train_memn2n_en_h3_d20_...,
+    table_tolias_thesis_2."""
+    return f"{kind}_{re.sub(r'[^A-Za-z0-9]', '_', key)}"
 
 
 def _add(into: dict, owner: dict, item, key: str, family: str) -> None:

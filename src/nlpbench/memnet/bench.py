@@ -22,7 +22,7 @@ from typing import Callable
 import torch
 from torch.nn import functional as F
 
-from nlpbench import config, io, results_index
+from nlpbench import config, end_to_end, io, results_index
 from nlpbench.data import babi
 from nlpbench.memnet.groups import babi_declarations, declaration_groups, declared_tasks, memnet_settings
 from nlpbench.memnet.data import gather, sentence_index
@@ -539,6 +539,8 @@ def _rows(m: dict, params: dict) -> list[tuple]:
                   "each group's job time x (training steps at five seeds / at the cpu scale's seeds)"),
                  (sec, "five seeds, wall time on two cores", proj["job_minutes"] / 2, 60, "min",
                   "paper column: issue 16's target; an estimate from the cpu scale's jobs (notes)")]
+    for name, record in (m.get("end to end") or {}).items():
+        rows += end_to_end_rows(name, record)
     jobs = m.get("pipeline")
     if jobs:
         sec = "Chapter 6 at the cpu scale, from the pipeline's benchmark files or results/costs.tsv (job-minutes, one thread a job)"
@@ -550,6 +552,29 @@ def _rows(m: dict, params: dict) -> list[tuple]:
         rows.append((sec, "Tables 2 and 6-15, each group once", minutes, None, "min",
                      f"{found} of {total} groups timed; two jobs side by side take about half of it in wall time"))
     return rows
+
+
+def end_to_end_rows(name: str, record: dict | None) -> list[tuple]:
+    """The rows of a whole-pipeline measurement's record (nlpbench.end_to_end), or one row saying there is none."""
+    if record is None:
+        return [(f"Measured end to end: `nlpbench end-to-end {name}`", "not measured yet", None, None, "min",
+                 "run the command (its declaration: end_to_end in params.yaml)")]
+    sec = (f"Measured end to end: `nlpbench end-to-end {name}` (Tables {', '.join(record['tables'])}, from no data "
+           f"or runs in a clean clone of {record['commit'][:7]}, {record['started']}, load "
+           f"{record['load_at_start']:.2f} at start)")
+    jobs = record["job_seconds"]
+    job_minutes = sum(jobs.values()) / 60
+    runs = [c for c in record["runs_compared_with_checkout"].values()]
+    total, same = sum(c["runs"] for c in runs), sum(c["identical"] for c in runs)
+    differ, new = sum(c["differ"] for c in runs), sum(c["new"] for c in runs)
+    config = ", ".join(f"{k}={v}" for k, v in record["config"].items()) or "none"
+    return [(sec, f"wall time, {record['cores']} jobs side by side", record["wall_time_s"] / 60,
+             record.get("target_minutes"), "min", f"snakemake --config {config}; paper column: the declared target"),
+            (sec, "training jobs", job_minutes, None, "min",
+             f"{len(jobs)} groups, from their `benchmark:` files; over {record['cores']} cores "
+             f"{job_minutes / record['cores']:.1f} min"),
+            (sec, "runs with exactly the numbers of this checkout's run of the same id", same, None, "runs",
+             f"of {total} trained; {differ} with other numbers, {new} with no run here")]
 
 
 def _task_list(tasks: list[int]) -> str:
@@ -570,7 +595,7 @@ def render(rows: list[tuple], provenance: dict, notes: list[str]) -> tuple[str, 
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(["section", "quantity", "measured", "paper", "unit", "note"])
     for sec, q, v, p, unit, note in rows:
-        w.writerow([sec, q, f"{v:.6g}", "" if p is None else p, unit, note])
+        w.writerow([sec, q, "" if v is None else f"{v:.6g}", "" if p is None else p, unit, note])
     md = sectioned_markdown(
         ["# Timing benchmark: MemN2N and t-MEM-NN (Tolias thesis §6.4.4, §6.5.2)", "",
          "Measured in one run of `nlpbench output tolias-thesis timing` on the machine below. The paper column is the "
@@ -586,6 +611,8 @@ def main(params: dict, data_root: Path, out_dir: Path, steps: int, device: str) 
     load = os.getloadavg()[0]
     t0 = time.perf_counter()
     m = measure(params, data_root, steps, device)
+    m["end to end"] = {name: end_to_end.read_record(out_dir.parent, params, name)
+                       for name, decl in (params.get("end_to_end") or {}).items() if decl["source"] == "tolias-thesis"}
     rows = _rows(m, params)
     t = params["memnet"]["train"]
     provenance = {
@@ -662,6 +689,13 @@ def main(params: dict, data_root: Path, out_dir: Path, steps: int, device: str) 
         "twice MemN2N's elements); clipping and the optimiser step. The rest, the step minus those parts, is the "
         "memory hops, the loss and their backward, the same model in both. Parts timed alone do not add up "
         "exactly to a step (caches, allocation), so the rest is an estimate.",
+        "Measured end to end: `nlpbench end-to-end NAME` (declared under `end_to_end:` in params.yaml) clones a "
+        "commit into a scratch directory and builds the declared tables there with snakemake from no data and no "
+        "runs (on a CPU one thread a training job, as many jobs side by side as its cores); its record "
+        "(results/tolias-thesis/end-to-end-NAME.json) gives the wall time, each training job's time from its "
+        "`benchmark:` file, and how many of the clone's runs hold exactly the numbers of this checkout's run of the "
+        "same id (metrics.json without its times and device). The section reads that record, made by that commit "
+        "on that day; this benchmark does not measure it again.",
         "This machine is shared and its speed varies between sessions (the same training step has measured up to "
         "twice as long hours apart), so compare figures measured together: the ratios above come from one process, "
         "and the pipeline rows from one pipeline run, dated in results/costs.tsv.",

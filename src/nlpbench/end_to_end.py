@@ -1,0 +1,151 @@
+"""Whole-pipeline measurements, on demand: the tables a declaration names, built by snakemake in a scratch
+clone of this commit from no data and no runs, timed end to end.
+
+    nlpbench end-to-end NAME        (declared under `end_to_end:` in params.yaml)
+
+The clone holds the committed files only, so the measurement is what a fresh checkout of the commit does (the
+data step from the official URLs, or the mirror when one is set). Its runs are then compared, run by run, with
+this checkout's runs of the same group ids (the numbers of each metrics.json), which checks that a clean clone
+retrains the numbers the committed tables read. The record, results/<source>/end-to-end-NAME.json, is read by
+the source's timing benchmark; the clone is deleted afterwards, and the snakemake log kept under logs/.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import yaml
+
+from nlpbench import config, io
+from nlpbench.plan import rule_name
+from nlpbench.status import job_seconds
+
+# metrics.json keys that say how long or where a run was computed, not what it computed: left out of the comparison
+NOT_NUMBERS = re.compile(r"time|_ms|seconds|device|commit|date")
+
+
+def declaration(params: dict, name: str) -> dict:
+    """The declaration `end_to_end: NAME:` of params.yaml (a ConfigError naming the known ones if absent)."""
+    known = params.get("end_to_end") or {}
+    if name not in known:
+        raise config.ConfigError(f"end_to_end: no measurement {name!r} in params.yaml; known: "
+                                 f"{', '.join(sorted(known)) or 'none'}")
+    decl = known[name]
+    tables = params["tables"].get(decl["source"], {})
+    missing = [str(t) for t in decl["tables"] if str(t) not in tables]
+    if missing:
+        raise config.ConfigError(f"end_to_end.{name}.tables: no table {', '.join(missing)} under tables: "
+                                 f"{decl['source']}: in params.yaml")
+    return decl
+
+
+def record_path(results: Path, params: dict, name: str) -> Path:
+    return Path(results) / declaration(params, name)["source"] / f"end-to-end-{name}.json"
+
+
+def read_record(results: Path, params: dict, name: str) -> dict | None:
+    """The last measurement of NAME, or None before the first."""
+    path = record_path(results, params, name)
+    return io.read_json(path) if path.exists() else None
+
+
+def snakemake_command(decl: dict) -> list[str]:
+    """snakemake's arguments: the declared tables' rules, its cores (each training job one thread on a CPU, as
+    the pipeline runs them) and its --config."""
+    targets = [rule_name("table", f"{decl['source']}/{t}") for t in decl["tables"]]
+    settings = [f"{k}={yaml.safe_dump(v, default_flow_style=True).strip().removesuffix('...').strip()}"
+                for k, v in (decl.get("config") or {}).items()]
+    return [*targets, "--cores", str(decl["cores"]), "--resources", "gpu=1",
+            *(["--config", *settings] if settings else [])]
+
+
+def run_numbers(metrics: dict) -> dict:
+    """What a run computed: its metrics.json without the keys that say how long or where (NOT_NUMBERS)."""
+    return {k: v for k, v in metrics.items() if not NOT_NUMBERS.search(k)}
+
+
+def compare_runs(theirs: Path, ours: Path) -> dict[str, dict[str, int]]:
+    """Per group of `theirs` (a runs/ directory), how many of its runs' metrics.json hold exactly the numbers of
+    the run of the same id under `ours` ("identical"), other numbers ("differ"), or have none there ("new")."""
+    out: dict[str, dict[str, int]] = {}
+    for path in sorted(Path(theirs).glob("*/*/metrics.json")):
+        group, run = path.parent.parent.name, path.parent.name
+        counts = out.setdefault(group, {"runs": 0, "identical": 0, "differ": 0, "new": 0})
+        counts["runs"] += 1
+        mine = Path(ours) / group / run / "metrics.json"
+        if not mine.exists():
+            counts["new"] += 1
+        elif run_numbers(io.read_json(path)) == run_numbers(io.read_json(mine)):
+            counts["identical"] += 1
+        else:
+            counts["differ"] += 1
+    return out
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def measure(params: dict, name: str, repo: Path, results: Path, runs: Path, logs: Path,
+            keep_runs: Path | None = None, log=print) -> Path:
+    """Clone `repo` at its HEAD into a scratch directory, build the declaration's tables there with snakemake from
+    no data and no runs, and write the record (wall time, each training job's seconds from its `benchmark:` file,
+    the runs compared with `runs`). Uncommitted changes are not in the clone: the record says so. keep_runs: a
+    new directory the clone's runs/ are moved to (else they are deleted with the clone)."""
+    decl = declaration(params, name)
+    if keep_runs is not None and keep_runs.exists():
+        raise config.ConfigError(f"--keep-runs {keep_runs}: exists already (the clone's runs/ go to a new directory)")
+    commit = _git(repo, "rev-parse", "HEAD")
+    uncommitted = bool(_git(repo, "status", "--porcelain", "--untracked-files=no"))
+    if uncommitted:
+        log(f"end-to-end {name}: the checkout has uncommitted changes; the clone measures {commit[:7]} without them")
+    log_path = Path(logs) / "end-to-end" / f"{name}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="nlpbench-end-to-end-") as tmp:
+        clone = Path(tmp) / "repo"
+        subprocess.run(["git", "clone", "-q", "--no-checkout", str(repo), str(clone)], check=True)
+        _git(clone, "checkout", "-q", commit)
+        # the clone's own code, whatever nlpbench this interpreter has installed (an editable install's path)
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(clone / "src"), os.environ.get("PYTHONPATH", "")]),
+               "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}  # `nlpbench`
+        if params.get("mirror"):
+            env["NLPBENCH_MIRROR"] = str(Path(params["mirror"]).resolve())
+        command = [sys.executable, "-m", "snakemake", *snakemake_command(decl)]
+        log(f"end-to-end {name}: snakemake {' '.join(command[3:])} in a clone of {commit[:7]} (log: {log_path})")
+        load = os.getloadavg()[0]
+        started = datetime.now(timezone.utc)
+        t0 = time.perf_counter()
+        with open(log_path, "w") as out:
+            done = subprocess.run(command, cwd=clone, env=env, stdout=out, stderr=subprocess.STDOUT)
+        wall = time.perf_counter() - t0
+        if done.returncode != 0:
+            raise SystemExit(f"nlpbench end-to-end {name}: snakemake failed (exit {done.returncode}); see {log_path}")
+        jobs = {p.name.removesuffix(".benchmark.tsv"): job_seconds(p.parent, p.name.removesuffix(".benchmark.tsv"))
+                for p in sorted((clone / "logs" / "train").glob("*.benchmark.tsv"))}
+        compared = compare_runs(clone / "runs", runs)
+        if keep_runs is not None:
+            keep_runs.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(clone / "runs", keep_runs)
+    record = {
+        "name": name, "source": decl["source"], "tables": [str(t) for t in decl["tables"]],
+        "config": decl.get("config") or {}, "cores": decl["cores"], "target_minutes": decl.get("target_minutes"),
+        "commit": commit, "uncommitted_changes_left_out": uncommitted,
+        "started": started.strftime("%Y-%m-%d %H:%M UTC"), "load_at_start": round(load, 2),
+        "cpu_count": os.cpu_count(), "wall_time_s": round(wall, 1),
+        "job_seconds": {g: s for g, s in jobs.items() if s is not None},
+        "runs_compared_with_checkout": compared,
+    }
+    path = record_path(results, params, name)
+    io.write_json(path, record)
+    minutes = sum(record["job_seconds"].values()) / 60
+    log(f"end-to-end {name}: {wall / 60:.1f} min of wall time, {len(jobs)} training jobs, {minutes:.1f} job-minutes; "
+        f"wrote {path}")
+    return path

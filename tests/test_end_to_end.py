@@ -1,0 +1,101 @@
+"""nlpbench end-to-end: declared tables timed end to end by snakemake in a scratch clone of the commit."""
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from nlpbench import config, end_to_end, io
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _metrics(root: Path, group: str, run: str, **values) -> None:
+    io.write_json(root / group / run / "metrics.json", values)
+
+
+def test_runs_are_compared_by_their_numbers_not_by_their_times_or_devices(tmp_path):
+    theirs, ours = tmp_path / "theirs", tmp_path / "ours"
+    _metrics(theirs, "g", "a", test_acc={"S1": 0.5}, group_wall_time_s=10.0, device="cpu (1 threads)")
+    _metrics(ours, "g", "a", test_acc={"S1": 0.5}, group_wall_time_s=99.0, device="cuda")
+    _metrics(theirs, "g", "b", test_acc={"S1": 0.5}, val_nll={"S1": 0.25})
+    _metrics(ours, "g", "b", test_acc={"S1": 0.5}, val_nll={"S1": 0.2500001})
+    _metrics(theirs, "g", "c", test_acc={"S1": 0.5})
+    _metrics(theirs, "h", "a", point=1.0, group_ms_per_batch=3.0)
+    _metrics(ours, "h", "a", point=1.0, group_ms_per_batch=4.0, code_commit="abc")
+    assert end_to_end.compare_runs(theirs, ours) == {
+        "g": {"runs": 3, "identical": 1, "differ": 1, "new": 1},
+        "h": {"runs": 1, "identical": 1, "differ": 0, "new": 0}}
+
+
+def test_a_declaration_gives_the_tables_rules_and_bad_names_are_named():
+    params = config.load(REPO / "params.yaml")
+    decl = end_to_end.declaration(params, "ch6-five-seeds")
+    command = end_to_end.snakemake_command(decl)
+    assert command[:2] == ["table_tolias_thesis_2", "table_tolias_thesis_6"]
+    assert command[command.index("--config") + 1] == "memnet={seeds: [0, 1, 2, 3, 4]}"
+    with pytest.raises(config.ConfigError, match="ch6-five-seeds"):       # the known ones are listed
+        end_to_end.declaration(params, "no-such-measurement")
+    params["end_to_end"]["ch6-five-seeds"]["tables"].append("99")
+    with pytest.raises(config.ConfigError, match=r"end_to_end.ch6-five-seeds.tables: no table 99"):
+        end_to_end.declaration(params, "ch6-five-seeds")
+
+
+def test_the_timing_benchmark_shows_a_measurement_or_says_there_is_none():
+    from nlpbench.memnet.bench import end_to_end_rows
+    assert [r[1] for r in end_to_end_rows("ch6-five-seeds", None)] == ["not measured yet"]
+    record = {"tables": ["2", "13"], "commit": "0123456789", "started": "2026-11-27 10:30 UTC", "load_at_start": 0.5,
+              "config": {"memnet": {"seeds": [0, 1]}}, "cores": 2, "target_minutes": 60, "wall_time_s": 4734.0,
+              "job_seconds": {"a": 6000.0, "b": 3438.0},
+              "runs_compared_with_checkout": {"a": {"runs": 3, "identical": 3, "differ": 0, "new": 0},
+                                              "b": {"runs": 2, "identical": 0, "differ": 1, "new": 1}}}
+    wall, jobs, runs = end_to_end_rows("ch6-five-seeds", record)
+    assert wall[2:5] == (78.9, 60, "min") and "clean clone of 0123456" in wall[0]
+    assert jobs[2] == 157.3 and "2 groups" in jobs[5] and "78.7 min" in jobs[5]
+    assert runs[2] == 3 and runs[5] == "of 5 trained; 1 with other numbers, 1 with no run here"
+
+
+def _project_repo(path: Path) -> Path:
+    """A git repository of this checkout's files (tracked and new, as they are now) with one small measurement
+    declared: Table 2 at the smoke scale."""
+    listed = subprocess.run(["git", "-C", str(REPO), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                            check=True, capture_output=True, text=True).stdout.split("\0")
+    for name in filter(None, listed):
+        if (REPO / name).is_file():
+            (path / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, path / name)
+    params = yaml.safe_load((path / "params.yaml").read_text())
+    params["end_to_end"]["smoke-2"] = {"source": "tolias-thesis", "tables": ["2"], "cores": 2, "target_minutes": 1,
+                                       "config": {"scale": "smoke",   # eager: no kernels to build in a test
+                                                  "memnet": {"model": {"posterior_kernels": "eager"}}}}
+    (path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "x"]):
+        subprocess.run(["git", "-C", str(path), *args], check=True)
+    return path
+
+
+@pytest.mark.slow
+def test_a_measurement_builds_its_tables_in_a_clone_and_a_second_one_retrains_the_same_numbers(
+        tmp_path, mirror_dir, monkeypatch):
+    repo = _project_repo(tmp_path / "repo")
+    monkeypatch.setenv("NLPBENCH_MIRROR", str(mirror_dir))
+    params = config.load(repo / "params.yaml")
+    first_runs = tmp_path / "first-runs"
+    path = end_to_end.measure(params, "smoke-2", repo, tmp_path / "results", tmp_path / "none", tmp_path / "logs",
+                              keep_runs=first_runs, log=lambda s: None)
+    first = io.read_json(path)
+    assert path == tmp_path / "results" / "tolias-thesis" / "end-to-end-smoke-2.json"
+    commit = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+    assert first["commit"] == commit.strip() and not first["uncommitted_changes_left_out"]
+    assert first["wall_time_s"] > 0 and len(first["job_seconds"]) == 2          # Table 2's MemN2N and t-MEM-NN
+    assert all(s > 0 for s in first["job_seconds"].values())
+    compared = first["runs_compared_with_checkout"]
+    assert set(compared) == set(first["job_seconds"])
+    assert all(c["new"] == c["runs"] == 2 for c in compared.values())          # tasks 1 and 20 at the smoke scale
+    assert (first_runs / next(iter(compared)) / "group.json").exists()         # the kept runs
+    # a second clean clone, in a new process, against the first one's runs: every number the same
+    second = io.read_json(end_to_end.measure(params, "smoke-2", repo, tmp_path / "results", first_runs,
+                                             tmp_path / "logs", log=lambda s: None))
+    assert all(c["identical"] == c["runs"] == 2 for c in second["runs_compared_with_checkout"].values())
