@@ -23,11 +23,13 @@ def test_runs_are_compared_by_their_numbers_not_by_their_times_or_devices(tmp_pa
     _metrics(theirs, "g", "b", test_acc={"S1": 0.5}, val_nll={"S1": 0.25})
     _metrics(ours, "g", "b", test_acc={"S1": 0.5}, val_nll={"S1": 0.2500001})
     _metrics(theirs, "g", "c", test_acc={"S1": 0.5})
-    _metrics(theirs, "h", "a", point=1.0, group_ms_per_batch=3.0)
+    _metrics(theirs, "h", "a", point=1.0, group_ms_per_batch=3.0, hop_kernels="eager")   # recorded since ours
     _metrics(ours, "h", "a", point=1.0, group_ms_per_batch=4.0, code_commit="abc")
+    _metrics(theirs, "h", "b", point=1.0, status="ok")
+    _metrics(ours, "h", "b", point=1.0, status="failed")
     assert end_to_end.compare_runs(theirs, ours) == {
         "g": {"runs": 3, "identical": 1, "differ": 1, "new": 1},
-        "h": {"runs": 1, "identical": 1, "differ": 0, "new": 0}}
+        "h": {"runs": 2, "identical": 1, "differ": 1, "new": 0}}
 
 
 def test_a_declaration_gives_the_tables_rules_and_bad_names_are_named():
@@ -99,3 +101,8 @@ def test_a_measurement_builds_its_tables_in_a_clone_and_a_second_one_retrains_th
     second = io.read_json(end_to_end.measure(params, "smoke-2", repo, tmp_path / "results", first_runs,
                                              tmp_path / "logs", log=lambda s: None))
     assert all(c["identical"] == c["runs"] == 2 for c in second["runs_compared_with_checkout"].values())
+    # the first clone's kept runs compared again, with themselves: identical, the timings as measured
+    again = io.read_json(end_to_end.compare_again(params, "smoke-2", first_runs, tmp_path / "results", first_runs,
+                                                  log=lambda s: None))
+    assert again["wall_time_s"] == second["wall_time_s"] and "compared_again" in again
+    assert all(c["identical"] == c["runs"] == 2 for c in again["runs_compared_with_checkout"].values())

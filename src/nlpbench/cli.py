@@ -167,6 +167,9 @@ def cmd_check(args) -> None:
 def cmd_end_to_end(args) -> None:
     from nlpbench import end_to_end
     params = _params(args)
+    if args.compare:
+        end_to_end.compare_again(params, args.name, Path(args.compare), Path(args.results), Path(args.runs))
+        return
     end_to_end.measure(params, args.name, Path.cwd(), Path(args.results), Path(args.runs), Path(args.logs),
                        keep_runs=Path(args.keep_runs) if args.keep_runs else None)
 
@@ -229,6 +232,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--logs", default="logs", help="where snakemake's log goes (default logs/end-to-end/NAME.log)")
     p.add_argument("--keep-runs", metavar="DIR",
                    help="move the clone's runs/ to DIR instead of deleting them (DIR must not exist)")
+    p.add_argument("--compare", metavar="DIR",
+                   help="measure nothing: compare the runs kept in DIR with runs/ again and rewrite the record's "
+                        "comparison")
     p.set_defaults(func=cmd_end_to_end)
     args = parser.parse_args(argv)
     from nlpbench.provenance import code_commit

@@ -67,14 +67,17 @@ def snakemake_command(decl: dict) -> list[str]:
             *(["--config", *settings] if settings else [])]
 
 
-def run_numbers(metrics: dict) -> dict:
-    """What a run computed: its metrics.json without the keys that say how long or where (NOT_NUMBERS)."""
-    return {k: v for k, v in metrics.items() if not NOT_NUMBERS.search(k)}
+def same_numbers(theirs: dict, ours: dict) -> bool:
+    """Whether two runs' metrics.json hold the same values under every key both record, the keys that say how
+    long or where a run was computed (NOT_NUMBERS) left out: a run trained before a key was recorded (the
+    memory read, the validation NLL) is compared on the keys it has."""
+    return all(theirs[k] == ours[k] for k in theirs.keys() & ours.keys() if not NOT_NUMBERS.search(k))
 
 
 def compare_runs(theirs: Path, ours: Path) -> dict[str, dict[str, int]]:
     """Per group of `theirs` (a runs/ directory), how many of its runs' metrics.json hold exactly the numbers of
-    the run of the same id under `ours` ("identical"), other numbers ("differ"), or have none there ("new")."""
+    the run of the same id under `ours` ("identical", `same_numbers`), other numbers ("differ"), or have none
+    there ("new")."""
     out: dict[str, dict[str, int]] = {}
     for path in sorted(Path(theirs).glob("*/*/metrics.json")):
         group, run = path.parent.parent.name, path.parent.name
@@ -83,11 +86,27 @@ def compare_runs(theirs: Path, ours: Path) -> dict[str, dict[str, int]]:
         mine = Path(ours) / group / run / "metrics.json"
         if not mine.exists():
             counts["new"] += 1
-        elif run_numbers(io.read_json(path)) == run_numbers(io.read_json(mine)):
+        elif same_numbers(io.read_json(path), io.read_json(mine)):
             counts["identical"] += 1
         else:
             counts["differ"] += 1
     return out
+
+
+def compare_again(params: dict, name: str, kept_runs: Path, results: Path, runs: Path, log=print) -> Path:
+    """Compare a measurement's kept runs (`measure`'s keep_runs) with `runs` again and rewrite the record's
+    comparison (after this checkout's runs or the comparison changed); the timings stay as measured."""
+    path = record_path(results, params, name)
+    if not path.exists():
+        raise config.ConfigError(f"end-to-end {name}: no record {path} to compare again (measure it first)")
+    if not Path(kept_runs).is_dir():
+        raise config.ConfigError(f"--compare {kept_runs}: not a directory of kept runs")
+    record = io.read_json(path)
+    record["runs_compared_with_checkout"] = compare_runs(kept_runs, runs)
+    record["compared_again"] = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    io.write_json(path, record)
+    log(f"end-to-end {name}: runs of {kept_runs} compared again with {runs}; wrote {path}")
+    return path
 
 
 def _git(repo: Path, *args: str) -> str:
