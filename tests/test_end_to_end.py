@@ -45,15 +45,14 @@ def test_a_declaration_gives_the_tables_rules_and_bad_names_are_named():
         end_to_end.declaration(params, "ch6-five-seeds")
 
 
-def test_the_timing_benchmark_shows_a_measurement_or_says_there_is_none():
-    from nlpbench.memnet.bench import end_to_end_rows
-    assert [r[1] for r in end_to_end_rows("ch6-five-seeds", None)] == ["not measured yet"]
+def test_a_benchmark_shows_a_measurement_or_says_there_is_none():
+    assert [r[1] for r in end_to_end.rows("ch6-five-seeds", None)] == ["not measured yet"]
     record = {"tables": ["2", "13"], "commit": "0123456789", "started": "2026-11-27 10:30 UTC", "load_at_start": 0.5,
               "config": {"memnet": {"seeds": [0, 1]}}, "cores": 2, "target_minutes": 60, "wall_time_s": 4734.0,
               "job_seconds": {"a": 6000.0, "b": 3438.0},
               "runs_compared_with_checkout": {"a": {"runs": 3, "identical": 3, "differ": 0, "new": 0},
                                               "b": {"runs": 2, "identical": 0, "differ": 1, "new": 1}}}
-    wall, jobs, runs = end_to_end_rows("ch6-five-seeds", record)
+    wall, jobs, runs = end_to_end.rows("ch6-five-seeds", record)
     assert wall[2:5] == (78.9, 60, "min") and "clean clone of 0123456" in wall[0]
     assert jobs[2] == 157.3 and "2 groups" in jobs[5] and "78.7 min" in jobs[5]
     assert runs[2] == 3 and runs[5] == "of 5 trained; 1 with other numbers, 1 with no run here"

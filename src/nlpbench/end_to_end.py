@@ -57,14 +57,48 @@ def read_record(results: Path, params: dict, name: str) -> dict | None:
     return io.read_json(path) if path.exists() else None
 
 
+def read_records(results: Path, params: dict, source: str) -> dict[str, dict | None]:
+    """Every measurement declared for `source`, with its last record (None before the first)."""
+    return {name: read_record(results, params, name)
+            for name, decl in (params.get("end_to_end") or {}).items() if decl["source"] == source}
+
+
+def config_args(config_overrides: dict) -> list[str]:
+    """A declaration's `config` as snakemake's --config arguments: KEY=VALUE, the value in YAML's flow style."""
+    return [f"{k}={yaml.safe_dump(v, default_flow_style=True).strip().removesuffix('...').strip()}"
+            for k, v in config_overrides.items()]
+
+
 def snakemake_command(decl: dict) -> list[str]:
     """snakemake's arguments: the declared tables' rules, its cores (each training job one thread on a CPU, as
     the pipeline runs them) and its --config."""
     targets = [rule_name("table", f"{decl['source']}/{t}") for t in decl["tables"]]
-    settings = [f"{k}={yaml.safe_dump(v, default_flow_style=True).strip().removesuffix('...').strip()}"
-                for k, v in (decl.get("config") or {}).items()]
+    settings = config_args(decl.get("config") or {})
     return [*targets, "--cores", str(decl["cores"]), "--resources", "gpu=1",
             *(["--config", *settings] if settings else [])]
+
+
+def rows(name: str, record: dict | None) -> list[tuple]:
+    """A benchmark's rows (section, quantity, measured, target, unit, note) for a measurement's record, or one row
+    saying there is none."""
+    if record is None:
+        return [(f"Measured end to end: `nlpbench end-to-end {name}`", "not measured yet", None, None, "min",
+                 "run the command (its declaration: end_to_end in params.yaml)")]
+    sec = (f"Measured end to end: `nlpbench end-to-end {name}` (Tables {', '.join(record['tables'])}, from no data "
+           f"or runs in a clean clone of {record['commit'][:7]}, {record['started']}, load "
+           f"{record['load_at_start']:.2f} at start)")
+    job_minutes = sum(record["job_seconds"].values()) / 60
+    compared = record["runs_compared_with_checkout"].values()
+    total, same = sum(c["runs"] for c in compared), sum(c["identical"] for c in compared)
+    differ, new = sum(c["differ"] for c in compared), sum(c["new"] for c in compared)
+    config = " ".join(config_args(record["config"])) or "none"
+    return [(sec, f"wall time, {record['cores']} jobs side by side", record["wall_time_s"] / 60,
+             record.get("target_minutes"), "min", f"snakemake --config {config}; paper column: the declared target"),
+            (sec, "training jobs", job_minutes, None, "min",
+             f"{len(record['job_seconds'])} groups, from their `benchmark:` files; over {record['cores']} cores "
+             f"{job_minutes / record['cores']:.1f} min"),
+            (sec, "runs with exactly the numbers of this checkout's run of the same id", same, None, "runs",
+             f"of {total} trained; {differ} with other numbers, {new} with no run here")]
 
 
 def same_numbers(theirs: dict, ours: dict) -> bool:

@@ -540,7 +540,7 @@ def _rows(m: dict, params: dict) -> list[tuple]:
                  (sec, "five seeds, wall time on two cores", proj["job_minutes"] / 2, 60, "min",
                   "paper column: issue 16's target; an estimate from the cpu scale's jobs (notes)")]
     for name, record in (m.get("end to end") or {}).items():
-        rows += end_to_end_rows(name, record)
+        rows += end_to_end.rows(name, record)
     jobs = m.get("pipeline")
     if jobs:
         sec = "Chapter 6 at the cpu scale, from the pipeline's benchmark files or results/costs.tsv (job-minutes, one thread a job)"
@@ -552,29 +552,6 @@ def _rows(m: dict, params: dict) -> list[tuple]:
         rows.append((sec, "Tables 2 and 6-15, each group once", minutes, None, "min",
                      f"{found} of {total} groups timed; two jobs side by side take about half of it in wall time"))
     return rows
-
-
-def end_to_end_rows(name: str, record: dict | None) -> list[tuple]:
-    """The rows of a whole-pipeline measurement's record (nlpbench.end_to_end), or one row saying there is none."""
-    if record is None:
-        return [(f"Measured end to end: `nlpbench end-to-end {name}`", "not measured yet", None, None, "min",
-                 "run the command (its declaration: end_to_end in params.yaml)")]
-    sec = (f"Measured end to end: `nlpbench end-to-end {name}` (Tables {', '.join(record['tables'])}, from no data "
-           f"or runs in a clean clone of {record['commit'][:7]}, {record['started']}, load "
-           f"{record['load_at_start']:.2f} at start)")
-    jobs = record["job_seconds"]
-    job_minutes = sum(jobs.values()) / 60
-    runs = [c for c in record["runs_compared_with_checkout"].values()]
-    total, same = sum(c["runs"] for c in runs), sum(c["identical"] for c in runs)
-    differ, new = sum(c["differ"] for c in runs), sum(c["new"] for c in runs)
-    config = ", ".join(f"{k}={v}" for k, v in record["config"].items()) or "none"
-    return [(sec, f"wall time, {record['cores']} jobs side by side", record["wall_time_s"] / 60,
-             record.get("target_minutes"), "min", f"snakemake --config {config}; paper column: the declared target"),
-            (sec, "training jobs", job_minutes, None, "min",
-             f"{len(jobs)} groups, from their `benchmark:` files; over {record['cores']} cores "
-             f"{job_minutes / record['cores']:.1f} min"),
-            (sec, "runs with exactly the numbers of this checkout's run of the same id", same, None, "runs",
-             f"of {total} trained; {differ} with other numbers, {new} with no run here")]
 
 
 def _task_list(tasks: list[int]) -> str:
@@ -611,8 +588,7 @@ def main(params: dict, data_root: Path, out_dir: Path, steps: int, device: str) 
     load = os.getloadavg()[0]
     t0 = time.perf_counter()
     m = measure(params, data_root, steps, device)
-    m["end to end"] = {name: end_to_end.read_record(out_dir.parent, params, name)
-                       for name, decl in (params.get("end_to_end") or {}).items() if decl["source"] == "tolias-thesis"}
+    m["end to end"] = end_to_end.read_records(out_dir.parent, params, "tolias-thesis")
     rows = _rows(m, params)
     t = params["memnet"]["train"]
     provenance = {
