@@ -247,6 +247,17 @@ def test_timing_benchmark_reads_the_pipelines_job_times_and_epochs(params, tmp_p
     assert "epochs trained min / median / max 23 / 40 / 61; selected epoch 3 / 20 / 41" in md
     assert "| wall time on two cores, at least | 40 | min |" in md          # the longest job (40 min) or half of 60
     assert "not timed" in md and "dmn+,one epoch" not in csv_text
+    # the DMN tables' end-to-end measurement beside them: its record, or a row saying there is none yet
+    record = {"tables": ["6.2", "6.5"], "commit": "0123456789", "started": "2026-11-27 13:30 UTC", "load_at_start": 1.0,
+              "config": {}, "cores": 2, "target_minutes": 120, "wall_time_s": 5010.0, "job_seconds": {"a": 9870.0},
+              "runs_compared_with_checkout": {"a": {"runs": 4, "identical": 1, "differ": 0, "new": 3}}}
+    md, csv_text = bench.render(steps, list(costs.values()), {"device": "cpu"}, ["a note"],
+                                {"dmn-thesis-epochs": record, "another": None})
+    assert "## Measured end to end: `nlpbench end-to-end dmn-thesis-epochs` (Tables 6.2, 6.5," in md
+    assert "| wall time, 2 jobs side by side | 83.5 | min | target 120 min; snakemake --config none;" in md
+    assert "| training jobs | 164.5 | min | 1 groups, from their `benchmark:` files; over 2 cores 82.2 min |" in md
+    assert "| runs with exactly the numbers of this checkout's run of the same id | 1 | runs | of 4 trained;" in md
+    assert "end-to-end another`\n" in md and "| not measured yet | not timed | min |" in md
 
 
 def test_timing_benchmark_times_both_forward_passes_on_one_trainer_each(babi_root):

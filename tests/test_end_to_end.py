@@ -40,6 +40,8 @@ def test_a_declaration_gives_the_tables_rules_and_bad_names_are_named():
     assert command[command.index("--config") + 1] == "memnet={seeds: [0, 1, 2, 3, 4]}"
     with pytest.raises(config.ConfigError, match="ch6-five-seeds"):       # the known ones are listed
         end_to_end.declaration(params, "no-such-measurement")
+    dmn = end_to_end.snakemake_command(end_to_end.declaration(params, "dmn-thesis-epochs"))
+    assert dmn == [f"table_shen_thesis_6_{t}" for t in range(2, 8)] + ["--cores", "2", "--resources", "gpu=1"]
     params["end_to_end"]["ch6-five-seeds"]["tables"].append("99")
     with pytest.raises(config.ConfigError, match=r"end_to_end.ch6-five-seeds.tables: no table 99"):
         end_to_end.declaration(params, "ch6-five-seeds")
@@ -96,6 +98,10 @@ def test_a_measurement_builds_its_tables_in_a_clone_and_a_second_one_retrains_th
     assert set(compared) == set(first["job_seconds"])
     assert all(c["new"] == c["runs"] == 2 for c in compared.values())          # tasks 1 and 20 at the smoke scale
     assert (first_runs / next(iter(compared)) / "group.json").exists()         # the kept runs
+    kept_logs = tmp_path / "logs" / "end-to-end" / "smoke-2" / "train"           # and the training jobs' logs
+    assert first["training_logs"] == str(kept_logs)
+    assert sorted(p.name for p in kept_logs.glob("*.benchmark.tsv")) == sorted(
+        f"{g}.benchmark.tsv" for g in first["job_seconds"])
     # a second clean clone, in a new process, against the first one's runs: every number the same
     second = io.read_json(end_to_end.measure(params, "smoke-2", repo, tmp_path / "results", first_runs,
                                              tmp_path / "logs", log=lambda s: None))

@@ -7,7 +7,8 @@ The clone holds the committed files only, so the measurement is what a fresh che
 data step from the official URLs, or the mirror when one is set). Its runs are then compared, run by run, with
 this checkout's runs of the same group ids (the numbers of each metrics.json), which checks that a clean clone
 retrains the numbers the committed tables read. The record, results/<source>/end-to-end-NAME.json, is read by
-the source's timing benchmark; the clone is deleted afterwards, and the snakemake log kept under logs/.
+the source's timing benchmarks; the clone is deleted afterwards, its snakemake log and training logs kept under
+logs/end-to-end/.
 """
 
 from __future__ import annotations
@@ -151,8 +152,10 @@ def measure(params: dict, name: str, repo: Path, results: Path, runs: Path, logs
             keep_runs: Path | None = None, log=print) -> Path:
     """Clone `repo` at its HEAD into a scratch directory, build the declaration's tables there with snakemake from
     no data and no runs, and write the record (wall time, each training job's seconds from its `benchmark:` file,
-    the runs compared with `runs`). Uncommitted changes are not in the clone: the record says so. keep_runs: a
-    new directory the clone's runs/ are moved to (else they are deleted with the clone)."""
+    the runs compared with `runs`). Uncommitted changes are not in the clone: the record says so. The clone's
+    training logs (each job's log and `benchmark:` file) are kept under logs/end-to-end/NAME/train/. keep_runs: a
+    new directory the clone's runs/ are moved to (else they are deleted with the clone); with the kept logs they
+    are what the pipeline would have left in runs/ and logs/train/ here."""
     decl = declaration(params, name)
     if keep_runs is not None and keep_runs.exists():
         raise config.ConfigError(f"--keep-runs {keep_runs}: exists already (the clone's runs/ go to a new directory)")
@@ -184,6 +187,12 @@ def measure(params: dict, name: str, repo: Path, results: Path, runs: Path, logs
         jobs = {p.name.removesuffix(".benchmark.tsv"): job_seconds(p.parent, p.name.removesuffix(".benchmark.tsv"))
                 for p in sorted((clone / "logs" / "train").glob("*.benchmark.tsv"))}
         compared = compare_runs(clone / "runs", runs)
+        kept_logs = Path(logs) / "end-to-end" / name / "train"    # each training job's log and benchmark file
+        if kept_logs.exists():
+            shutil.rmtree(kept_logs)
+        kept_logs.parent.mkdir(parents=True, exist_ok=True)
+        if (clone / "logs" / "train").is_dir():
+            shutil.move(clone / "logs" / "train", kept_logs)
         if keep_runs is not None:
             keep_runs.parent.mkdir(parents=True, exist_ok=True)
             shutil.move(clone / "runs", keep_runs)
@@ -194,7 +203,7 @@ def measure(params: dict, name: str, repo: Path, results: Path, runs: Path, logs
         "started": started.strftime("%Y-%m-%d %H:%M UTC"), "load_at_start": round(load, 2),
         "cpu_count": os.cpu_count(), "wall_time_s": round(wall, 1),
         "job_seconds": {g: s for g, s in jobs.items() if s is not None},
-        "runs_compared_with_checkout": compared,
+        "runs_compared_with_checkout": compared, "training_logs": str(kept_logs),
     }
     path = record_path(results, params, name)
     io.write_json(path, record)

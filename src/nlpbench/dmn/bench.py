@@ -4,7 +4,9 @@ Run on demand (`nlpbench output shen-thesis dmn-timing`, rule `output_shen_thesi
 In one process it times training steps of DMN+ and ff-DMN on every en-10k task present, with the family's
 model (DMN.forward: only the real facts are computed) beside the plain padded forward pass a user would write
 (nlpbench.dmn.plain: the same logits), and reads what the pipeline's last run of the DMN tables cost: each
-group's job time from its `benchmark:` file and the epochs each run trained before early stopping.
+group's job time from its `benchmark:` file and the epochs each run trained before early stopping. The last
+whole-pipeline measurement of the DMN tables (`nlpbench end-to-end dmn-thesis-epochs`, its record under
+results/shen-thesis/) is shown beside them.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from pathlib import Path
 import torch
 from torch.nn import functional as F
 
-from nlpbench import io, results_index
+from nlpbench import end_to_end, io, results_index
 from nlpbench.data import babi
 from nlpbench.dmn import experiments as dx
 from nlpbench.dmn.model import DMNConfig
@@ -100,8 +102,10 @@ def _spread(values: list[int]) -> str:
     return f"{values[0]} / {statistics.median(values):g} / {values[-1]}" if values else ""
 
 
-def render(steps: list[dict], costs: list[dict], provenance: dict, notes: list[str]) -> tuple[str, str]:
-    """Markdown and CSV (section, quantity, measured, unit, note) of the benchmark."""
+def render(steps: list[dict], costs: list[dict], provenance: dict, notes: list[str],
+           measured: dict[str, dict | None] | None = None) -> tuple[str, str]:
+    """Markdown and CSV (section, quantity, measured, unit, note) of the benchmark; `measured`: the end-to-end
+    measurements declared for the DMN tables, each with its last record (end_to_end.read_records)."""
     table = []                                                         # (section, quantity, value, unit, note)
     sec = "Training step: the family's model (real facts only) vs the plain padded forward pass"
     for model in MODELS:
@@ -127,6 +131,9 @@ def render(steps: list[dict], costs: list[dict], provenance: dict, notes: list[s
         table.append((sec, f"the {sum(c['jobs_timed'] for c in timed)} timed jobs, job-minutes", total, "min", ""))
         table.append((sec, "wall time on two cores, at least", max(longest, total / 2), "min",
                       "the longest job, or half the job-minutes if that is more (two jobs side by side)"))
+    for name, record in (measured or {}).items():                     # the declared target goes in the note
+        table += [(sec, q, v, unit, "; ".join(filter(None, [f"target {target} min" if target else "", note])))
+                  for sec, q, v, target, unit, note in end_to_end.rows(name, record)]
     buf = _io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(["section", "quantity", "measured", "unit", "note"])
@@ -167,7 +174,14 @@ def benchmark(params: dict, decl: dict, source: str, name: str, paths: Paths) ->
         "and runs/<group>/*/metrics.json), not this benchmark's process: the pipeline trains each group as one "
         "job per item (a task, a pattern; all its seeds), each run until early stopping.",
     ]
-    md, csv_text = render(steps, costs, provenance, notes)
+    measured = end_to_end.read_records(paths.results, params, "shen-thesis")
+    if measured:
+        notes.append("Measured end to end: `nlpbench end-to-end NAME` (declared under `end_to_end:` in params.yaml) "
+                     "clones the commit into a scratch directory and builds the declared tables there with "
+                     "snakemake from no data and no runs; the wall time is the whole build's, the job-minutes "
+                     "its training jobs' `benchmark:` files, and the runs are compared with this checkout's runs "
+                     "of the same ids (their metrics.json numbers, the times left out).")
+    md, csv_text = render(steps, costs, provenance, notes, measured)
     out = paths.results / source
     io.write_text(out / f"{name}.md", md)
     io.write_text(out / f"{name}.csv", csv_text)
