@@ -10,6 +10,7 @@ import sys
 import yaml
 from nlpbench import config as nb
 from nlpbench import plan as nb_plan
+from nlpbench import status as nb_status
 from nlpbench.provenance import resolve_device
 
 configfile: "overrides.yaml"              # the user's overrides; --config adds to them
@@ -29,6 +30,9 @@ SCALE = PARAMS["scale"]
 ON_GPU = resolve_device(PARAMS["device"]) == "cuda"
 TRAIN_THREADS = workflow.cores if ON_GPU else 1
 TRAIN_GPU = 1 if ON_GPU else 0
+# Longest expected training job first (results/costs.tsv), so that the short ones fill the cores at the end; a data
+# step takes the priority of the longest group that reads it (pipeline/data.smk).
+TRAIN_PRIORITY = nb_status.longest_first(PLAN, SCALE, nb_status.read_costs())
 
 
 rule_name = nb_plan.rule_name   # a rule per data step, group and target: data_babi, table_tolias_thesis_2, ...
@@ -48,7 +52,6 @@ rule all:
 
 
 onstart:   # the plan before the first job: scale, device, groups per family, and the time this run should take
-    from nlpbench import status as nb_status
     _by_rule = {rule_name("train", gid): gid for gid in PLAN.groups}
     _this_run = [_by_rule[j.rule.name] for j in workflow.dag.needrun_jobs() if j.rule.name in _by_rule]
     print(nb_status.report(PARAMS, PLAN, "cuda" if ON_GPU else "cpu", workflow.cores, per_table=False,

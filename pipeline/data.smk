@@ -1,5 +1,8 @@
 # Data steps (nlpbench.family.DataStep): downloads verified by checksum or read from a mirror (params `mirror`
-# or $NLPBENCH_MIRROR), and data derived from them. Each step's output is written last.
+# or $NLPBENCH_MIRROR), and data derived from them. Each step's output is written last. A step takes the priority of
+# the longest training group that reads it (TRAIN_PRIORITY), so that the group is not held back behind shorter ones.
+
+DATA_PRIORITY = nb_status.data_priorities(PLAN, TRAIN_PRIORITY)
 
 for _step in PLAN.data.values():
 
@@ -11,6 +14,7 @@ for _step in PLAN.data.values():
             _step.output,
         log:
             f"logs/data/{_step.id}.log",
+        priority: DATA_PRIORITY[_step.id]
         params:
             step=_step.id,
         shell:

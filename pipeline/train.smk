@@ -1,10 +1,6 @@
 # Training groups (nlpbench.family.TrainGroup): each job trains one group's runs (many small runs in one
 # vectorised pass where the family does so), each run with its own checkpoint and metrics.json; `done` last.
-# Longest expected job first (results/costs.tsv), so that the cores stay busy to the end.
-
-from nlpbench import status as nb_status
-
-TRAIN_PRIORITY = nb_status.longest_first(PLAN, SCALE, nb_status.read_costs())
+# Longest expected job first (TRAIN_PRIORITY, in the Snakefile), so that the cores stay busy to the end.
 
 for _group in PLAN.groups.values():
 

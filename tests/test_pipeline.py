@@ -262,3 +262,42 @@ def test_run_sh_tables_passes_targets_and_options_through():
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "table_shen_thesis_6_2" in done.stdout and "table_tolias_thesis_2 " not in done.stdout
+
+
+def test_a_data_step_runs_before_the_shorter_training_jobs_of_the_longest_group_that_reads_it(tmp_path):
+    """Snakemake orders ready jobs by priority and passes none on to a job's inputs: the task-16 pattern and
+    augmented data steps, left at priority 0, waited behind every bAbI training job of the DMN tables (stop 40's
+    end-to-end measurement ran them 81 minutes in), and the augmented network, a ten-minute job, started last."""
+    for item in ("Snakefile", "params.yaml", "overrides.yaml", "pipeline", "results/costs.tsv"):
+        (tmp_path / item).parent.mkdir(parents=True, exist_ok=True)
+        (shutil.copytree if (REPO / item).is_dir() else shutil.copy)(REPO / item, tmp_path / item)
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    tables = [f"table_shen_thesis_6_{t}" for t in range(2, 8)]     # Tables 6.2-6.7, as dmn-thesis-epochs builds them
+    done = subprocess.run([sys.executable, "-m", "snakemake", *tables, "--cores", "2", "-n"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    priority = {}
+    for block in done.stdout.split("rule ")[1:]:                   # "rule NAME:" then its fields, one per line
+        name = block.split(":", 1)[0].strip()
+        fields = dict(ln.strip().split(": ", 1) for ln in block.splitlines()[1:] if ": " in ln)
+        priority[name] = int(fields.get("priority", 0))
+    readers = {"data_patterns": [j for j in priority if j.startswith(("train_dmn_dmnplus_patterns",
+                                                                       "train_dmn_dmnplus_augmented"))],
+               "data_augmented": [j for j in priority if j.startswith("train_dmn_dmnplus_augmented")]}
+    for prefix, jobs in readers.items():
+        step = next(j for j in priority if j.startswith(prefix))
+        assert jobs and priority[step] == max(priority[j] for j in jobs) > 0, (step, priority)
+    babi = [j for j in priority if j.startswith("train_")]
+    assert priority["data_babi"] == max(priority[j] for j in babi)   # every group reads it, the longest included
+
+
+def test_data_priorities_pass_a_groups_priority_on_to_every_step_it_reads():
+    from nlpbench.family import DataStep, TrainGroup
+    from nlpbench.plan import Plan
+    from nlpbench.status import data_priorities
+    plan = Plan(data={"raw": DataStep("raw", "r"), "derived": DataStep("derived", "d", ("raw",)),
+                      "unread": DataStep("unread", "u")},
+                groups={"long": TrainGroup("long", "l", ("derived",)), "short": TrainGroup("short", "s", ("raw",))},
+                targets={}, owner={})
+    assert data_priorities(plan, {"long": 7, "short": 3}) == {"raw": 7, "derived": 7, "unread": 0}
+    assert data_priorities(plan, {"long": 2, "short": 3}) == {"raw": 3, "derived": 2, "unread": 0}

@@ -144,6 +144,25 @@ def longest_first(plan: Plan, scale: str, costs: dict[str, dict]) -> dict[str, i
     return {gid: rank for rank, gid in enumerate(order)}
 
 
+def data_priorities(plan: Plan, group_priority: dict[str, int]) -> dict[str, int]:
+    """A scheduling priority per data step: the highest of the training groups that read it, directly or through
+    other data steps (0 where none does). Snakemake orders ready jobs by priority and does not pass a job's
+    priority on to its inputs, so a data step left at 0 would wait behind every ready training job, and a long
+    group that needs it would start last."""
+    out = {step: 0 for step in plan.data}
+
+    def raise_to(step: str, priority: int) -> None:
+        if priority > out[step]:
+            out[step] = priority
+            for need in plan.data[step].needs:
+                raise_to(need, priority)
+
+    for gid, group in plan.groups.items():
+        for step in group.needs:
+            raise_to(step, group_priority[gid])
+    return out
+
+
 def is_done(path: str) -> bool:
     return Path(path).exists()
 
