@@ -79,9 +79,10 @@ def snakemake_command(decl: dict) -> list[str]:
             *(["--config", *settings] if settings else [])]
 
 
-def rows(name: str, record: dict | None) -> list[tuple]:
+def rows(name: str, record: dict | None, target_column: bool = True) -> list[tuple]:
     """A benchmark's rows (section, quantity, measured, target, unit, note) for a measurement's record, or one row
-    saying there is none."""
+    saying there is none. target_column False: a table with no target (paper) column; the wall time's note names
+    the target instead."""
     if record is None:
         return [(f"Measured end to end: `nlpbench end-to-end {name}`", "not measured yet", None, None, "min",
                  "run the command (its declaration: end_to_end in params.yaml)")]
@@ -93,8 +94,11 @@ def rows(name: str, record: dict | None) -> list[tuple]:
     total, same = sum(c["runs"] for c in compared), sum(c["identical"] for c in compared)
     differ, new = sum(c["differ"] for c in compared), sum(c["new"] for c in compared)
     config = " ".join(config_args(record["config"])) or "none"
+    target = record.get("target_minutes")
+    where = ("paper column: the declared target" if target_column
+             else f"the declared target: {target:g} min" if target else "no target declared")
     return [(sec, f"wall time, {record['cores']} jobs side by side", record["wall_time_s"] / 60,
-             record.get("target_minutes"), "min", f"snakemake --config {config}; paper column: the declared target"),
+             target if target_column else None, "min", f"snakemake --config {config}; {where}"),
             (sec, "training jobs", job_minutes, None, "min",
              f"{len(record['job_seconds'])} groups, from their `benchmark:` files; over {record['cores']} cores "
              f"{job_minutes / record['cores']:.1f} min"),

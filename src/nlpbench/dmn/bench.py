@@ -131,9 +131,8 @@ def render(steps: list[dict], costs: list[dict], provenance: dict, notes: list[s
         table.append((sec, f"the {sum(c['jobs_timed'] for c in timed)} timed jobs, job-minutes", total, "min", ""))
         table.append((sec, "wall time on two cores, at least", max(longest, total / 2), "min",
                       "the longest job, or half the job-minutes if that is more (two jobs side by side)"))
-    for name, record in (measured or {}).items():                     # the declared target goes in the note
-        table += [(sec, q, v, unit, "; ".join(filter(None, [f"target {target} min" if target else "", note])))
-                  for sec, q, v, target, unit, note in end_to_end.rows(name, record)]
+    for name, record in (measured or {}).items():
+        table += [(sec, q, v, unit, note) for sec, q, v, _, unit, note in end_to_end.rows(name, record, False)]
     buf = _io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(["section", "quantity", "measured", "unit", "note"])
