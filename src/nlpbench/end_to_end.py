@@ -106,6 +106,17 @@ def rows(name: str, record: dict | None, target_column: bool = True) -> list[tup
              f"of {total} trained; {differ} with other numbers, {new} with no run here")]
 
 
+def note(source: str) -> str:
+    """A benchmark's note on what a measurement's section shows."""
+    return ("Measured end to end: `nlpbench end-to-end NAME` (declared under `end_to_end:` in params.yaml) clones a "
+            "commit into a scratch directory and builds the declared tables there with snakemake from no data and no "
+            "runs (on a CPU one thread a training job, as many jobs side by side as its cores); its record "
+            f"(results/{source}/end-to-end-NAME.json) gives the wall time, each training job's time from its "
+            "`benchmark:` file, and how many of the clone's runs hold exactly the numbers of this checkout's run of "
+            "the same id (metrics.json without its times and device). The section reads that record, made by that "
+            "commit on that day; this benchmark does not measure it again.")
+
+
 def same_numbers(theirs: dict, ours: dict) -> bool:
     """Whether two runs' metrics.json hold the same values under every key both record, the keys that say how
     long or where a run was computed (NOT_NUMBERS) left out: a run trained before a key was recorded (the

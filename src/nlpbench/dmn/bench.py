@@ -175,11 +175,7 @@ def benchmark(params: dict, decl: dict, source: str, name: str, paths: Paths) ->
     ]
     measured = end_to_end.read_records(paths.results, params, "shen-thesis")
     if measured:
-        notes.append("Measured end to end: `nlpbench end-to-end NAME` (declared under `end_to_end:` in params.yaml) "
-                     "clones the commit into a scratch directory and builds the declared tables there with "
-                     "snakemake from no data and no runs; the wall time is the whole build's, the job-minutes "
-                     "its training jobs' `benchmark:` files, and the runs are compared with this checkout's runs "
-                     "of the same ids (their metrics.json numbers, the times left out).")
+        notes.append(end_to_end.note(source))
     md, csv_text = render(steps, costs, provenance, notes, measured)
     out = paths.results / source
     io.write_text(out / f"{name}.md", md)

@@ -665,13 +665,7 @@ def main(params: dict, data_root: Path, out_dir: Path, steps: int, device: str) 
         "twice MemN2N's elements); clipping and the optimiser step. The rest, the step minus those parts, is the "
         "memory hops, the loss and their backward, the same model in both. Parts timed alone do not add up "
         "exactly to a step (caches, allocation), so the rest is an estimate.",
-        "Measured end to end: `nlpbench end-to-end NAME` (declared under `end_to_end:` in params.yaml) clones a "
-        "commit into a scratch directory and builds the declared tables there with snakemake from no data and no "
-        "runs (on a CPU one thread a training job, as many jobs side by side as its cores); its record "
-        "(results/tolias-thesis/end-to-end-NAME.json) gives the wall time, each training job's time from its "
-        "`benchmark:` file, and how many of the clone's runs hold exactly the numbers of this checkout's run of the "
-        "same id (metrics.json without its times and device). The section reads that record, made by that commit "
-        "on that day; this benchmark does not measure it again.",
+        end_to_end.note("tolias-thesis"),
         "This machine is shared and its speed varies between sessions (the same training step has measured up to "
         "twice as long hours apart), so compare figures measured together: the ratios above come from one process, "
         "and the pipeline rows from one pipeline run, dated in results/costs.tsv.",
