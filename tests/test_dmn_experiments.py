@@ -255,7 +255,7 @@ def test_timing_benchmark_reads_the_pipelines_job_times_and_epochs(params, tmp_p
                                 {"dmn-thesis-epochs": record, "another": None})
     assert "## Measured end to end: `nlpbench end-to-end dmn-thesis-epochs` (Tables 6.2, 6.5," in md
     assert "| wall time, 2 jobs side by side | 83.5 | min | snakemake --config none; the declared target: 120 min |" in md
-    assert "| training jobs | 164.5 | min | 1 groups, from their `benchmark:` files; over 2 cores 82.2 min |" in md
+    assert "| training jobs | 164.5 | min | 1 job, each timed by its `benchmark:` file; over 2 cores 82.2 min |" in md
     assert "| runs with exactly the numbers of this checkout's run of the same id | 1 | runs | of 4 trained;" in md
     assert "end-to-end another`\n" in md and "| not measured yet | not timed | min |" in md
 

@@ -56,7 +56,7 @@ def test_a_benchmark_shows_a_measurement_or_says_there_is_none():
                                               "b": {"runs": 2, "identical": 0, "differ": 1, "new": 1}}}
     wall, jobs, runs = end_to_end.rows("ch6-five-seeds", record)
     assert wall[2:5] == (78.9, 60, "min") and "clean clone of 0123456" in wall[0]
-    assert jobs[2] == 157.3 and "2 groups" in jobs[5] and "78.7 min" in jobs[5]
+    assert jobs[2] == 157.3 and "2 jobs, each timed" in jobs[5] and "78.7 min" in jobs[5]
     assert runs[2] == 3 and runs[5] == "of 5 trained; 1 with other numbers, 1 with no run here"
 
 

@@ -89,7 +89,7 @@ def rows(name: str, record: dict | None, target_column: bool = True) -> list[tup
     sec = (f"Measured end to end: `nlpbench end-to-end {name}` (Tables {', '.join(record['tables'])}, from no data "
            f"or runs in a clean clone of {record['commit'][:7]}, {record['started']}, load "
            f"{record['load_at_start']:.2f} at start)")
-    job_minutes = sum(record["job_seconds"].values()) / 60
+    job_minutes, jobs = sum(record["job_seconds"].values()) / 60, len(record["job_seconds"])
     compared = record["runs_compared_with_checkout"].values()
     total, same = sum(c["runs"] for c in compared), sum(c["identical"] for c in compared)
     differ, new = sum(c["differ"] for c in compared), sum(c["new"] for c in compared)
@@ -100,8 +100,8 @@ def rows(name: str, record: dict | None, target_column: bool = True) -> list[tup
     return [(sec, f"wall time, {record['cores']} jobs side by side", record["wall_time_s"] / 60,
              target if target_column else None, "min", f"snakemake --config {config}; {where}"),
             (sec, "training jobs", job_minutes, None, "min",
-             f"{len(record['job_seconds'])} groups, from their `benchmark:` files; over {record['cores']} cores "
-             f"{job_minutes / record['cores']:.1f} min"),
+             f"{jobs} {'job' if jobs == 1 else 'jobs'}, each timed by its `benchmark:` file; over {record['cores']} "
+             f"cores {job_minutes / record['cores']:.1f} min"),
             (sec, "runs with exactly the numbers of this checkout's run of the same id", same, None, "runs",
              f"of {total} trained; {differ} with other numbers, {new} with no run here")]
 
