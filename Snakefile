@@ -6,6 +6,7 @@
 # tables and outputs) and only call the `nlpbench` command line; the logic lives in src/nlpbench.
 
 import shlex
+from pathlib import Path
 import sys
 import yaml
 from nlpbench import config as nb

@@ -5,6 +5,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -301,3 +302,33 @@ def test_data_priorities_pass_a_groups_priority_on_to_every_step_it_reads():
                 targets={}, owner={})
     assert data_priorities(plan, {"long": 7, "short": 3}) == {"raw": 7, "derived": 7, "unread": 0}
     assert data_priorities(plan, {"long": 2, "short": 3}) == {"raw": 3, "derived": 2, "unread": 0}
+
+
+def test_a_new_end_to_end_record_makes_its_benchmark_stale(tmp_path):
+    """`nlpbench end-to-end` rewrites a record that an on-demand benchmark cites; the benchmark did not list it
+    among its inputs, so `snakemake output_shen_thesis_dmn_timing` found nothing to do after a new measurement
+    (stop 41 had to --forcerun it)."""
+    for item in ("Snakefile", "params.yaml", "overrides.yaml", "pipeline"):
+        (shutil.copytree if (REPO / item).is_dir() else shutil.copy)(REPO / item, tmp_path / item)
+    record = tmp_path / "results/shen-thesis/end-to-end-dmn-thesis-epochs.json"
+    built = [tmp_path / "results/shen-thesis/dmn-timing.md", tmp_path / "runs/_tables/cpu/shen-thesis/dmn-timing.done"]
+    for path, age in [(tmp_path / "data/babi/STATUS.json", 3), (record, 2)] + [(p, 1) for p in built]:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("{}")
+        os.utime(path, (time.time() - age * 3600,) * 2)     # data, then the record, then the benchmark built on it
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    command = "snakemake output_shen_thesis_dmn_timing --cores 1 --config scale=cpu"
+    before = _dry_run(command, tmp_path, env)
+    assert before.returncode == 0 and not _jobs(before), before.stdout + before.stderr[-2000:]
+    record.write_text("{}")                                     # measured again
+    after = _dry_run(command, tmp_path, env)
+    assert after.returncode == 0 and _jobs(after) - {"total"} == {"output_shen_thesis_dmn_timing"}, after.stdout
+
+
+def test_a_benchmark_cites_the_end_to_end_records_of_its_source_and_nothing_else():
+    from nlpbench import config, plan
+    targets = plan.make(config.load(REPO / "params.yaml")).targets
+    assert targets["shen-thesis/dmn-timing"].reads == ("results/shen-thesis/end-to-end-dmn-thesis-epochs.json",)
+    assert targets["tolias-thesis/timing"].reads == ("results/tolias-thesis/end-to-end-ch6-five-seeds.json",)
+    assert targets["shen-thesis/squad-timing"].reads == ()                  # it cites no measurement
+    assert all(not t.reads for t in targets.values() if not t.on_demand)    # a table never waits on a record

@@ -52,6 +52,12 @@ def record_path(results: Path, params: dict, name: str) -> Path:
     return Path(results) / declaration(params, name)["source"] / f"end-to-end-{name}.json"
 
 
+def record_files(params: dict, source: str, results: str = "results") -> tuple[str, ...]:
+    """Where the records of every measurement declared for `source` go, measured or not: what its benchmark reads."""
+    return tuple(f"{results}/{source}/end-to-end-{name}.json"
+                 for name, decl in (params.get("end_to_end") or {}).items() if decl["source"] == source)
+
+
 def read_record(results: Path, params: dict, name: str) -> dict | None:
     """The last measurement of NAME, or None before the first."""
     path = record_path(results, params, name)

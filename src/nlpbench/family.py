@@ -54,6 +54,7 @@ class Target:
     groups: tuple[str, ...] = ()       # training groups whose runs it reads
     needs: tuple[str, ...] = ()        # data steps it reads directly
     on_demand: bool = False            # built only when asked for by name (a benchmark), never by `all`
+    reads: tuple[str, ...] = ()        # committed files it cites (a benchmark's end-to-end records): a new one reruns it
 
     @property
     def key(self) -> str:

@@ -107,12 +107,14 @@ class MemNetFamily:
         raise ConfigError(f"params.yaml: {d.where}: unknown memnet kind {kind!r}")
 
     def targets(self, params: dict) -> list[Target]:
+        from nlpbench.end_to_end import record_files
         out = []
         for section in ("tables", "outputs"):
             for d in config.declared(params, section, self.name):
                 groups, needs = self._reads(params, d)
+                cites = record_files(params, d.source) if d.decl.get("kind") == "benchmark" else ()
                 out.append(Target(section, d.source, d.name, _files(d), groups, needs,
-                                  bool(d.decl.get("on_demand", False))))
+                                  bool(d.decl.get("on_demand", False)), cites))
         return out
 
     # -- doing it -----------------------------------------------------------------------------------------
