@@ -52,10 +52,14 @@ def record_path(results: Path, params: dict, name: str) -> Path:
     return Path(results) / declaration(params, name)["source"] / f"end-to-end-{name}.json"
 
 
+def names_of(params: dict, source: str) -> list[str]:
+    """The measurements declared for `source`."""
+    return [name for name, decl in (params.get("end_to_end") or {}).items() if decl["source"] == source]
+
+
 def record_files(params: dict, source: str, results: str = "results") -> tuple[str, ...]:
     """Where the records of every measurement declared for `source` go, measured or not: what its benchmark reads."""
-    return tuple(f"{results}/{source}/end-to-end-{name}.json"
-                 for name, decl in (params.get("end_to_end") or {}).items() if decl["source"] == source)
+    return tuple(record_path(Path(results), params, name).as_posix() for name in names_of(params, source))
 
 
 def read_record(results: Path, params: dict, name: str) -> dict | None:
@@ -66,8 +70,7 @@ def read_record(results: Path, params: dict, name: str) -> dict | None:
 
 def read_records(results: Path, params: dict, source: str) -> dict[str, dict | None]:
     """Every measurement declared for `source`, with its last record (None before the first)."""
-    return {name: read_record(results, params, name)
-            for name, decl in (params.get("end_to_end") or {}).items() if decl["source"] == source}
+    return {name: read_record(results, params, name) for name in names_of(params, source)}
 
 
 def config_args(config_overrides: dict) -> list[str]:

@@ -173,7 +173,7 @@ def benchmark(params: dict, decl: dict, source: str, name: str, paths: Paths) ->
         "and runs/<group>/*/metrics.json), not this benchmark's process: the pipeline trains each group as one "
         "job per item (a task, a pattern; all its seeds), each run until early stopping.",
     ]
-    measured = end_to_end.read_records(paths.results, params, "shen-thesis")
+    measured = end_to_end.read_records(paths.results, params, source)
     if measured:
         notes.append(end_to_end.note(source))
     md, csv_text = render(steps, costs, provenance, notes, measured)
