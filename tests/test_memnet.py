@@ -718,6 +718,57 @@ def test_train_questions_keeps_the_first_n_questions_and_a_tenth_for_validation(
         load_task_tensors(babi_root, "hn-10k", [9], 50, 2000, 0, train_questions=20000)
 
 
+def test_answer_forms_rewrite_an_answer_only_where_its_story_holds_that_form():
+    """memnet.data.answer_forms (Table hindi-answer-forms): an answer its story does not hold becomes its form
+    where the story holds that form; an answer the story holds, one without a form, and one whose form the
+    story lacks stay as written."""
+    from nlpbench.data.babi import Sample
+    from nlpbench.memnet.data import answers_in_story_form
+
+    def q(facts, answer):
+        return Sample(tuple(tuple(f.split()) for f in facts), tuple(range(1, len(facts) + 1)), ("kahan",), answer,
+                      (1,), "synthetic")
+    forms = {"bagicha": "bagichey", "rasoi ghar": "rasoi"}
+    samples = [q(["sita bagichey gayi"], "bagicha"),                            # rewritten
+               q(["bagicha gusalkhaney ki poorav disha mein hai"], "bagicha"),  # the story holds it: kept
+               q(["ram pyasa hai"], "rasoi ghar"),                               # no "rasoi" in the story: kept
+               q(["badri rasoi ghar gaya"], "rasoi ghar"),                       # two words, one answer: rewritten
+               q(["mohit daftar gaya"], "daftar")]                               # no form: kept
+    assert [x.answer for x in answers_in_story_form(samples, forms)] == \
+        ["bagichey", "bagicha", "rasoi ghar", "rasoi", "daftar"]
+    assert answers_in_story_form(samples, {}) == samples
+
+
+def test_the_hindi_story_forms_put_every_place_answer_in_its_story(babi_root):
+    """The data fact behind Table hindi-answer-forms: Hindi bAbI names a place as an answer in the direct case
+    ('bagicha') and in the oblique case in its stories ('sita bagichey gayi'), so 285 of hn task 3's 1,000 test
+    answers are words of their stories (English: all). The table's forms, as its column's group loads the data,
+    make every answer of the place tasks a word of its story and change nothing in English."""
+    from nlpbench import config
+    from nlpbench.data import babi
+    from nlpbench.memnet.data import answers_in_story_form
+    from nlpbench.memnet.experiments import task_tensors
+    from nlpbench.memnet.groups import declaration_groups
+
+    params = config.load(Path(__file__).parents[1] / "params.yaml", {"scale": "cpu"})
+    d = config.declaration(params, "tables", "tolias-thesis", "hindi-answer-forms")
+    groups = declaration_groups(params, d)
+    forms = [g.settings["data"]["answer_forms"] for g in groups.values() if g.settings["data"]["answer_forms"]]
+    assert len(forms) == 2 and forms[0] == forms[1]     # MemN2N's and t-MEM-NN's story-form columns
+
+    def held(variant, task, forms):
+        tests = answers_in_story_form(babi.parse_file(babi.task_file(babi_root, variant, task, "test")), forms)
+        return sum(any(x.answer in f for f in x.facts) for x in tests)
+    assert (held("hn", 3, {}), held("hn", 3, forms[0])) == (285, 1000)
+    for task in (1, 2, 4, 11, 12, 13, 14):
+        assert held("hn", task, {}) < 900 and held("hn", task, forms[0]) == 1000
+        assert held("en", task, forms[0]) == held("en", task, {}) == 1000
+    story_form = next(g for g in groups.values() if g.model == "memn2n" and g.settings["data"]["answer_forms"])
+    data = task_tensors(babi_root, "hn", [3], story_form.settings)
+    answers = {data.vocab.itos[i] for i in data.splits["test"]["answers"].tolist()}
+    assert "bagichey" in answers and "bagicha" not in answers and "rasoi ghar" not in answers
+
+
 def test_validation_nll_is_the_mean_negative_log_probability_of_the_right_answer(tasks_1_4):
     """metrics.json's val_nll (the tie-break of memnet.tie_break: val_nll): -1/N sum_n log p(a_n | x_n) over the
     run's own validation questions, from the draws its validation accuracy uses; one value per S."""

@@ -35,23 +35,38 @@ def test_table_2s_claim_holds_in_the_thesiss_own_numbers():
     assert "in the thesis's numbers it holds: 9 tasks pass" in line and "against 5" in line
 
 
-def test_a_pilot_table_reports_mean_validation_accuracy_and_never_reads_test(tmp_path):
+def _table_of_made_up_runs(name: str, root: Path, metrics):
+    """The cpu-scale parts of table `name` read from runs under `root` whose metrics.json is
+    metrics(key, task, seed) (key: the column's metric, S10 or point)."""
     params = config.load(REPO / "params.yaml", {"scale": "cpu"})
-    d = config.declaration(params, "tables", "tolias-thesis", "pilot-task15")
-    groups = declaration_groups(params, d)
-    for group in groups.values():
+    d = config.declaration(params, "tables", "tolias-thesis", name)
+    for group in declaration_groups(params, d).values():
+        key = "S10" if group.model == "tmemnn" else "point"
         for task in group.tasks:
             for seed in group.seeds:
-                key = "S10" if group.model == "tmemnn" else "point"
-                io.write_json(group.run_dir(tmp_path, task, seed) / "metrics.json",
-                              {"status": "ok", "seed": seed, "val_acc": {key: 0.5 + 0.1 * seed},
-                               "test_acc": {key: 0.01 * (seed + task)}})
-    parts = table_parts(params, d, tmp_path)
+                io.write_json(group.run_dir(root, task, seed) / "metrics.json",
+                              {"status": "ok", "seed": seed, **metrics(key, task, seed)})
+    return table_parts(params, d, root)
+
+
+def test_a_pilot_table_reports_mean_validation_accuracy_and_never_reads_test(tmp_path):
+    parts = _table_of_made_up_runs("pilot-task15", tmp_path, lambda key, task, seed: {
+        "val_acc": {key: 0.5 + 0.1 * seed}, "test_acc": {key: 0.01 * (seed + task)}})
     assert all(c.reproduced == pytest.approx(60.0) for c in parts.cells)      # mean of 50, 60, 70: validation only
     assert all("per seed 50.0, 60.0, 70.0" in c.detail for c in parts.cells)
     reading = next(n for n in parts.notes if n.startswith("Reading of the result"))   # its quoted numbers filled in
     assert "task 2 reaches 60 and task 15 stays near its two-answer plateau (60)" in reading
     assert "{" not in reading
+
+
+def test_an_explanation_table_reports_mean_test_accuracy_and_selects_no_run(tmp_path):
+    """report: test_mean (Table hindi-answer-forms): each cell is the mean test accuracy over the seeds, its spread
+    and each seed in the detail; the seed validation would pick plays no part."""
+    parts = _table_of_made_up_runs("hindi-answer-forms", tmp_path, lambda key, task, seed: {
+        "val_acc": {key: 1.0 if seed == 9 else 0.5}, "val_nll": {key: 1.0}, "test_acc": {key: 0.2 + 0.02 * seed}})
+    assert all(c.reproduced == pytest.approx(29.0) for c in parts.cells)    # 20, 22, ..., 38: not seed 9's 38
+    assert all(c.detail.startswith("test accuracy, mean ± 6.1 over 10 seeds; per seed 20.0, 22.0") for c in parts.cells)
+    assert parts.notes[0].startswith("Scale `cpu`: an explanation, not a reproduction.")
 
 
 def test_tracks_measures_the_mean_gap_per_task_and_names_the_widest():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
@@ -28,15 +28,19 @@ class TaskTensors:
 
 
 def load_task_tensors(root, variant: str, tasks: list[int], memory_size: int, n_val: int,
-                      split_seed: int, train_questions: int | None = None) -> TaskTensors:
+                      split_seed: int, train_questions: int | None = None,
+                      answer_forms: dict[str, str] | None = None) -> TaskTensors:
     """Parse the task files, split train into train/validation, build the vocabulary (train + test words,
     as the reference code does) and vectorise. Several tasks give one joint data set. `train_questions`: only
-    the first N questions of each training file (in file order) are split and used.
+    the first N questions of each training file (in file order) are split and used. `answer_forms`: answers
+    rewritten as their stories write them (answers_in_story_form).
     Raises babi.MissingDataError when a file is absent."""
     parts = {s: [] for s in SPLITS}
     task_of = {s: [] for s in SPLITS}
     for task in tasks:
         train, test = babi.load_task(root, variant, task)
+        if answer_forms:
+            train, test = answers_in_story_form(train, answer_forms), answers_in_story_form(test, answer_forms)
         if train_questions is not None:
             if train_questions > len(train):
                 raise ValueError(f"memnet.data.train_questions: {train_questions} questions asked for, but "
@@ -49,6 +53,20 @@ def load_task_tensors(root, variant: str, tasks: list[int], memory_size: int, n_
     data = tensors_from_samples(f"{variant}:{'+'.join(map(str, tasks))}", parts, memory_size)
     data.task_of = {s: np.array(t, dtype=np.int64) for s, t in task_of.items()}
     return data
+
+
+def answers_in_story_form(samples: list[babi.Sample], forms: dict[str, str]) -> list[babi.Sample]:
+    """Each answer as its own story writes it: where an answer is not a word of the question's story and its form
+    in `forms` is, the answer becomes that form. Hindi bAbI answers name a place in the direct case ('bagicha')
+    where the story names it in the oblique case ('Sita bagichey gayi'); an answer its story already holds
+    ('bagicha' as the subject of a task-4 fact) is left as it is."""
+    out = []
+    for x in samples:
+        form = forms.get(x.answer)
+        if form is not None and not any(x.answer in f for f in x.facts) and any(form in f for f in x.facts):
+            x = replace(x, answer=form)
+        out.append(x)
+    return out
 
 
 def tensors_from_samples(name: str, parts: dict[str, list[babi.Sample]], memory_size: int,

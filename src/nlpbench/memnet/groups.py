@@ -67,7 +67,7 @@ HASH_NEUTRAL = {("model", "prior_sigma"): 1.0, ("train", "track_test_samples"): 
                 ("train", "drop_last"): True, ("model", "nil_row"): "zero",
                 ("model", "memory_slots"): "fixed", ("model", "position_form"): "paper",
                 ("bayes", "test_draws"): "sequential", ("model", "t_sampler"): "gamma",
-                ("data", "train_questions"): None}
+                ("data", "train_questions"): None, ("data", "answer_forms"): {}}
 # Settings that choose how a run is computed, not what: never in a group's hash, as the device, the thread count
 # and the runs a group trains together are not (each changes only float rounding: the order of sums, fused kernels).
 EXECUTION_ONLY = (("model", "memory_read"), ("model", "posterior_kernels"), ("model", "hop_kernels"))
