@@ -289,7 +289,9 @@ def test_a_data_step_runs_before_the_shorter_training_jobs_of_the_longest_group_
         step = next(j for j in priority if j.startswith(prefix))
         assert jobs and priority[step] == max(priority[j] for j in jobs) > 0, (step, priority)
     babi = [j for j in priority if j.startswith("train_")]
-    assert priority["data_babi"] == max(priority[j] for j in babi)   # every group reads it, the longest included
+    # every group reads bAbI, the longest included; the step's priority is that of the longest reader in the whole
+    # plan, which may be a memnet group outside this DAG (results/costs.tsv decides), so at least this DAG's longest
+    assert priority["data_babi"] >= max(priority[j] for j in babi) > 0
 
 
 def test_data_priorities_pass_a_groups_priority_on_to_every_step_it_reads():
