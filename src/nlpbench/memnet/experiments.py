@@ -283,20 +283,15 @@ def table_parts(params: dict, d: Declared, runs_root: Path, with_claims: bool = 
             hop_kernels.update(m.get("hop_kernels", "eager") for m in ok)     # runs before the key: eager
             kernels.update(m.get("posterior_kernels", "eager") for m in ok       # t-MEM-NN runs; before issue 16's
                            if MODELS.get(m.get("model"), {}).get("posterior") == "student_t")   # kernels: eager
-            if exp.get("report") == "validation":      # a reading pilot: every seed counts, test never read
-                vals = [100 * (m["val_acc_by_task"][str(task)] if group.joint else m["val_acc"])[col["metric"]]
-                        for m in sorted(ok, key=lambda m: m["seed"])]
-                cells.append(tables.Cell(str(task), column, statistics.mean(vals), "ok",
-                                         "validation accuracy, mean over seeds; per seed " +
-                                         ", ".join(f"{v:.1f}" for v in vals)))
-                continue
-            if exp.get("report") == "test_mean":       # an explanation: every seed counts, no run is selected
-                vals = [100 * (m["test_acc_by_task"][str(task)] if group.joint else m["test_acc"])[col["metric"]]
+            if exp.get("report") in ("validation", "test_mean"):   # every seed counts: a reading pilot never
+                split = "val" if exp["report"] == "validation" else "test"   # reads test, an explanation selects no run
+                vals = [100 * (m[f"{split}_acc_by_task"][str(task)] if group.joint else m[f"{split}_acc"])[col["metric"]]
                         for m in sorted(ok, key=lambda m: m["seed"])]
                 sd = f" ± {statistics.stdev(vals):.1f}" if len(vals) > 1 else ""
+                what = ("validation accuracy, mean over seeds" if split == "val"
+                        else f"test accuracy, mean{sd} over {len(vals)} seeds")
                 cells.append(tables.Cell(str(task), column, statistics.mean(vals), "ok",
-                                         f"test accuracy, mean{sd} over {len(vals)} seeds; per seed " +
-                                         ", ".join(f"{v:.1f}" for v in vals)))
+                                         f"{what}; per seed " + ", ".join(f"{v:.1f}" for v in vals)))
                 continue
             chosen = select_run(ok, col["metric"], params["memnet"]["tie_break"])
 
@@ -334,13 +329,14 @@ def table_parts(params: dict, d: Declared, runs_root: Path, with_claims: bool = 
     settings = next((g.settings for g in groups.values() if "bayes" in g.settings),
                     next(iter(groups.values())).settings | {"bayes": params["memnet"]["bayes"]})
     notes = _reading_notes(params, settings, next(iter(groups.values())).seeds)
+    seeds = ", ".join(map(str, next(iter(groups.values())).seeds))
     if exp.get("report") == "validation":
         notes[0] = (f"Scale `{params['scale']}`: a reading pilot. Each cell is the mean validation accuracy over seeds "
-                    f"{', '.join(map(str, next(iter(groups.values())).seeds))} (per seed in the CSV's note column); "
+                    f"{seeds} (per seed in the CSV's note column); "
                     "test accuracy is never read, so the choice it supports is not selected on test numbers.")
     elif exp.get("report") == "test_mean":
         notes[0] = (f"Scale `{params['scale']}`: an explanation, not a reproduction. Each cell is the mean test accuracy "
-                    f"over seeds {', '.join(map(str, next(iter(groups.values())).seeds))} (its spread and each seed in "
+                    f"over seeds {seeds} (its spread and each seed in "
                     "the CSV's note column); no run is selected, so a difference between columns is the effect of what "
                     "they change, not of which seed validation picks.")
     if dofs:
