@@ -1,11 +1,10 @@
 """nlpbench end-to-end: declared tables timed end to end by snakemake in a scratch clone of the commit."""
 
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
-import yaml
+from project_repo import project_repo
 
 from nlpbench import config, end_to_end, io
 
@@ -61,22 +60,13 @@ def test_a_benchmark_shows_a_measurement_or_says_there_is_none():
 
 
 def _project_repo(path: Path) -> Path:
-    """A git repository of this checkout's files (tracked and new, as they are now) with one small measurement
-    declared: Table 2 at the smoke scale."""
-    listed = subprocess.run(["git", "-C", str(REPO), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                            check=True, capture_output=True, text=True).stdout.split("\0")
-    for name in filter(None, listed):
-        if (REPO / name).is_file():
-            (path / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / name, path / name)
-    params = yaml.safe_load((path / "params.yaml").read_text())
-    params["end_to_end"]["smoke-2"] = {"source": "tolias-thesis", "tables": ["2"], "cores": 2, "target_minutes": 1,
-                                       "config": {"scale": "smoke",   # eager: no kernels to build in a test
-                                                  "memnet": {"model": {"posterior_kernels": "eager"}}}}
-    (path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "x"]):
-        subprocess.run(["git", "-C", str(path), *args], check=True)
-    return path
+    """This checkout as a git repository with one small measurement declared: Table 2 at the smoke scale."""
+    def declare(params: dict) -> None:
+        params["end_to_end"]["smoke-2"] = {"source": "tolias-thesis", "tables": ["2"], "cores": 2,
+                                           "target_minutes": 1,
+                                           "config": {"scale": "smoke",   # eager: no kernels to build in a test
+                                                      "memnet": {"model": {"posterior_kernels": "eager"}}}}
+    return project_repo(path, declare)
 
 
 @pytest.mark.slow

@@ -8,6 +8,7 @@
     nlpbench plan | status | check       what the chosen scale builds | what is left, with an ETA | validate
     nlpbench costs                       refresh results/costs.tsv (per-group costs) from a run's benchmark files
     nlpbench end-to-end <name>           time declared tables end to end in a scratch clone (on demand)
+    nlpbench verify [SOURCE/TABLE ...]   retrain committed tables in a scratch clone and compare every cell
 """
 
 from __future__ import annotations
@@ -174,6 +175,14 @@ def cmd_end_to_end(args) -> None:
                        keep_runs=Path(args.keep_runs) if args.keep_runs else None)
 
 
+def cmd_verify(args) -> int:
+    from nlpbench import verify
+    if args.tolerance < 0:
+        raise config.ConfigError(f"--tolerance {args.tolerance:g}: must be 0 (exact) or more")
+    return verify.verify(_params(args), Path.cwd(), Path(args.logs), args.tables, args.sample, args.seed,
+                         args.tolerance, args.max_minutes, args.cores)
+
+
 def _threads_option(p: argparse.ArgumentParser) -> None:
     """--threads of the commands that train or time models (the rules pass their thread count through it)."""
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch's default)")
@@ -236,18 +245,32 @@ def main(argv: list[str] | None = None) -> int:
                    help="measure nothing: compare the runs kept in DIR with runs/ again and rewrite the record's "
                         "comparison")
     p.set_defaults(func=cmd_end_to_end)
+    p = sub.add_parser("verify", help="retrain committed tables from no runs in a scratch clone of HEAD and compare "
+                                      "every cell with the committed CSV (exit 1 when some differ)")
+    p.add_argument("tables", nargs="*", metavar="SOURCE/TABLE", help="e.g. shen-thesis/6.2 (else --sample)")
+    p.add_argument("--sample", type=int, metavar="N",
+                   help="draw N tables at random, spread over the families, among those that train in at most "
+                        "--max-minutes of jobs by results/costs.tsv")
+    p.add_argument("--seed", type=int, default=0, help="the draw's seed (default 0)")
+    p.add_argument("--max-minutes", type=float, default=15.0,
+                   help="the job-minutes a drawn table may take at most (default 15)")
+    p.add_argument("--tolerance", type=float, default=0.0,
+                   help="largest |difference| of two numbers that still agree (default 0: exactly as written)")
+    p.add_argument("--cores", type=int, default=1, help="snakemake's cores in the clone (default 1)")
+    p.add_argument("--logs", default="logs", help="where snakemake's log and the rebuilt CSVs go (logs/verify/)")
+    p.set_defaults(func=cmd_verify)
     args = parser.parse_args(argv)
     from nlpbench.provenance import code_commit
     code_commit()                      # the commit of the code this process loaded, fixed before it runs
     try:
-        args.func(args)
+        code = args.func(args)
     except BrokenPipeError:            # `nlpbench plan | head`: the reader left; not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except (config.ConfigError, FetchError, MissingDataError, BabiFormatError, OutputError) as e:
         print(f"nlpbench: {e}", file=sys.stderr)
         return 2
-    return 0
+    return code or 0
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ logs/end-to-end/.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -177,6 +178,40 @@ def _git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
 
 
+def head(repo: Path, what: str, log=print) -> tuple[str, bool]:
+    """The commit a clone of `repo` checks out (its HEAD) and whether the checkout has uncommitted changes, which
+    the clone leaves out (said in the log)."""
+    commit = _git(repo, "rev-parse", "HEAD")
+    uncommitted = bool(_git(repo, "status", "--porcelain", "--untracked-files=no"))
+    if uncommitted:
+        log(f"{what}: the checkout has uncommitted changes; the clone has {commit[:7]} without them")
+    return commit, uncommitted
+
+
+@contextlib.contextmanager
+def scratch_clone(repo: Path, commit: str, mirror: str | None, prefix: str = "nlpbench-end-to-end-"):
+    """A clean clone of `repo` at `commit` in a scratch directory, deleted afterwards; yields the clone and the
+    environment that runs the clone's own code (whatever nlpbench this interpreter has installed, an editable
+    install's path included), with `mirror` for its data steps when one is set."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        clone = Path(tmp) / "repo"
+        subprocess.run(["git", "clone", "-q", "--no-checkout", str(repo), str(clone)], check=True)
+        _git(clone, "checkout", "-q", commit)
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(clone / "src"), os.environ.get("PYTHONPATH", "")]),
+               "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}  # `nlpbench`
+        if mirror:
+            env["NLPBENCH_MIRROR"] = str(Path(mirror).resolve())
+        yield clone, env
+
+
+def snakemake(clone: Path, env: dict, args: list[str], log_path: Path) -> int:
+    """Run snakemake with `args` in a scratch clone, its output to `log_path`; its exit status."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "w") as out:
+        return subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=clone, env=env, stdout=out,
+                              stderr=subprocess.STDOUT).returncode
+
+
 def measure(params: dict, name: str, repo: Path, results: Path, runs: Path, logs: Path,
             keep_runs: Path | None = None, log=print) -> Path:
     """Clone `repo` at its HEAD into a scratch directory, build the declaration's tables there with snakemake from
@@ -188,31 +223,18 @@ def measure(params: dict, name: str, repo: Path, results: Path, runs: Path, logs
     decl = declaration(params, name)
     if keep_runs is not None and keep_runs.exists():
         raise config.ConfigError(f"--keep-runs {keep_runs}: exists already (the clone's runs/ go to a new directory)")
-    commit = _git(repo, "rev-parse", "HEAD")
-    uncommitted = bool(_git(repo, "status", "--porcelain", "--untracked-files=no"))
-    if uncommitted:
-        log(f"end-to-end {name}: the checkout has uncommitted changes; the clone measures {commit[:7]} without them")
+    commit, uncommitted = head(repo, f"end-to-end {name}", log)
     log_path = Path(logs) / "end-to-end" / f"{name}.log"
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="nlpbench-end-to-end-") as tmp:
-        clone = Path(tmp) / "repo"
-        subprocess.run(["git", "clone", "-q", "--no-checkout", str(repo), str(clone)], check=True)
-        _git(clone, "checkout", "-q", commit)
-        # the clone's own code, whatever nlpbench this interpreter has installed (an editable install's path)
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(clone / "src"), os.environ.get("PYTHONPATH", "")]),
-               "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}  # `nlpbench`
-        if params.get("mirror"):
-            env["NLPBENCH_MIRROR"] = str(Path(params["mirror"]).resolve())
-        command = [sys.executable, "-m", "snakemake", *snakemake_command(decl)]
-        log(f"end-to-end {name}: snakemake {' '.join(command[3:])} in a clone of {commit[:7]} (log: {log_path})")
+    with scratch_clone(repo, commit, params.get("mirror")) as (clone, env):
+        command = snakemake_command(decl)
+        log(f"end-to-end {name}: snakemake {' '.join(command)} in a clone of {commit[:7]} (log: {log_path})")
         load = os.getloadavg()[0]
         started = datetime.now(timezone.utc)
         t0 = time.perf_counter()
-        with open(log_path, "w") as out:
-            done = subprocess.run(command, cwd=clone, env=env, stdout=out, stderr=subprocess.STDOUT)
+        returncode = snakemake(clone, env, command, log_path)
         wall = time.perf_counter() - t0
-        if done.returncode != 0:
-            raise SystemExit(f"nlpbench end-to-end {name}: snakemake failed (exit {done.returncode}); see {log_path}")
+        if returncode != 0:
+            raise SystemExit(f"nlpbench end-to-end {name}: snakemake failed (exit {returncode}); see {log_path}")
         jobs = {p.name.removesuffix(".benchmark.tsv"): job_seconds(p.parent, p.name.removesuffix(".benchmark.tsv"))
                 for p in sorted((clone / "logs" / "train").glob("*.benchmark.tsv"))}
         compared = compare_runs(clone / "runs", runs)

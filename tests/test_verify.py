@@ -1,0 +1,122 @@
+"""nlpbench verify: committed tables retrained in a scratch clone of HEAD and compared cell by cell."""
+
+import csv
+import io as io_
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from project_repo import commit_all, project_repo
+
+from nlpbench import cli, config, end_to_end, io, verify
+
+
+
+def _csv(*cells: tuple[str, str, str]) -> str:
+    """A table's CSV as tables.render_csv writes it, with these (row, column, reproduced) cells."""
+    buf = io_.StringIO()
+    out = csv.writer(buf, lineterminator="\n")
+    out.writerow(["row", "column", "reproduced", "paper", "diff", "status", "note"])
+    out.writerows([r, c, v, "50.0", "", "ok", "seed 0, epoch 3"] for r, c, v in cells)
+    return buf.getvalue()
+
+
+def test_a_changed_cell_is_reported_and_an_equal_one_is_not():
+    committed = _csv(("1", "MemN2N", "99.9"), ("2", "MemN2N", "43.5435"), ("3", "MemN2N", ""), ("4", "a, b", "1"))
+    rebuilt = _csv(("1", "MemN2N", "99.9"), ("2", "MemN2N", "39.3393"), ("3", "MemN2N", ""), ("4", "a, b", "1"),
+                   ("5", "MemN2N", "7"))
+    n, diffs = verify.compare("t/2", committed, rebuilt)
+    assert n == 5
+    assert [(d.row, d.column, d.committed, d.rebuilt) for d in diffs] == [
+        ("2", "MemN2N", "43.5435", "39.3393"), ("5", "MemN2N", "(none)", "7")]
+    assert diffs[0].delta == pytest.approx(-4.2042) and diffs[1].delta is None
+    assert diffs[0].line() == "t/2  row '2'  column 'MemN2N': committed 43.5435, rebuilt 39.3393  Δ -4.204"
+    # a tolerance lets numbers that close agree, never a missing or an emptied cell
+    emptied = _csv(("1", "MemN2N", ""), ("2", "MemN2N", "39.3393"))
+    assert verify.compare("t/2", committed, emptied, tolerance=5)[1] == [
+        verify.Difference("t/2", "1", "MemN2N", "99.9", ""), verify.Difference("t/2", "3", "MemN2N", "", "(none)"),
+        verify.Difference("t/2", "4", "a, b", "1", "(none)")]
+    assert verify.compare("t/2", committed, committed.replace("43.5435", "43.5436"), tolerance=1e-3)[1] == []
+    assert len(verify.compare("t/2", committed, committed.replace("43.5435", "43.5436"))[1]) == 1   # exact
+
+
+def test_exit_status_is_0_when_every_cell_agrees_and_1_when_one_differs():
+    committed = {"t/2": _csv(("1", "MemN2N", "99.9"), ("2", "MemN2N", "43.5435"))}
+    lines = []
+    assert verify.report(committed, dict(committed), 0.0, "abc1234", 60.0, lines.append) == 0
+    assert lines == ["verify: 1 table(s), 2 cells, 0 differ; rebuilt at abc1234 in 1.0 min"]
+    lines.clear()
+    rebuilt = {"t/2": committed["t/2"].replace("43.5435", "39.3393")}
+    assert verify.report(committed, rebuilt, 0.0, "abc1234", 60.0, lines.append) == 1
+    assert lines[0].startswith("t/2  row '2'") and lines[-1].startswith("verify: 1 table(s), 2 cells, 1 differ (max")
+    assert verify.report(committed, rebuilt, 5.0, "abc1234", 60.0, lines.append) == 0
+
+
+def _candidates(**seconds_by_family) -> dict:
+    return {f"{fam}/{i}": verify.Candidate(f"{fam}/{i}", fam, "cpu", True, ("g",), s)
+            for fam, secs in seconds_by_family.items() for i, s in enumerate(secs)}
+
+
+def test_a_sample_is_seeded_spread_over_families_and_leaves_out_costly_tables():
+    cands = _candidates(memnet=[60, 120, 5000], dmn=[100, 200], squad=[9000])
+    picked = verify.sample(cands, 3, seed=1, max_seconds=600)
+    assert picked == verify.sample(cands, 3, seed=1, max_seconds=600)            # the seed decides
+    assert {c.family for c in picked[:2]} == {"memnet", "dmn"}                    # one of each family first
+    assert all(c.seconds <= 600 for c in picked) and len(picked) == 3
+    assert len(verify.sample(cands, 10, seed=1, max_seconds=600)) == 4          # all there are
+    with pytest.raises(config.ConfigError, match="--max-minutes"):
+        verify.sample(cands, 1, seed=0, max_seconds=10)
+    with pytest.raises(config.ConfigError, match="shen-thesis/6.2"):              # a name that is not one
+        verify.choose(cands, ["memnet/0", "shen-thesis/6.2"], None, 0, 15)
+    with pytest.raises(config.ConfigError, match="--sample N"):
+        verify.choose(cands, [], None, 0, 15)
+
+
+def test_the_committed_tables_are_the_ones_that_read_training_groups_at_their_scale():
+    repo = Path(__file__).resolve().parents[1]
+    cands = verify.candidates(repo / "results", lambda s: config.load(repo / "params.yaml", {"scale": s}),
+                              ["paper", "cpu", "smoke"])
+    dmn = cands["shen-thesis/6.2"]
+    assert (dmn.family, dmn.scale, dmn.cpu, len(dmn.groups)) == ("dmn", "cpu", True, 6) and dmn.seconds > 0
+    assert cands["tolias-thesis/acvi-qg"].scale == "cpu"             # its provenance adds a sentence to the scale
+    assert "acvi-paper/3" not in cands                               # every trained row needs data: no groups
+
+
+def test_a_bad_request_is_a_message_with_exit_status_2(capsys):
+    assert cli.main(["verify"]) == 2
+    assert "name the tables (SOURCE/TABLE ...) or draw some with --sample N" in capsys.readouterr().err
+    assert cli.main(["verify", "--tolerance", "-1", "shen-thesis/6.2"]) == 2
+    assert "--tolerance -1: must be 0 (exact) or more" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_clone_retrains_a_committed_smoke_table_bit_for_bit_and_an_edited_cell_is_reported(
+        tmp_path, mirror_dir, monkeypatch):
+    def eager(params: dict) -> None:         # no kernels to build in a test
+        params["memnet"]["model"]["posterior_kernels"] = "eager"
+    repo = project_repo(tmp_path / "repo", eager)
+    env = {**os.environ, "NLPBENCH_MIRROR": str(mirror_dir),
+           "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
+    assert end_to_end.snakemake(repo, env, ["table_tolias_thesis_2", "--cores", "2", "--resources", "gpu=1",
+                                            "--config", "scale=smoke"], tmp_path / "build.log") == 0, \
+        (tmp_path / "build.log").read_text()[-3000:]
+    table = repo / "results" / "tolias-thesis" / "2.csv"
+    assert io.read_json(table.with_suffix(".json"))["provenance"]["scale"] == "smoke"
+    lines = table.read_text().splitlines()
+    first = lines[1].split(",")
+    assert first[2] not in ("", "12.3456")
+    lines[1] = ",".join([*first[:2], "12.3456", *first[3:]])          # one committed cell that is not what it trains
+    table.write_text("\n".join(lines) + "\n")
+    commit_all(repo, "Table 2 at the smoke scale")
+    monkeypatch.setenv("NLPBENCH_MIRROR", str(mirror_dir))
+    out = []
+    code = verify.verify(config.load(repo / "params.yaml"), repo, tmp_path / "logs", ["tolias-thesis/2"],
+                         cores=2, log=out.append)
+    assert code == 1, "\n".join(out)
+    differences = [line for line in out if line.startswith("tolias-thesis/2  row")]
+    assert differences == [f"tolias-thesis/2  row {first[0]!r}  column {first[1]!r}: committed 12.3456, rebuilt "
+                           f"{first[2]}  Δ {float(first[2]) - 12.3456:+.4g}"]
+    assert f"{len(lines) - 1} cells, 1 differ" in out[-1]
+    assert (tmp_path / "logs" / "verify" / "tolias-thesis" / "2.csv").read_text().splitlines()[1].split(",")[2] \
+        == first[2]
