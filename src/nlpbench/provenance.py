@@ -20,10 +20,13 @@ def resolve_device(name: str) -> str:
 
 
 def device_label(device: str, threads: int | None = None) -> str:
-    """The device a process computes on; on a CPU with `threads` torch threads (default: this process's)."""
+    """The device a process computes on; on a CPU the vector instructions torch's own kernels use (AVX2, AVX512,
+    ...: they decide the last bits of softmax, the GRU cell and cross-entropy, so two CPUs that differ in them
+    train other numbers; docs/reproducibility.md) and `threads` torch threads (default: this process's)."""
     if device == "cuda":
         return f"cuda ({torch.cuda.get_device_name(0)})"
-    return f"cpu ({platform.processor() or platform.machine()}, {threads or torch.get_num_threads()} threads)"
+    return (f"cpu ({platform.processor() or platform.machine()}, {torch.backends.cpu.get_cpu_capability()}, "
+            f"{threads or torch.get_num_threads()} threads)")
 
 
 _COMMIT_AT_START: str | None = None
