@@ -20,7 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from nlpbench import config, end_to_end, io, plan, status
+import torch
+
+from nlpbench import config, end_to_end, io, plan, provenance, status
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,7 @@ class Candidate:
     cpu: bool
     groups: tuple[str, ...]
     seconds: float
+    built_with: str = ""       # the torch and device its provenance records
 
 
 @dataclass(frozen=True)
@@ -125,9 +128,11 @@ def candidates(results: Path, params_at: Callable[[str], dict], scales) -> dict[
         target = p.targets.get(key)
         if target is None or target.section != "tables" or not target.groups:
             continue
-        device = str((summary.get("provenance") or {}).get("device", "cpu"))
+        prov = summary.get("provenance") or {}
+        device = str(prov.get("device", "cpu"))
         seconds = status.estimate(p, list(target.groups), scale, costs).seconds
-        out[key] = Candidate(key, p.owner[key], scale, device.startswith("cpu"), target.groups, seconds)
+        out[key] = Candidate(key, p.owner[key], scale, device.startswith("cpu"), target.groups, seconds,
+                             f"torch {prov.get('torch', '?')}, {device}")
     return out
 
 
@@ -187,6 +192,12 @@ def verify(params: dict, repo: Path, logs: Path, targets: list[str],
         expected = sum(c.seconds for c in chosen) / 60
         log(f"verify: {', '.join(c.key for c in chosen)} retrained from no runs in a clone of {commit[:7]} "
             f"(about {expected:.0f} job-minutes by results/costs.tsv; log: {log_path})")
+        for built, cpu in dict.fromkeys((c.built_with, c.cpu) for c in chosen):
+            here = provenance.device_label("cpu", 1) if cpu else provenance.device_label(
+                provenance.resolve_device("auto"))
+            log(f"verify: committed with {built}; rebuilt with torch {torch.__version__}, {here} (another CPU "
+                "instruction set, torch or device gives other last bits, and can give other cells: "
+                "docs/reproducibility.md)")
         for i, (scale, cpu) in enumerate(dict.fromkeys((c.scale, c.cpu) for c in chosen)):
             run_log = log_path.with_name(f"{log_path.stem}-{i + 1}.log") if i else log_path
             rules = [plan.rule_name("table", c.key) for c in chosen if (c.scale, c.cpu) == (scale, cpu)]
