@@ -31,7 +31,7 @@ def test_a_changed_cell_is_reported_and_an_equal_one_is_not():
     assert [(d.row, d.column, d.committed, d.rebuilt) for d in diffs] == [
         ("2", "MemN2N", "43.5435", "39.3393"), ("5", "MemN2N", "(none)", "7")]
     assert diffs[0].delta == pytest.approx(-4.2042) and diffs[1].delta is None
-    assert diffs[0].line() == "t/2  row '2'  column 'MemN2N': committed 43.5435, rebuilt 39.3393  Δ -4.204"
+    assert diffs[0].line() == "t/2  row '2'  column 'MemN2N': committed 43.5435, rebuilt 39.3393  Δ -4.2042"
     # a tolerance lets numbers that close agree, never a missing or an emptied cell
     emptied = _csv(("1", "MemN2N", ""), ("2", "MemN2N", "39.3393"))
     assert verify.compare("t/2", committed, emptied, tolerance=5)[1] == [
@@ -116,7 +116,7 @@ def test_a_clone_retrains_a_committed_smoke_table_bit_for_bit_and_an_edited_cell
     assert code == 1, "\n".join(out)
     differences = [line for line in out if line.startswith("tolias-thesis/2  row")]
     assert differences == [f"tolias-thesis/2  row {first[0]!r}  column {first[1]!r}: committed 12.3456, rebuilt "
-                           f"{first[2]}  Δ {float(first[2]) - 12.3456:+.4g}"]
+                           f"{first[2]}  Δ {float(first[2]) - 12.3456:+.4f}"]
     assert f"{len(lines) - 1} cells, 1 differ" in out[-1]
     assert (tmp_path / "logs" / "verify" / "tolias-thesis" / "2.csv").read_text().splitlines()[1].split(",")[2] \
         == first[2]

@@ -53,7 +53,7 @@ class Difference:
         return None if a is None or b is None else b - a
 
     def line(self) -> str:
-        delta = "" if self.delta is None else f"  Δ {self.delta:+.4g}"
+        delta = "" if self.delta is None else f"  Δ {self.delta:+.4f}"
         return (f"{self.table}  row {self.row!r}  column {self.column!r}: committed {self.committed or '(empty)'}, "
                 f"rebuilt {self.rebuilt or '(empty)'}{delta}")
 
@@ -226,6 +226,6 @@ def report(committed: dict[str, str], rebuilt: dict[str, str], tolerance: float,
     deltas = [abs(d.delta) for d in differences if d.delta is not None]
     within = f" by more than {tolerance:g}" if tolerance > 0 else ""
     log(f"verify: {len(committed)} table(s), {total} cells, {len(differences)} differ{within}"
-        + (f" (max |Δ| {max(deltas):.4g})" if deltas else "")
+        + (f" (max |Δ| {max(deltas):.4f})" if deltas else "")
         + f"; rebuilt at {commit[:7]} in {seconds / 60:.1f} min")
     return 1 if differences else 0
