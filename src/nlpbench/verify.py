@@ -207,8 +207,11 @@ def verify(params: dict, repo: Path, logs: Path, targets: list[str],
             if code != 0:
                 raise SystemExit(f"nlpbench verify: snakemake failed (exit {code}); see {run_log}")
         rebuilt = {c.key: (results / f"{c.key}.csv").read_text() for c in chosen}
-    for key, text in rebuilt.items():      # kept for a closer look
-        io.write_text(Path(logs) / "verify" / f"{key}.csv", text)
+    kept = Path(logs) / "verify"
+    for key, text in rebuilt.items():      # kept for a closer look, never outside logs/verify/
+        path = kept / f"{key}.csv"
+        if path.resolve().is_relative_to(kept.resolve()):
+            io.write_text(path, text)
     return report(committed, rebuilt, tolerance, commit, time.perf_counter() - t0, log)
 
 
