@@ -167,8 +167,10 @@ def test_the_tables_stage_depends_on_every_file_the_configuration_is_read_from(m
     that loading the configuration reads (params.yaml, and any file it may later be split into) is a dependency."""
     from nlpbench import config
 
+    import builtins
+
     read = set()
-    real_read_text, real_open = Path.read_text, Path.open
+    real_read_text, real_path_open, real_open = Path.read_text, Path.open, builtins.open
 
     def read_text(self, *a, **k):
         read.add(self.resolve())
@@ -176,10 +178,16 @@ def test_the_tables_stage_depends_on_every_file_the_configuration_is_read_from(m
 
     def path_open(self, *a, **k):
         read.add(self.resolve())
-        return real_open(self, *a, **k)
+        return real_path_open(self, *a, **k)
+
+    def any_open(file, *a, **k):
+        if isinstance(file, (str, os.PathLike)):
+            read.add(Path(file).resolve())
+        return real_open(file, *a, **k)
 
     monkeypatch.setattr(Path, "read_text", read_text)
     monkeypatch.setattr(Path, "open", path_open)
+    monkeypatch.setattr(builtins, "open", any_open)
     monkeypatch.chdir(REPO)
     config.load("params.yaml", {})
     monkeypatch.undo()
