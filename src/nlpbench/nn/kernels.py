@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import os
 from pathlib import Path
-from typing import Callable, MutableMapping
+from typing import Callable, Mapping, MutableMapping
 
 import torch
 
@@ -31,17 +31,24 @@ def _probe(x: torch.Tensor) -> torch.Tensor:
 CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"      # torch.compile's cache (inductor's; Triton's under it)
 
 
-def compile_cache_dir(environ: MutableMapping[str, str]) -> str:
-    """The directory torch.compile should cache its kernels in, given the environment `environ`."""
-    if environ.get(CACHE_ENV):
+def compile_cache_dir(environ: Mapping[str, str], torch_default: str | None = None) -> str:
+    """The directory torch.compile should cache its kernels in, given the environment `environ`: the one the
+    user set, else the user's cache. `torch_default`: torch's own temp-directory default, which torch writes into
+    the environment itself when it loads its compiler, so that it does not count as the user's."""
+    if environ.get(CACHE_ENV) and environ[CACHE_ENV] != torch_default:
         return environ[CACHE_ENV]
     base = environ.get("XDG_CACHE_HOME") or str(Path(environ.get("HOME") or Path.home()) / ".cache")
     return str(Path(base) / "nlpbench" / "torch-compile")
 
 
 def use_compile_cache(environ: MutableMapping[str, str] = os.environ) -> None:
-    """Point torch.compile's cache at `compile_cache_dir` (torch reads it from the environment on compiling)."""
-    environ[CACHE_ENV] = compile_cache_dir(environ)
+    """Point torch.compile's cache at `compile_cache_dir` (torch reads it from the environment as it compiles)."""
+    try:
+        from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+        torch_default = default_cache_dir()
+    except ImportError:          # another torch: its default is then not recognised
+        torch_default = None
+    environ[CACHE_ENV] = compile_cache_dir(environ, torch_default)
 
 
 @functools.cache
