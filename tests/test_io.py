@@ -101,6 +101,7 @@ def test_temp_files_of_writers_that_may_still_run_are_kept(tmp_path):
     try:
         here = io._host_tag()
         names = {"live": f".model.pt.{here}-{live.pid}-abcd1234.tmp",
+                 "this machine, no such process": f".model.pt.{here}-{10 ** 20}-abcd1234.tmp",
                  "other machine, fresh": ".model.pt.0badc0de-1-abcd1234.tmp",
                  "other machine, old": ".model.pt.0badc0de-2-abcd1234.tmp",
                  "older version, fresh": ".model.pt.abcd1234.tmp",

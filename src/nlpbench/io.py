@@ -63,7 +63,7 @@ def _running(pid: int) -> bool:
         return False
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):      # no such process (OverflowError: no such pid at all)
         return False
     except PermissionError:        # another user's process
         return True
