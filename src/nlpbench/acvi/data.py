@@ -405,7 +405,8 @@ def prepare_msvd(out_dir: str | os.PathLike, root: str | os.PathLike, mirror: st
 
 def read_msvd_split(out_dir: str | os.PathLike, split: str) -> tuple[torch.Tensor, list[list[list[str]]]]:
     """(features (n, frames, dim), reference token lists per clip) of a prepared MSVD split."""
-    d = checkpoints.load(prepared_file(out_dir, f"{split}.pt", "acvi-msvd", "acvi.data.msvd_dir"))
+    d = checkpoints.load(prepared_file(out_dir, f"{split}.pt", "acvi-msvd", "acvi.data.msvd_dir"),
+                         remedy="delete it and run the data step acvi-msvd again")
     return d["features"], d["captions"]
 
 

@@ -211,7 +211,8 @@ def train_run(run: TextRun, params: dict, data_root: Path, runs_root: Path, devi
     if corpus.vocab is None or "train" not in corpus.splits:
         raise FileNotFoundError(f"{corpus.root}: no training split")
     vocab = corpus.vocab
-    vectors = checkpoints.load(embeddings_path(params, run.corpus, runs_root))["vectors"]
+    vectors = checkpoints.load(embeddings_path(params, run.corpus, runs_root),
+                               remedy=f"delete it and run the data step embeddings-{run.corpus} again")["vectors"]
     torch.manual_seed(run.seed)
     model = build_model(s, corpus, params["textgen"]["embeddings"]["dim"], vectors).to(device)
     params_ = [p for p in model.parameters() if p.requires_grad]
