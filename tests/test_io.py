@@ -62,3 +62,61 @@ def test_the_cli_reports_an_unwritable_output_in_one_line(tmp_path, monkeypatch,
     out, reason = _unwritable(tmp_path, monkeypatch)
     assert cli.main(["--results", str(out), "index"]) == 2
     assert capsys.readouterr().err == f"nlpbench: cannot write {out / 'index.csv'}: {reason}\n"
+
+
+def _killed_writer(out) -> None:
+    """A process killed inside an atomic write of out/checkpoint.pt (its temp file half written)."""
+    import subprocess
+    import sys
+    code = ("import os, signal, sys; from nlpbench import io\n"
+            "with io.atomic_path(sys.argv[1]) as tmp:\n"
+            "    tmp.write_bytes(b'half a checkpoint')\n"
+            "    os.kill(os.getpid(), signal.SIGKILL)\n")
+    proc = subprocess.run([sys.executable, "-c", code, str(out / "checkpoint.pt")],
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert proc.returncode == -9
+
+
+def _temps(out) -> list[str]:
+    return sorted(p.name for p in out.iterdir() if p.name.endswith(".tmp"))
+
+
+def test_a_killed_writes_temp_file_is_removed_by_the_next_write_to_its_directory(tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    _killed_writer(out)
+    left = _temps(out)
+    assert len(left) == 1 and left[0].startswith(".checkpoint.pt.") and not (out / "checkpoint.pt").exists()
+    io.write_json(out / "metrics.json", {})                 # any output of that directory
+    assert _temps(out) == []
+
+
+def test_temp_files_of_writers_that_may_still_run_are_kept(tmp_path):
+    """Only a writer known to be gone loses its temp file: one of this machine whose process runs is kept
+    whatever its age; one of another machine, or of an older version, only while touched within STALE_AFTER."""
+    import subprocess
+    import sys
+    import time
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        here = io._host_tag()
+        names = {"live": f".model.pt.{here}-{live.pid}-abcd1234.tmp",
+                 "this machine, no such process": f".model.pt.{here}-{10 ** 20}-abcd1234.tmp",
+                 "other machine, fresh": ".model.pt.0badc0de-1-abcd1234.tmp",
+                 "other machine, old": ".model.pt.0badc0de-2-abcd1234.tmp",
+                 "older version, fresh": ".model.pt.abcd1234.tmp",
+                 "older version, old": ".model.pt.wxyz_789.tmp",
+                 "another file": ".notes.txt.tmp"}
+        for name in names.values():
+            (tmp_path / name).write_text("x")
+        old = time.time() - io.STALE_AFTER - 60
+        for key in ("live", "other machine, old", "older version, old", "another file"):
+            os.utime(tmp_path / names[key], (old, old))
+        io.write_text(tmp_path / "model.pt", "x")
+        kept = {key for key, name in names.items() if (tmp_path / name).exists()}
+        assert kept == {"live", "other machine, fresh", "older version, fresh", "another file"}
+    finally:
+        live.kill()
+        live.wait()
+    io.write_text(tmp_path / "model.pt", "y")                # its writer gone, its temp file goes too
+    assert not (tmp_path / names["live"]).exists()

@@ -20,6 +20,7 @@ from pathlib import Path
 import yaml
 
 from nlpbench import config
+from nlpbench.checkpoints import LoadError
 from nlpbench.data.babi import BabiFormatError, MissingDataError
 from nlpbench.data.fetch import FetchError
 from nlpbench.family import Paths
@@ -244,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:            # `nlpbench plan | head`: the reader left; not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except (config.ConfigError, FetchError, MissingDataError, BabiFormatError, OutputError) as e:
+    except (config.ConfigError, FetchError, MissingDataError, BabiFormatError, OutputError, LoadError) as e:
         print(f"nlpbench: {e}", file=sys.stderr)
         return 2
     return 0

@@ -30,6 +30,7 @@ import torch
 
 from nlpbench.data.fetch import (MIRROR_ENV, ChecksumError, FetchError, file_records, resolve_mirror,
                                   status_records, verify_prepared)
+from nlpbench import checkpoints
 from nlpbench.io import read_json, write_json, write_text
 
 from .tokenize import fix_missing_period, ptb_tokenize, split_sentences
@@ -365,7 +366,6 @@ def prepare_msvd(out_dir: str | os.PathLike, root: str | os.PathLike, mirror: st
     feature of the wrong shape, is an error naming it."""
     import numpy as np
 
-    from nlpbench.io import atomic_path
     root, out = Path(root), Path(out_dir)
     csvs = sorted((root / "captions").glob("*.csv"))
     if len(csvs) != 1:
@@ -392,8 +392,8 @@ def prepare_msvd(out_dir: str | os.PathLike, root: str | os.PathLike, mirror: st
                 raise FetchError(f"{path}: shape {arr.shape}, expected ({frames}, {feat_dim}) "
                                  "(acvi.tasks.video.video.frames / feat_dim)")
             feats[i] = torch.from_numpy(arr.astype(np.float32))
-        with atomic_path(out / f"{split}.pt") as tmp:
-            torch.save({"clips": list(clips), "features": feats, "captions": [caps[c] for c in clips]}, tmp)
+        checkpoints.save({"clips": list(clips), "features": feats, "captions": [caps[c] for c in clips]},
+                         out / f"{split}.pt")
         counts[split] = {"clips": len(clips), "captions": sum(len(caps[c]) for c in clips)}
         names.append(f"{split}.pt")
     status = {"dataset": "MSVD (Chen & Dolan 2011), user-supplied captions and features", "available": True,
@@ -405,7 +405,8 @@ def prepare_msvd(out_dir: str | os.PathLike, root: str | os.PathLike, mirror: st
 
 def read_msvd_split(out_dir: str | os.PathLike, split: str) -> tuple[torch.Tensor, list[list[list[str]]]]:
     """(features (n, frames, dim), reference token lists per clip) of a prepared MSVD split."""
-    d = torch.load(prepared_file(out_dir, f"{split}.pt", "acvi-msvd", "acvi.data.msvd_dir"), weights_only=False)
+    d = checkpoints.load(prepared_file(out_dir, f"{split}.pt", "acvi-msvd", "acvi.data.msvd_dir"),
+                         remedy="delete it and run the data step acvi-msvd again")
     return d["features"], d["captions"]
 
 
