@@ -292,3 +292,98 @@ def test_the_readme_shows_the_real_code_of_the_smallest_family():
     shown = section.split("```python\n", 1)[1].split("```", 1)[0]
     assert shown.rstrip() == (PACKAGE / "dmn" / "family.py").read_text().rstrip()
     assert '"dmn": "nlpbench.dmn.family:DMN"' in section and registry.FAMILIES["dmn"] == "nlpbench.dmn.family:DMN"
+
+
+# names that could run a command in a rule's shell, hide a file, pass for an option, or climb out of results/
+BAD_NAMES = ["2; touch X; echo", "../../../../../tmp/x", "a b", "it's", ".hidden", "-x", "a..b", "a/b", "x.", ""]
+
+
+def _rename_table_2(bad):
+    def edit(d):
+        d["tables"]["tolias-thesis"][bad] = d["tables"]["tolias-thesis"]["2"]
+    return edit
+
+
+@pytest.mark.parametrize("bad", BAD_NAMES)
+def test_a_table_name_that_is_not_a_plain_name_is_refused_naming_the_key(params_file, bad):
+    _edit(params_file, _rename_table_2(bad))
+    with pytest.raises(config.ConfigError, match=rf"tables\.tolias-thesis: key {re.escape(repr(bad))} is not a "
+                                                 r"valid name \(letters, digits"):
+        config.load(params_file)
+
+
+@pytest.mark.parametrize("where", ["outputs", "scales", "end_to_end", "end_to_end.tables"])
+def test_output_scale_and_measurement_names_are_refused_likewise(params_file, where):
+    bad = "x; rm -rf y"
+
+    def edit(d):
+        if where == "outputs":
+            d["outputs"]["tolias-thesis"][bad] = d["outputs"]["tolias-thesis"]["3"]
+        elif where == "scales":
+            d["scales"][bad] = {}
+        elif where == "end_to_end":
+            d["end_to_end"][bad] = d["end_to_end"]["ch6-five-seeds"]
+        else:
+            d["end_to_end"]["ch6-five-seeds"]["tables"].append(bad)
+    _edit(params_file, edit)
+    key = {"outputs": r"outputs\.tolias-thesis: key ", "scales": r"scales: key ", "end_to_end": r"end_to_end: key ",
+           "end_to_end.tables": r"end_to_end\.ch6-five-seeds\.tables\.11: "}[where]
+    with pytest.raises(config.ConfigError, match=key + re.escape(repr(bad)) + " is not a valid name"):
+        config.load(params_file)
+
+
+def test_every_shipped_name_is_a_valid_name():
+    pattern = config.name_pattern()
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    names = [n for section in ("tables", "outputs") for items in params[section].values() for n in items]
+    names += list(params["scales"]) + list(params["end_to_end"])
+    assert {"4.2", "A.1", "fig5.2-loss", "2-layerwise"} <= set(names)
+    assert all(re.fullmatch(pattern, n) for n in names)
+
+
+@pytest.mark.parametrize("bad_id, bad_path", [("a b; touch X", None), (None, "../elsewhere/group.json"),
+                                              (None, "/tmp/group.json")])
+def test_the_plan_refuses_an_id_or_a_file_that_a_family_builds_badly(monkeypatch, bad_id, bad_path):
+    """Group and step ids are built by the families from their settings: the one place a plan is made checks
+    every id and every file a rule would write, whatever the family."""
+    from nlpbench.family import TrainGroup
+    params = config.load(REPO / "params.yaml", {"scale": "smoke"})
+    memnet = registry.get("memnet")
+    real = memnet.groups
+
+    def groups(p):
+        out = real(p)
+        g = out[0]
+        return [TrainGroup(bad_id or g.id, bad_path or g.done, g.needs)] + out[1:]
+    monkeypatch.setattr(memnet, "groups", groups)
+    with pytest.raises((config.ConfigError, OSError), match=re.escape(bad_id or bad_path)):
+        plan.make(params)
+
+
+def test_nlpbench_table_writes_nothing_outside_the_project_for_a_name_that_climbs_out(tmp_path, capsys):
+    from nlpbench import cli
+    project = tmp_path / "a" / "b" / "c" / "project"      # results/tolias-thesis/../../../../../tmp/x: a/tmp/x.*
+    project.mkdir(parents=True)
+    params_file = project / "params.yaml"
+    shutil.copy(REPO / "params.yaml", params_file)
+    bad = "../../../../../tmp/x"
+    _edit(params_file, _rename_table_2(bad))
+    args = ["--params", str(params_file), "--overrides", str(project / "overrides.yaml"), "--set", "scale=smoke",
+            "--data", str(project / "data"), "--runs", str(project / "runs"), "--results", str(project / "results")]
+    rc = cli.main(args + ["table", "tolias-thesis", bad])
+    assert [p for p in tmp_path.rglob("*") if p.is_file() and project not in p.parents] == []
+    assert rc == 2 and f"tables.tolias-thesis: key {bad!r} is not a valid name" in capsys.readouterr().err
+
+
+def test_a_table_built_from_an_unchecked_name_is_not_written_outside_the_results(tmp_path):
+    """The core's own guard, behind the schema: every table file is checked to lie inside the results directory."""
+    from nlpbench import build
+    from nlpbench.family import Paths
+    from nlpbench.io import OutputError
+    params = config.load(REPO / "params.yaml", {"scale": "smoke"})
+    bad = "../../x"
+    params["tables"]["tolias-thesis"][bad] = params["tables"]["tolias-thesis"]["2"]
+    project = tmp_path / "project"
+    with pytest.raises(OutputError, match="outside"):
+        build.table(params, "tolias-thesis", bad, Paths(project / "data", project / "runs", project / "results"))
+    assert [p for p in tmp_path.rglob("*") if p.is_file() and project not in p.parents] == []

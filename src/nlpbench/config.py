@@ -9,8 +9,10 @@ itself (`Family.check`).
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,15 +27,39 @@ class ConfigError(ValueError):
     """A bad params.yaml: the message names the file and the key."""
 
 
+@functools.cache
+def _schema() -> dict:
+    return yaml.safe_load(SCHEMA.read_text())
+
+
+def name_pattern() -> str:
+    """The one pattern of every name that becomes a file name or a word of a command (the schema's `name`)."""
+    return _schema()["$defs"]["name"]["pattern"]
+
+
+NAME_RULE = "letters, digits, '.', '_' and '-', not starting with '.' or '-' and without '..'"
+
+
+def check_name(name: str, what: str) -> None:
+    """A ConfigError naming `what` unless `name` is a valid name (see name_pattern)."""
+    if not isinstance(name, str) or not re.fullmatch(name_pattern(), name):
+        raise ConfigError(f"{what}: {name!r} is not a valid name ({NAME_RULE}): it names files and is passed "
+                          "to commands")
+
+
+def _error_line(e: jsonschema.ValidationError) -> str:
+    key = ".".join(str(p) for p in e.path) or "(top level)"
+    # a bad key of a mapping: the error's path stops at the mapping, and the key is the instance
+    what = "key " if "propertyNames" in e.schema_path else ""
+    if e.validator == "pattern" and e.validator_value == name_pattern():
+        return f"  {key}: {what}{e.instance!r} is not a valid name ({NAME_RULE})"
+    return f"  {key}: {what}{e.message}"
+
+
 def _validate(params: dict, where: str) -> None:
-    schema = yaml.safe_load(SCHEMA.read_text())
-    errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(params), key=lambda e: list(e.path))
+    errors = sorted(jsonschema.Draft202012Validator(_schema()).iter_errors(params), key=lambda e: list(e.path))
     if errors:
-        lines = []
-        for e in errors[:10]:
-            key = ".".join(str(p) for p in e.path) or "(top level)"
-            lines.append(f"  {key}: {e.message}")
-        raise ConfigError(f"{where}: invalid parameters\n" + "\n".join(lines))
+        raise ConfigError(f"{where}: invalid parameters\n" + "\n".join(_error_line(e) for e in errors[:10]))
 
 
 def _split_key(node: dict, parts: list[str]) -> tuple[str, list[str]] | None:
