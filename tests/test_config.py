@@ -387,3 +387,65 @@ def test_a_table_built_from_an_unchecked_name_is_not_written_outside_the_results
     with pytest.raises(OutputError, match="outside"):
         build.table(params, "tolias-thesis", bad, Paths(project / "data", project / "runs", project / "results"))
     assert [p for p in tmp_path.rglob("*") if p.is_file() and project not in p.parents] == []
+
+
+# -- values: YAML errors named, numbers written as text ---------------------------------------------------------
+
+def _cli_params(params_file, overrides=None, sets=()):
+    from types import SimpleNamespace
+
+    from nlpbench import cli
+    ov = params_file.parent / "overrides.yaml"
+    if overrides is not None:
+        ov.write_text(overrides)
+    return cli._params(SimpleNamespace(params=str(params_file), overrides=str(ov), set=list(sets)))
+
+
+def test_a_set_value_that_is_not_yaml_is_named_in_one_line(params_file, capsys):
+    from nlpbench import cli
+    rc = cli.main(["--params", str(params_file), "--overrides", str(params_file.parent / "none.yaml"),
+                   "--set", "memnet.train.lr=[1", "check"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith("nlpbench: --set memnet.train.lr: not a YAML value: expected ',' or ']'")
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+
+
+def test_an_overrides_file_that_is_not_yaml_is_named_with_its_line(params_file, capsys):
+    from nlpbench import cli
+    ov = params_file.parent / "overrides.yaml"
+    ov.write_text("# my overrides\nmemnet:\n  train: {lr: [1\n  seeds: [0]\n")
+    rc = cli.main(["--params", str(params_file), "--overrides", str(ov), "check"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith(f"nlpbench: {ov}: not valid YAML: ") and "(line 4, column 8" in err
+    assert len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize("form", ["params.yaml", "overrides.yaml", "--set", "--config", "--config nested"])
+def test_a_number_written_as_text_is_read_as_the_number_in_every_override_form(params_file, form):
+    """`lr: 1e-2` is text to YAML 1.1 (PyYAML): where the schema wants a number it is read as 0.01, and the
+    runs are those of `lr: 0.01`."""
+    if form == "params.yaml":
+        text = params_file.read_text()
+        params_file.write_text(text.replace("\n    lr: 0.01 ", "\n    lr: 1e-2 ", 1))
+        params = config.load(params_file)
+    elif form == "overrides.yaml":
+        params = _cli_params(params_file, "memnet:\n  train:\n    lr: 1e-2   # as a user writes it\n")
+    elif form == "--set":
+        params = _cli_params(params_file, sets=["memnet.train.lr=1e-2"])
+    elif form == "--config":            # Snakemake hands every value over as text
+        params = config.load(params_file, {"memnet.train.lr": "1e-2"})
+    else:
+        params = config.load(params_file, {"memnet": {"train": {"lr": "1e-2"}}})
+    assert params["memnet"]["train"]["lr"] == 0.01 and isinstance(params["memnet"]["train"]["lr"], float)
+    assert sorted(plan.make(params).groups) == sorted(plan.make(config.load(REPO / "params.yaml")).groups)
+
+
+def test_only_number_text_becomes_a_number_and_only_where_the_schema_wants_a_number(params_file):
+    assert config.load(params_file, {"memnet.train.clip_norm": "4E1"})["memnet"]["train"]["clip_norm"] == 40.0
+    for key, text in (("memnet.train.lr", "abc"), ("memnet.train.lr", "1e-2x"), ("memnet.train.lr", "-1e-2"),
+                      ("memnet.train.epochs", "1e2")):    # an integer is not guessed from a float's text
+        with pytest.raises(config.ConfigError, match=re.escape(key)):
+            config.load(params_file, {key: text})
+    # text where the schema wants text stays text
+    params = config.load(params_file, {"textgen.runs.snli-dae.label": "1e-2"})
+    assert params["textgen"]["runs"]["snli-dae"]["label"] == "1e-2"

@@ -409,3 +409,16 @@ def test_every_rule_quotes_the_names_it_passes_to_the_shell(tmp_path):
     assert not (tmp_path / "X").exists()
     assert (tmp_path / f"logs/data/{name}.log").exists() and (tmp_path / f"logs/tables/tolias-thesis-{name}.log").exists()
     assert (tmp_path / f"runs/_tables/smoke/tolias-thesis/{name}.done").read_text().strip()
+
+
+def test_snakemake_config_reads_a_number_written_as_text_as_the_number(tmp_path):
+    """`--config memnet='{train: {lr: 1e-2}}'`: YAML 1.1 reads 1e-2 as text; the pipeline plans the runs of 0.01."""
+    from nlpbench import config, plan
+    for item in ("Snakefile", "params.yaml", "overrides.yaml", "pipeline"):
+        (shutil.copytree if (REPO / item).is_dir() else shutil.copy)(REPO / item, tmp_path / item)
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    done = _dry_run("snakemake --cores 1 --config 'memnet={train: {lr: 1e-2}}'", tmp_path, env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    expected = plan.make(config.load(REPO / "params.yaml", {"memnet": {"train": {"lr": 0.01}}})).groups
+    memnet = {plan.rule_name("train", g) for g, grp in expected.items() if grp.done.startswith("runs/memn2n-")}
+    assert memnet and memnet <= _jobs(done)
