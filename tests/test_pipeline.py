@@ -407,7 +407,8 @@ def test_every_rule_quotes_the_names_it_passes_to_the_shell(tmp_path):
     assert calls == [["data", name], ["train", name, "--threads", "1"],
                      ["table", "tolias-thesis", name, "--allow-empty"]]
     assert not (tmp_path / "X").exists()
-    assert (tmp_path / f"logs/data/{name}.log").exists() and (tmp_path / f"logs/tables/tolias-thesis-{name}.log").exists()
+    assert (tmp_path / f"logs/data/{name}.log").exists()
+    assert (tmp_path / f"logs/tables/tolias-thesis-{name}.log").exists()
     assert (tmp_path / f"runs/_tables/smoke/tolias-thesis/{name}.done").read_text().strip()
 
 

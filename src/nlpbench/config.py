@@ -69,7 +69,7 @@ def read_yaml(text: str, where: str, what: str = "not valid YAML") -> Any:
         raise ConfigError(f"{where}: {what}: {problem}{detail}") from None
 
 
-# a YAML 1.2 number: YAML 1.1 (PyYAML) reads `1e-2` (no dot) and `1.0e+3`-less forms such as `5E3` as text
+# a number as YAML 1.2 writes it; PyYAML (YAML 1.1) reads some, such as `1e-2` or `5E3`, as text
 _NUMBER = re.compile(r"[-+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?")
 
 
