@@ -120,3 +120,67 @@ def test_temp_files_of_writers_that_may_still_run_are_kept(tmp_path):
         live.wait()
     io.write_text(tmp_path / "model.pt", "y")                # its writer gone, its temp file goes too
     assert not (tmp_path / names["live"]).exists()
+
+
+def test_inside_accepts_a_path_below_its_root_and_refuses_one_that_climbs_or_links_out(tmp_path):
+    root = tmp_path / "results"
+    (root / "src").mkdir(parents=True)
+    assert io.inside(root, root / "src" / "2.md") == root / "src" / "2.md"
+    for bad in (root / "src" / ".." / ".." / "x.md", tmp_path / "x.md", root.parent):
+        with pytest.raises(io.OutputError, match=r"cannot write .*: it would lie outside"):
+            io.inside(root, bad)
+    (root / "link").symlink_to(tmp_path)
+    with pytest.raises(io.OutputError, match="outside"):
+        io.inside(root, root / "link" / "x.md")
+
+
+def _old_files(root):
+    for name in ("a.csv", "a.md", "a.json"):
+        (root / "src" / name).write_text(f"old {name}")
+
+
+def test_a_staged_set_lands_whole(tmp_path):
+    root = tmp_path / "results"
+    (root / "src").mkdir(parents=True)
+    _old_files(root)
+    with io.staged(root) as stage:
+        for name in ("a.csv", "a.md", "a.json", "fig.png"):
+            io.write_text(stage / "src" / name, f"new {name}")
+        assert (root / "src" / "a.csv").read_text() == "old a.csv"     # nothing lands before the block ends
+    assert {p.name: p.read_text() for p in (root / "src").iterdir()} == {
+        n: f"new {n}" for n in ("a.csv", "a.md", "a.json", "fig.png")}
+    assert [p.name for p in root.iterdir()] == ["src"]
+
+
+def test_a_failed_write_in_a_staged_set_leaves_every_old_file(tmp_path, monkeypatch):
+    """A full disk at the second file of a table: the first, already written, does not land either."""
+    root = tmp_path / "results"
+    (root / "src").mkdir(parents=True)
+    _old_files(root)
+    real = type(tmp_path).write_text
+
+    def full_at_md(self, text, *args, **kwargs):
+        if self.name.startswith(".a.md."):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(self, text, *args, **kwargs)
+    monkeypatch.setattr(type(tmp_path), "write_text", full_at_md)
+    with pytest.raises(io.OutputError, match=r"cannot write .*a\.md: No space left"):
+        with io.staged(root) as stage:
+            for name in ("a.csv", "a.md", "a.json"):
+                io.write_text(stage / "src" / name, f"new {name}")
+    assert {p.name: p.read_text() for p in (root / "src").iterdir()} == {
+        n: f"old {n}" for n in ("a.csv", "a.md", "a.json")}
+    assert [p.name for p in root.iterdir()] == ["src"]
+
+
+def test_a_staging_folder_left_by_a_killed_build_is_removed_by_the_next(tmp_path):
+    root = tmp_path / "results"
+    here = io._host_tag()
+    dead = root / f"{io.STAGING_PREFIX}{here}-{10 ** 20}-abcd1234"       # above any pid_max: no such process
+    alive = root / f"{io.STAGING_PREFIX}{here}-{os.getpid()}-abcd1234"
+    for d in (dead, alive):
+        (d / "src").mkdir(parents=True)
+        (d / "src" / "a.csv").write_text("half")
+    with io.staged(root) as stage:
+        io.write_text(stage / "src" / "b.csv", "x")
+    assert not dead.exists() and alive.exists()

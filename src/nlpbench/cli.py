@@ -17,8 +17,6 @@ import os
 import sys
 from pathlib import Path
 
-import yaml
-
 from nlpbench import config
 from nlpbench.checkpoints import LoadError
 from nlpbench.data.babi import BabiFormatError, MissingDataError
@@ -33,7 +31,7 @@ def _overrides(pairs: list[str]) -> dict:
         if "=" not in pair:
             raise config.ConfigError(f"--set {pair!r}: expected KEY=VALUE")
         key, value = pair.split("=", 1)
-        out[key] = yaml.safe_load(value)
+        out[key] = config.read_yaml(value, f"--set {key}", "not a YAML value")
     return out
 
 
@@ -46,10 +44,7 @@ def _file_overrides(args) -> dict:
     path = Path(args.overrides)
     if not path.exists():
         return {}
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as e:
-        raise config.ConfigError(f"{path}: not valid YAML: {e}") from None
+    data = config.read_yaml(path.read_text(), str(path)) or {}
     if not isinstance(data, dict):
         raise config.ConfigError(f"{path}: expected a mapping of keys to values")
     return data

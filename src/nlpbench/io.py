@@ -21,6 +21,7 @@ import json
 import os
 import re
 import socket
+import shutil
 import tempfile
 import time
 from contextlib import contextmanager
@@ -31,9 +32,10 @@ from typing import Any, Iterator
 class OutputError(OSError):
     """An output file could not be written (the message names the file and the reason)."""
 
-    def __init__(self, path: Path, cause: OSError):
-        super().__init__(f"cannot write {path}: {cause.strerror or cause}")
-        self.path, self.errno = path, cause.errno
+    def __init__(self, path: Path, cause: OSError | str):
+        reason = cause if isinstance(cause, str) else cause.strerror or cause
+        super().__init__(f"cannot write {path}: {reason}")
+        self.path, self.errno = path, getattr(cause, "errno", None)
 
 
 # errors of writing itself, whatever file object raised them
@@ -70,11 +72,19 @@ def _running(pid: int) -> bool:
     return True
 
 
+def _writer_gone(host: str | None, pid: int | None, entry: os.DirEntry, now: float) -> bool:
+    """Whether the writer of a temporary file or folder is known to be gone: a process of this machine that no
+    longer runs, or (another machine's, or unnamed) one whose file was left untouched for STALE_AFTER."""
+    if host == _host_tag() and pid is not None:
+        return not _running(pid)
+    return now - entry.stat(follow_symlinks=False).st_mtime > STALE_AFTER
+
+
 def remove_stale_temp_files(directory: Path, name: str) -> None:
     """Remove the temporary files of killed writes from `directory` (see the module's text); `name`: the output
     being written, whose temporary files from an older nlpbench are removed too."""
     legacy = re.compile(rf"\.{re.escape(name)}\.[a-z0-9_]{{8}}\.tmp")
-    host, now = _host_tag(), time.time()
+    now = time.time()
     try:
         entries = list(os.scandir(directory))
     except OSError:
@@ -86,11 +96,7 @@ def remove_stale_temp_files(directory: Path, name: str) -> None:
         try:
             if not entry.is_file(follow_symlinks=False):
                 continue
-            if ours is not None and ours["host"] == host:
-                stale = not _running(int(ours["pid"]))
-            else:
-                stale = now - entry.stat(follow_symlinks=False).st_mtime > STALE_AFTER
-            if stale:
+            if _writer_gone(ours and ours["host"], ours and int(ours["pid"]), entry, now):
                 os.unlink(entry.path)
         except OSError:            # removed meanwhile by another writer, or not ours to remove
             continue
@@ -127,6 +133,68 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
+
+
+def inside(root: str | os.PathLike, path: str | os.PathLike) -> Path:
+    """`path`, once it is known to stay inside `root` (the project, or the --results/--runs directory given) when
+    '..' and symbolic links are resolved; else an OutputError. Every output path built from a name in a
+    configuration passes through here before anything is written."""
+    root, path = Path(root), Path(path)
+    real_root, real = root.resolve(), path.resolve()
+    if real != real_root and real_root not in real.parents:
+        raise OutputError(path, f"it would lie outside {root}/ ({real}); a name in params.yaml must not lead "
+                                "out of the directory it is written to")
+    return path
+
+
+STAGING_PREFIX = ".staged-"
+# .staged-<host tag>-<pid>-<mkdtemp's 8 random characters>
+_STAGING_NAME = re.compile(rf"{re.escape(STAGING_PREFIX)}(?P<host>[0-9a-f]{{8}})-(?P<pid>[0-9]+)-[a-z0-9_]{{8}}")
+
+
+@contextmanager
+def staged(root: str | os.PathLike) -> Iterator[Path]:
+    """A set of files that lands together: the block writes them into a fresh hidden directory inside `root`,
+    under the paths they will have relative to `root`; once the block has written every one of them, each is
+    moved onto its place, one rename after another. A failure while writing (a full disk, say) leaves every file
+    of `root` as it was; the staging directory is removed either way.
+
+    What this guarantees: no file of the set lands unless all of them were written. The renames are each atomic
+    but not atomic together: a process killed between two of them (a few microseconds) leaves the earlier ones
+    replaced. A staging directory left by a killed process is removed by the next staged write under `root`."""
+    root = Path(root)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        _remove_dead_staging(root)
+        stage = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{_host_tag()}-{os.getpid()}-", dir=root))
+    except OSError as e:
+        raise OutputError(root, e) from e
+    try:
+        yield stage
+        # the files in the order they were written, the JSON files (summaries, sidecars that list the others) last
+        files = sorted((p for p in stage.rglob("*") if p.is_file()),
+                       key=lambda p: (p.suffix == ".json", p.stat().st_mtime_ns))
+        for path in files:
+            final = root / path.relative_to(stage)
+            try:
+                final.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(path, final)
+            except OSError as e:
+                raise OutputError(final, e) from e
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+def _remove_dead_staging(root: Path) -> None:
+    """Remove the staging directories under `root` whose writer is gone (a build killed midway)."""
+    now = time.time()
+    for entry in os.scandir(root):
+        ours = _STAGING_NAME.fullmatch(entry.name)
+        try:
+            if ours and entry.is_dir(follow_symlinks=False) and _writer_gone(ours["host"], int(ours["pid"]), entry, now):
+                shutil.rmtree(entry.path, ignore_errors=True)
+        except OSError:
+            continue
 
 
 def write_text(path: str | os.PathLike, text: str) -> None:
