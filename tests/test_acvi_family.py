@@ -12,6 +12,7 @@ import pytest
 
 from nlpbench import build, config, plan, registry
 from nlpbench.acvi import config as ac
+from nlpbench.data.fetch import FetchError
 from nlpbench.family import Paths
 
 REPO = Path(__file__).resolve().parents[1]
