@@ -20,6 +20,7 @@ from pathlib import Path
 from nlpbench import config, io, paper, results_index, tables
 from nlpbench.acvi import config as ac
 from nlpbench.data.fetch import FetchError
+from nlpbench.data.prepared import prepared_output, verified_output
 from nlpbench.family import TableParts
 from nlpbench.provenance import code_commit
 
@@ -64,9 +65,9 @@ def prepare(step: str, params: dict, data_root: Path, mirror: str | None) -> str
                 for name in ac.RELEASED:
                     hyps = [[" ".join(s) for s in summ] for summ in system_summaries(arts, name)]
                     perl[name] = rouge155(hyps, refs, stem=a["metrics"]["rouge_stem"])
-        io.write_json(out / "scores.json", {"scores": scores, "n_articles": len(arts),
-                                            "rouge_stemming": a["metrics"]["rouge_stem"],
-                                            "meteor": a["released"]["meteor"], "rouge155": perl})
+        with prepared_output(out / "scores.json") as tmp:
+            io.write_json(tmp, {"scores": scores, "n_articles": len(arts), "rouge_stemming": a["metrics"]["rouge_stem"],
+                                "meteor": a["released"]["meteor"], "rouge155": perl})
         return f"released outputs scored on {len(arts)} mirror articles: " + ", ".join(
             f"{k} R-1 {v['rouge1']:.2f}" for k, v in scores.items())
     if step in ac.EXTERNAL:
@@ -191,7 +192,7 @@ def _value(metrics: dict, spec: dict) -> float | None:
 
 def _released(params: dict, data_root: Path) -> dict | None:
     path = ac.data_dir(params, "acvi-released", data_root) / "scores.json"
-    return io.read_json(path) if path.exists() else None
+    return io.read_json(verified_output(path, "acvi-released")) if path.exists() else None
 
 
 def _cell(params: dict, row: str, col: str, spec: dict, data_root: Path, runs_root: Path,

@@ -69,7 +69,8 @@ def check_file(path: Path, record: Mapping | None, remedy: str, status_path: Pat
         problem = (f"was changed after the data step prepared it (now {size} bytes, {status_path.name} records "
                    f"{record['bytes']})")
     elif file_sha256(path) != record["sha256"]:
-        problem = f"was changed after the data step prepared it (its sha256 differs from the one {status_path.name} records)"
+        problem = (f"was changed after the data step prepared it (its sha256 differs from the one {status_path.name} "
+                   "records)")
     else:
         return
     raise PreparedDataChanged(f"{path} {problem}; {remedy}")
