@@ -258,3 +258,42 @@ def test_a_user_set_data_directory_without_its_layout_fails_its_step(tmp_path, c
     assert rc == 2 and f"{tmp_path / 'absent'} does not exist: expected a directory holding {layout}" in err
     rc, err = run_cli(capsys, tmp_path, "data", step)      # not set: recorded as needs data, not an error
     assert rc == 0, err
+
+
+# -- single-file data step outputs: textgen's word2vec vectors, ACVI's released-output scores ---------------------
+def test_edited_word2vec_vectors_stop_their_data_step_and_training(mirror_dir, tmp_path):
+    from nlpbench.textgen.config import corpus_dir, embeddings_path, make_run
+    from nlpbench.textgen.corpora import CorpusConfig, prepare_corpus
+    from nlpbench.textgen.train import prepare_embeddings, train_run
+    params = config.load(REPO / "params.yaml", {"scale": "smoke"})
+    section = {k: tuple(v) if isinstance(v, list) else v for k, v in params["textgen"]["corpora"]["snli"].items()}
+    prepare_corpus("snli", corpus_dir(params, "snli", tmp_path / "data"), mirror_dir,
+                   config=CorpusConfig(corpus="snli", **section), allow_download=False)
+    path = prepare_embeddings(params, "snli", tmp_path / "data", tmp_path / "runs")
+    assert path == embeddings_path(params, "snli", tmp_path / "runs")
+    assert prepare_embeddings(params, "snli", tmp_path / "data", tmp_path / "runs") == path      # done: checked
+    with open(path, "r+b") as f:                                             # one byte changed, same size
+        f.seek(200)
+        byte = f.read(1)
+        f.seek(200)
+        f.write(bytes([byte[0] ^ 1]))
+    message = rf"{path} was changed after the data step prepared it .*\(nlpbench data embeddings-snli\)"
+    with pytest.raises(PreparedDataChanged, match=message):
+        prepare_embeddings(params, "snli", tmp_path / "data", tmp_path / "runs")
+    with pytest.raises(PreparedDataChanged, match=message):
+        train_run(make_run(params, "snli-tanh-3000"), params, tmp_path / "data", tmp_path / "runs")
+
+
+def test_edited_released_output_scores_are_refused(tmp_path, monkeypatch):
+    from nlpbench.acvi import config as ac
+    from nlpbench.acvi import experiments
+    params = config.load(REPO / "params.yaml", {"scale": "smoke"})
+    params["acvi"]["released"]["rouge155"] = False
+    monkeypatch.setattr("nlpbench.acvi.data.read_prepared_cnndm", lambda d: [])          # nothing to score: the
+    monkeypatch.setattr("nlpbench.acvi.released.score_systems", lambda *a, **k: {"pgn": {"rouge1": 36.4}})   # scores given
+    experiments.prepare("acvi-released", params, tmp_path, None)
+    assert experiments._released(params, tmp_path)["scores"]["pgn"]["rouge1"] == 36.4
+    path = ac.data_dir(params, "acvi-released", tmp_path) / "scores.json"
+    path.write_text(path.read_text().replace("36.4", "46.4"))
+    with pytest.raises(PreparedDataChanged, match=rf"{path} was changed .*\(nlpbench data acvi-released\)"):
+        experiments._released(params, tmp_path)
