@@ -18,7 +18,7 @@ import zlib
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path, PurePosixPath
-from typing import IO, Callable, Iterable, Mapping
+from typing import IO, Callable
 
 from nlpbench.io import atomic_path, current_umask, read_json, write_json
 
