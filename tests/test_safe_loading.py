@@ -162,7 +162,7 @@ def test_acvi_resuming_and_reading_a_model_refuse_planted_files(tmp_path):
 def test_acvi_msvd_features_refuse_a_planted_split_even_with_matching_checksums(tmp_path):
     """A shared prepared folder can carry a STATUS.json that records the planted file's own size and sha256."""
     from nlpbench.acvi.data import STATUS_FILE, read_msvd_split
-    from nlpbench.data.fetch import file_records
+    from nlpbench.data.prepared import file_records
     from nlpbench.io import write_json
     plant(tmp_path / "test.pt")
     write_json(tmp_path / STATUS_FILE, {"available": True, "files": file_records(tmp_path, ["test.pt"])})
@@ -203,7 +203,10 @@ def test_textgen_resuming_and_reading_a_model_refuse_planted_files(textgen_root,
         load_run_model(run, params, data, runs)
     other = tmp_path / "runs"                                    # the shared word vectors, read by every run
     vectors = embeddings_path(params, run.corpus, other)
-    plant(vectors)
+    plant(vectors)                       # with a record of its own size and sha256, as a shared folder could carry
+    from nlpbench.data.prepared import file_records, output_status
+    from nlpbench.io import write_json
+    write_json(output_status(vectors), {"files": file_records(vectors.parent, [vectors.name])})
     with refused(vectors, "; delete it and run the data step embeddings-snli again"):
         train_run(run, params, data, other, log=lambda s: None)
 

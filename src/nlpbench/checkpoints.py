@@ -63,20 +63,25 @@ def _unpickling_reason(message: str) -> str:
 
 def save(obj: Any, path: str | os.PathLike) -> None:
     """torch.save `obj` to `path` atomically; io.OutputError naming `path` where writing fails (a full disk)."""
-    import torch
-
     path = Path(path)
     with io.atomic_path(path) as tmp:
-        # torch is given a Python file rather than a name: its own C++ writer reports a failed write only as
-        # "unexpected pos ...", while through a Python file the OSError (and its errno) survives.
-        with open(tmp, "wb") as f:
-            try:
-                torch.save(obj, f)
-            except RuntimeError as e:
-                cause = _os_error_behind(e)
-                if cause is None:
-                    raise
-                raise io.OutputError(path, cause) from e
+        write(obj, tmp, output=path)
+
+
+def write(obj: Any, file: str | os.PathLike, output: str | os.PathLike | None = None) -> None:
+    """torch.save `obj` into `file` (a temporary file of an atomic write of `output`, which errors name)."""
+    import torch
+
+    # torch is given a Python file rather than a name: its own C++ writer reports a failed write only as
+    # "unexpected pos ...", while through a Python file the OSError (and its errno) survives.
+    with open(file, "wb") as f:
+        try:
+            torch.save(obj, f)
+        except RuntimeError as e:
+            cause = _os_error_behind(e)
+            if cause is None:
+                raise
+            raise io.OutputError(Path(output or file), cause) from e
 
 
 def _os_error_behind(e: BaseException) -> OSError | None:

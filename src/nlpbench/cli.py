@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import warnings
 from pathlib import Path
 
 from nlpbench import config
@@ -48,6 +49,14 @@ def _file_overrides(args) -> dict:
     if not isinstance(data, dict):
         raise config.ConfigError(f"{path}: expected a mapping of keys to values")
     return data
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """A warning as one line on stderr, without the line of source code Python prints under it; a warning of
+    another package also says where it comes from."""
+    ours = Path(filename).resolve().is_relative_to(Path(__file__).resolve().parent)
+    where = "" if ours else f" ({category.__name__}, {filename}:{lineno})"
+    print(f"nlpbench: warning: {message}{where}", file=file or sys.stderr)
 
 
 def _paths(args) -> Paths:
@@ -236,7 +245,9 @@ def main(argv: list[str] | None = None) -> int:
     from nlpbench.provenance import code_commit
     code_commit()                      # the commit of the code this process loaded, fixed before it runs
     try:
-        args.func(args)
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            args.func(args)
     except BrokenPipeError:            # `nlpbench plan | head`: the reader left; not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0

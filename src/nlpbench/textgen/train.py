@@ -28,7 +28,8 @@ from nlpbench.textgen.model import Seq2SeqConfig, TextSeq2Seq
 from nlpbench.progress import Progress
 from nlpbench.provenance import device_label
 from nlpbench.textgen.schedules import kl_schedule, word_dropout_schedule
-from nlpbench.textgen.config import TextRun, corpus_dir, embeddings_path
+from nlpbench.textgen.config import TextRun, corpus_dir, embeddings_path, embeddings_step
+from nlpbench.data.prepared import prepared_output, verified_output
 
 LOG_FIELDS = ("iteration", "epoch", "lambda", "word_dropout", "rec", "rec_per_token", "kl", "lambda_kl",
               "kl_attention", "gamma_lambda_kl_attention", "loss")
@@ -85,12 +86,13 @@ def train_embeddings(corpus: PreparedCorpus, emb: dict, seed: int) -> torch.Tens
 def prepare_embeddings(params: dict, corpus_name: str, data_root: Path, runs_root: Path) -> Path:
     path = embeddings_path(params, corpus_name, runs_root)
     if path.exists():
-        return path
+        return verified_output(path, embeddings_step(corpus_name))      # edited since? (size, sha256)
     corpus = load_prepared(corpus_dir(params, corpus_name, data_root))
     if corpus.vocab is None:
         raise FileNotFoundError(f"{corpus.root}: no training split, so no vocabulary to embed")
     vectors = train_embeddings(corpus, params["textgen"]["embeddings"], params["textgen"]["seed"])
-    checkpoints.save({"vectors": vectors, "tokens": list(corpus.vocab.tokens)}, path)
+    with prepared_output(path) as tmp:
+        checkpoints.write({"vectors": vectors, "tokens": list(corpus.vocab.tokens)}, tmp, output=path)
     return path
 
 
@@ -211,8 +213,8 @@ def train_run(run: TextRun, params: dict, data_root: Path, runs_root: Path, devi
     if corpus.vocab is None or "train" not in corpus.splits:
         raise FileNotFoundError(f"{corpus.root}: no training split")
     vocab = corpus.vocab
-    vectors = checkpoints.load(embeddings_path(params, run.corpus, runs_root),
-                               remedy=f"delete it and run the data step embeddings-{run.corpus} again")["vectors"]
+    path = verified_output(embeddings_path(params, run.corpus, runs_root), embeddings_step(run.corpus))
+    vectors = checkpoints.load(path, remedy=f"delete it and run the data step {embeddings_step(run.corpus)} again")["vectors"]
     torch.manual_seed(run.seed)
     model = build_model(s, corpus, params["textgen"]["embeddings"]["dim"], vectors).to(device)
     params_ = [p for p in model.parameters() if p.requires_grad]
