@@ -60,4 +60,4 @@ onstart:   # the plan before the first job: scale, device, groups per family, an
 
 
 onsuccess:   # measured group costs feed the next estimate (results/costs.tsv)
-    shell("nlpbench {SET} costs --threads {TRAIN_THREADS} > /dev/null || true")
+    shell("nlpbench {SET} costs --threads {TRAIN_THREADS:q} > /dev/null || true")

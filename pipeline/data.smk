@@ -18,4 +18,4 @@ for _step in PLAN.data.values():
         params:
             step=_step.id,
         shell:
-            "nlpbench {SET} data {params.step} > {log} 2>&1 || (tail -n 15 {log} >&2; exit 1)"   # why, on the console
+            "nlpbench {SET} data {params.step:q} > {log:q} 2>&1 || (tail -n 15 {log:q} >&2; exit 1)"   # why, on the console

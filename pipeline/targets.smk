@@ -31,8 +31,8 @@ for _t in PLAN.targets.values():
             # the rule's inputs are its trained groups, so an empty table here is the scale's honest answer
             options=f"--threads {TRAIN_THREADS}" if _t.on_demand else ("--allow-empty" if _t.section == "tables" else ""),
         shell:   # (the shell string is formatted when the job runs: loop variables belong in params)
-            "nlpbench {SET} {params.command} {params.source} {params.name} {params.options} > {log} 2>&1 "
-            "|| (tail -n 15 {log} >&2; exit 1); date -u > {output.done}"
+            "nlpbench {SET} {params.command} {params.source:q} {params.name:q} {params.options} > {log:q} 2>&1 "
+            "|| (tail -n 15 {log:q} >&2; exit 1); date -u > {output.done:q}"
 
 
 rule index:
@@ -44,4 +44,4 @@ rule index:
     log:
         "logs/index.log",
     shell:
-        "nlpbench index > {log} 2>&1 || (tail -n 15 {log} >&2; exit 1)"
+        "nlpbench index > {log:q} 2>&1 || (tail -n 15 {log:q} >&2; exit 1)"

@@ -21,4 +21,4 @@ for _group in PLAN.groups.values():
         params:
             group=_group.id,
         shell:
-            "nlpbench {SET} train {params.group} --threads {threads} > {log} 2>&1 || (tail -n 15 {log} >&2; exit 1)"
+            "nlpbench {SET} train {params.group:q} --threads {threads} > {log:q} 2>&1 || (tail -n 15 {log:q} >&2; exit 1)"

@@ -12,6 +12,7 @@ import pytest
 
 from nlpbench import build, config, plan, registry
 from nlpbench.acvi import config as ac
+from nlpbench.data.fetch import FetchError
 from nlpbench.family import Paths
 
 REPO = Path(__file__).resolve().parents[1]
@@ -152,10 +153,11 @@ def test_supplying_the_cnndm_stories_makes_the_cnndm_runs_trainable(tmp_path):
     cnndm = [g for g in acvi_groups(params) if g.startswith("acvi-cnndm-")]
     assert len(cnndm) == 6 and all(p.groups[g].needs == ("acvi-cnndm-full",) for g in cnndm)
     assert not any(g.startswith("acvi-video-") for g in acvi_groups(params))          # MSVD: still needs data
-    # an incomplete directory is recorded, not used
+    # a directory the user named without the stories fails its data step, naming the layout it expected
     fam = registry.get("acvi")
-    msg = fam.prepare("acvi-cnndm-full", params, Paths(tmp_path / "d", tmp_path / "r", tmp_path / "o"), None)
-    assert "lacks cnn/stories, dailymail/stories" in msg
+    with pytest.raises(FetchError, match=rf"acvi.data.cnndm_dir = {tmp_path} lacks cnn/stories/, dailymail/stories/: "
+                                         r"expected a directory holding cnn/stories/\*.story"):
+        fam.prepare("acvi-cnndm-full", params, Paths(tmp_path / "d", tmp_path / "r", tmp_path / "o"), None)
 
 
 def test_the_benchmark_times_each_attention_and_projects_the_schedule(tmp_path):

@@ -10,6 +10,7 @@ import pytest
 
 from nlpbench.dmn import fact_order as bo
 from nlpbench.data.babi import BabiFormatError, Sample, load_task, parse_file
+from nlpbench.data.fetch import FetchError, PreparedDataChanged
 
 
 @pytest.fixture(scope="module")
@@ -155,11 +156,12 @@ def test_tampered_or_malformed_files_are_named(tmp_path, patterns):
     bo.write_dataset(out, {"pattern1_test": patterns[1]["test"][:3]}, {})
     path = out / "pattern1_test.txt"
     path.write_text(path.read_text().replace("\t", " ", 1))
-    with pytest.raises(ValueError, match="pattern1_test.txt: sha256"):
+    with pytest.raises(PreparedDataChanged, match=rf"pattern1_test.txt was changed after the data step prepared it "
+                       rf".*; delete {out} and run the data step again \(nlpbench data p\)"):
         bo.read_dataset(out)
     with pytest.raises(BabiFormatError, match=r"pattern1_test.txt:10: question line"):
         parse_file(path)
-    with pytest.raises(FileNotFoundError, match="manifest"):
+    with pytest.raises(FetchError, match=r"manifest.json not found.*nlpbench data nothing"):
         bo.read_dataset(tmp_path / "nothing")
 
 

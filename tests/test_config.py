@@ -292,3 +292,160 @@ def test_the_readme_shows_the_real_code_of_the_smallest_family():
     shown = section.split("```python\n", 1)[1].split("```", 1)[0]
     assert shown.rstrip() == (PACKAGE / "dmn" / "family.py").read_text().rstrip()
     assert '"dmn": "nlpbench.dmn.family:DMN"' in section and registry.FAMILIES["dmn"] == "nlpbench.dmn.family:DMN"
+
+
+# names that could run a command in a rule's shell, hide a file, pass for an option, or climb out of results/
+BAD_NAMES = ["2; touch X; echo", "../../../../../tmp/x", "a b", "it's", ".hidden", "-x", "a..b", "a/b", "x.", ""]
+
+
+def _rename_table_2(bad):
+    def edit(d):
+        d["tables"]["tolias-thesis"][bad] = d["tables"]["tolias-thesis"]["2"]
+    return edit
+
+
+@pytest.mark.parametrize("bad", BAD_NAMES)
+def test_a_table_name_that_is_not_a_plain_name_is_refused_naming_the_key(params_file, bad):
+    _edit(params_file, _rename_table_2(bad))
+    with pytest.raises(config.ConfigError, match=rf"tables\.tolias-thesis: key {re.escape(repr(bad))} is not a "
+                                                 r"valid name \(letters, digits"):
+        config.load(params_file)
+
+
+@pytest.mark.parametrize("where", ["outputs", "scales", "end_to_end", "end_to_end.tables"])
+def test_output_scale_and_measurement_names_are_refused_likewise(params_file, where):
+    bad = "x; rm -rf y"
+
+    def edit(d):
+        if where == "outputs":
+            d["outputs"]["tolias-thesis"][bad] = d["outputs"]["tolias-thesis"]["3"]
+        elif where == "scales":
+            d["scales"][bad] = {}
+        elif where == "end_to_end":
+            d["end_to_end"][bad] = d["end_to_end"]["ch6-five-seeds"]
+        else:
+            d["end_to_end"]["ch6-five-seeds"]["tables"].append(bad)
+    _edit(params_file, edit)
+    key = {"outputs": r"outputs\.tolias-thesis: key ", "scales": r"scales: key ", "end_to_end": r"end_to_end: key ",
+           "end_to_end.tables": r"end_to_end\.ch6-five-seeds\.tables\.11: "}[where]
+    with pytest.raises(config.ConfigError, match=key + re.escape(repr(bad)) + " is not a valid name"):
+        config.load(params_file)
+
+
+def test_every_shipped_name_is_a_valid_name():
+    pattern = config.name_pattern()
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    names = [n for section in ("tables", "outputs") for items in params[section].values() for n in items]
+    names += list(params["scales"]) + list(params["end_to_end"])
+    assert {"4.2", "A.1", "fig5.2-loss", "2-layerwise"} <= set(names)
+    assert all(re.fullmatch(pattern, n) for n in names)
+
+
+@pytest.mark.parametrize("bad_id, bad_path", [("a b; touch X", None), (None, "../elsewhere/group.json"),
+                                              (None, "/tmp/group.json")])
+def test_the_plan_refuses_an_id_or_a_file_that_a_family_builds_badly(monkeypatch, bad_id, bad_path):
+    """Group and step ids are built by the families from their settings: the one place a plan is made checks
+    every id and every file a rule would write, whatever the family."""
+    from nlpbench.family import TrainGroup
+    params = config.load(REPO / "params.yaml", {"scale": "smoke"})
+    memnet = registry.get("memnet")
+    real = memnet.groups
+
+    def groups(p):
+        out = real(p)
+        g = out[0]
+        return [TrainGroup(bad_id or g.id, bad_path or g.done, g.needs)] + out[1:]
+    monkeypatch.setattr(memnet, "groups", groups)
+    with pytest.raises((config.ConfigError, OSError), match=re.escape(bad_id or bad_path)):
+        plan.make(params)
+
+
+def test_nlpbench_table_writes_nothing_outside_the_project_for_a_name_that_climbs_out(tmp_path, capsys):
+    from nlpbench import cli
+    project = tmp_path / "a" / "b" / "c" / "project"      # results/tolias-thesis/../../../../../tmp/x: a/tmp/x.*
+    project.mkdir(parents=True)
+    params_file = project / "params.yaml"
+    shutil.copy(REPO / "params.yaml", params_file)
+    bad = "../../../../../tmp/x"
+    _edit(params_file, _rename_table_2(bad))
+    args = ["--params", str(params_file), "--overrides", str(project / "overrides.yaml"), "--set", "scale=smoke",
+            "--data", str(project / "data"), "--runs", str(project / "runs"), "--results", str(project / "results")]
+    rc = cli.main(args + ["table", "tolias-thesis", bad])
+    assert [p for p in tmp_path.rglob("*") if p.is_file() and project not in p.parents] == []
+    assert rc == 2 and f"tables.tolias-thesis: key {bad!r} is not a valid name" in capsys.readouterr().err
+
+
+def test_a_table_built_from_an_unchecked_name_is_not_written_outside_the_results(tmp_path):
+    """The core's own guard, behind the schema: every table file is checked to lie inside the results directory."""
+    from nlpbench import build
+    from nlpbench.family import Paths
+    from nlpbench.io import OutputError
+    params = config.load(REPO / "params.yaml", {"scale": "smoke"})
+    bad = "../../x"
+    params["tables"]["tolias-thesis"][bad] = params["tables"]["tolias-thesis"]["2"]
+    project = tmp_path / "project"
+    with pytest.raises(OutputError, match="outside"):
+        build.table(params, "tolias-thesis", bad, Paths(project / "data", project / "runs", project / "results"))
+    assert [p for p in tmp_path.rglob("*") if p.is_file() and project not in p.parents] == []
+
+
+# -- values: YAML errors named, numbers written as text ---------------------------------------------------------
+
+def _cli_params(params_file, overrides=None, sets=()):
+    from types import SimpleNamespace
+
+    from nlpbench import cli
+    ov = params_file.parent / "overrides.yaml"
+    if overrides is not None:
+        ov.write_text(overrides)
+    return cli._params(SimpleNamespace(params=str(params_file), overrides=str(ov), set=list(sets)))
+
+
+def test_a_set_value_that_is_not_yaml_is_named_in_one_line(params_file, capsys):
+    from nlpbench import cli
+    rc = cli.main(["--params", str(params_file), "--overrides", str(params_file.parent / "none.yaml"),
+                   "--set", "memnet.train.lr=[1", "check"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith("nlpbench: --set memnet.train.lr: not a YAML value: expected ',' or ']'")
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+
+
+def test_an_overrides_file_that_is_not_yaml_is_named_with_its_line(params_file, capsys):
+    from nlpbench import cli
+    ov = params_file.parent / "overrides.yaml"
+    ov.write_text("# my overrides\nmemnet:\n  train: {lr: [1\n  seeds: [0]\n")
+    rc = cli.main(["--params", str(params_file), "--overrides", str(ov), "check"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith(f"nlpbench: {ov}: not valid YAML: ") and "(line 4, column 8" in err
+    assert len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize("form", ["params.yaml", "overrides.yaml", "--set", "--config", "--config nested"])
+def test_a_number_written_as_text_is_read_as_the_number_in_every_override_form(params_file, form):
+    """`lr: 1e-2` is text to YAML 1.1 (PyYAML): where the schema wants a number it is read as 0.01, and the
+    runs are those of `lr: 0.01`."""
+    if form == "params.yaml":
+        text = params_file.read_text()
+        params_file.write_text(text.replace("\n    lr: 0.01 ", "\n    lr: 1e-2 ", 1))
+        params = config.load(params_file)
+    elif form == "overrides.yaml":
+        params = _cli_params(params_file, "memnet:\n  train:\n    lr: 1e-2   # as a user writes it\n")
+    elif form == "--set":
+        params = _cli_params(params_file, sets=["memnet.train.lr=1e-2"])
+    elif form == "--config":            # Snakemake hands every value over as text
+        params = config.load(params_file, {"memnet.train.lr": "1e-2"})
+    else:
+        params = config.load(params_file, {"memnet": {"train": {"lr": "1e-2"}}})
+    assert params["memnet"]["train"]["lr"] == 0.01 and isinstance(params["memnet"]["train"]["lr"], float)
+    assert sorted(plan.make(params).groups) == sorted(plan.make(config.load(REPO / "params.yaml")).groups)
+
+
+def test_only_number_text_becomes_a_number_and_only_where_the_schema_wants_a_number(params_file):
+    assert config.load(params_file, {"memnet.train.clip_norm": "4E1"})["memnet"]["train"]["clip_norm"] == 40.0
+    for key, text in (("memnet.train.lr", "abc"), ("memnet.train.lr", "1e-2x"), ("memnet.train.lr", "-1e-2"),
+                      ("memnet.train.epochs", "1e2")):    # an integer is not guessed from a float's text
+        with pytest.raises(config.ConfigError, match=re.escape(key)):
+            config.load(params_file, {key: text})
+    # text where the schema wants text stays text
+    params = config.load(params_file, {"textgen.runs.snli-dae.label": "1e-2"})
+    assert params["textgen"]["runs"]["snli-dae"]["label"] == "1e-2"

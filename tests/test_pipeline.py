@@ -1,6 +1,7 @@
 """The smoke DAG, from download to tables, through Snakemake itself (a few CPU minutes)."""
 
 import csv
+import json
 import os
 import shutil
 import subprocess
@@ -344,3 +345,81 @@ def test_a_plan_of_fewer_tables_than_a_measurement_names_still_builds():
     params["tables"]["tolias-thesis"] = {k: v for k, v in params["tables"]["tolias-thesis"].items() if k == "2"}
     targets = plan.make(params).targets
     assert targets["tolias-thesis/timing"].reads == ("results/tolias-thesis/end-to-end-ch6-five-seeds.json",)
+
+
+RULES_WITH_A_NAME = '''
+import shlex
+from pathlib import Path
+from nlpbench import plan as nb_plan
+from nlpbench import status as nb_status
+from nlpbench.family import DataStep, Target, TrainGroup
+
+NAME = {name!r}
+SET = "--set " + shlex.quote("scale=smoke")
+SCALE = "smoke"
+PARAMS = {{"scale": SCALE, "tables": {{"tolias-thesis": {{NAME: {{"family": "memnet"}}}}}}}}
+_target = Target("tables", "tolias-thesis", NAME, files=(f"results/{{NAME}}.md",), groups=(NAME,))
+PLAN = nb_plan.Plan({{NAME: DataStep(NAME, f"data/{{NAME}}.ready")}},
+                    {{NAME: TrainGroup(NAME, f"runs/{{NAME}}.json", needs=(NAME,))}},
+                    {{_target.key: _target}}, {{NAME: "memnet", _target.key: "memnet"}})
+TRAIN_THREADS, TRAIN_GPU, TRAIN_PRIORITY = 1, 0, {{NAME: 0}}
+rule_name = nb_plan.rule_name
+
+include: {repo!r} + "/pipeline/data.smk"
+include: {repo!r} + "/pipeline/train.smk"
+include: {repo!r} + "/pipeline/targets.smk"
+
+rule all:
+    default_target: True
+    input: PLAN.marker(_target, SCALE)
+'''
+
+# stands in for the nlpbench command: records its arguments and writes the file the rule expects
+FAKE_NLPBENCH = '''#!{python}
+import json, pathlib, sys
+args = sys.argv[3:]                      # after --set scale=smoke
+with open("argv.jsonl", "a") as f:
+    f.write(json.dumps(args) + "\\n")
+kind = args[0]
+out = {{"data": "data/{{}}.ready", "train": "runs/{{}}.json", "table": "results/{{}}.md"}}[kind].format(
+    args[2] if kind == "table" else args[1])
+pathlib.Path(out).parent.mkdir(parents=True, exist_ok=True)
+pathlib.Path(out).write_text("")
+'''
+
+
+def test_every_rule_quotes_the_names_it_passes_to_the_shell(tmp_path):
+    """A data step, group and table whose name holds a space, a quote and `; touch X`: each rule's command passes
+    the name as one argument and the shell runs nothing else (the schema refuses such names anyway; this is the
+    rules' own guard, for a name that a family builds)."""
+    name = "a b'; touch X; echo"
+    (tmp_path / "Snakefile").write_text(RULES_WITH_A_NAME.format(name=name, repo=str(REPO)))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nlpbench").write_text(FAKE_NLPBENCH.format(python=sys.executable))
+    (bin_dir / "nlpbench").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}"
+                                 f"{os.environ.get('PATH', '')}"}
+    done = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    calls = [json.loads(line) for line in (tmp_path / "argv.jsonl").read_text().splitlines()]
+    assert calls == [["data", name], ["train", name, "--threads", "1"],
+                     ["table", "tolias-thesis", name, "--allow-empty"]]
+    assert not (tmp_path / "X").exists()
+    assert (tmp_path / f"logs/data/{name}.log").exists()
+    assert (tmp_path / f"logs/tables/tolias-thesis-{name}.log").exists()
+    assert (tmp_path / f"runs/_tables/smoke/tolias-thesis/{name}.done").read_text().strip()
+
+
+def test_snakemake_config_reads_a_number_written_as_text_as_the_number(tmp_path):
+    """`--config memnet='{train: {lr: 1e-2}}'`: YAML 1.1 reads 1e-2 as text; the pipeline plans the runs of 0.01."""
+    from nlpbench import config, plan
+    for item in ("Snakefile", "params.yaml", "overrides.yaml", "pipeline"):
+        (shutil.copytree if (REPO / item).is_dir() else shutil.copy)(REPO / item, tmp_path / item)
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    done = _dry_run("snakemake --cores 1 --config 'memnet={train: {lr: 1e-2}}'", tmp_path, env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    expected = plan.make(config.load(REPO / "params.yaml", {"memnet": {"train": {"lr": 0.01}}})).groups
+    memnet = {plan.rule_name("train", g) for g, grp in expected.items() if grp.done.startswith("runs/memn2n-")}
+    assert memnet and memnet <= _jobs(done)

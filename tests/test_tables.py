@@ -382,3 +382,35 @@ def test_compare_seeds_judges_a_difference_against_the_larger_seed_sd():
     assert c["diff"] == 6.0 and abs(c["spread"] - 2 ** 0.5) < 1e-12 and c["exceeds"]
     assert not compare_seeds([10.0, 16.0], [10.0, 10.0])["exceeds"]    # diff 3 inside SD 4.24
     assert not compare_seeds([20.0], [5.0])["exceeds"]                  # one seed: never judged beyond the spread
+
+
+@pytest.mark.parametrize("source, name, fails", [
+    ("tolias-thesis", "2", "md"),          # the second of the table's files
+    ("shen-thesis", "6.3", "png"),         # its figure, drawn after the table's three files
+])
+def test_a_table_whose_build_fails_midway_leaves_its_old_files_unchanged(tmp_path, monkeypatch, source, name, fails):
+    """A full disk while a table is written: never a new CSV beside an old .md (or an old figure)."""
+    import errno
+    import os
+
+    from nlpbench import build, config, io
+    from nlpbench.family import Paths
+    params = config.load(Path(__file__).resolve().parents[1] / "params.yaml", {"scale": "smoke"})
+    paths = Paths(tmp_path / "data", tmp_path / "runs", tmp_path / "results")
+    written = build.table(params, source, name, paths, allow_empty=True)
+    old = {}
+    for path in (tmp_path / "results" / source).iterdir():
+        path.write_bytes(b"old " + path.name.encode())
+        old[path.name] = path.read_bytes()
+    assert {"csv", "md", "json"} <= set(written) and (fails != "png" or "figure" in written)
+    real = io.atomic_path
+
+    def full_disk(path):
+        if str(path).endswith(f".{fails}"):
+            raise io.OutputError(path, OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
+        return real(path)
+    monkeypatch.setattr(io, "atomic_path", full_disk)
+    with pytest.raises(io.OutputError, match="No space left"):
+        build.table(params, source, name, paths, allow_empty=True)
+    assert {p.name: p.read_bytes() for p in (tmp_path / "results" / source).iterdir()} == old
+    assert [p.name for p in (tmp_path / "results").iterdir()] == [source]

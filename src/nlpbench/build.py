@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nlpbench import config, paper, registry, results_index, tables
+from nlpbench import config, io, paper, registry, results_index, tables
 from nlpbench.config import ConfigError
 from nlpbench.family import Paths
 
@@ -31,17 +31,20 @@ def table(params: dict, source: str, name: str, paths: Paths, allow_empty: bool 
                           "(`nlpbench plan`), or pass --allow-empty to write the empty table")
     notes = ([SMOKE_NOTE] if params["scale"] == "smoke" else []) + parts.notes
     result = tables.build_table(parts.spec, parts.cells, parts.provenance, notes)
-    out = tables.write_table(result, paths.results)
-    for i, draw in enumerate(parts.after):
-        out[f"figure{i or ''}"] = draw(paths.results)
-    if (source, name) not in {(r["source"], r["table"]) for r in paper.reference_index()}:
-        # an addition the documents never ran: listed in the index as such
-        results_index.register_output(paths.results, source, name, d.decl.get("title", name), "addition",
-                                      [out["md"].name, out["csv"].name],
-                                      f"{result.count('ok')} of {len(result.lines)} cells run", params["scale"])
-    return out
+    # the table's files land together, or none of them (a full disk never leaves a new CSV beside an old .md)
+    with io.staged(paths.results) as stage:
+        out = tables.write_table(result, stage)
+        for i, draw in enumerate(parts.after):        # figures are drawn from the staged CSV
+            out[f"figure{i or ''}"] = draw(stage)
+        if (source, name) not in {(r["source"], r["table"]) for r in paper.reference_index()}:
+            # an addition the documents never ran: listed in the index as such
+            results_index.register_output(stage, source, name, d.decl.get("title", name), "addition",
+                                          [out["md"].name, out["csv"].name],
+                                          f"{result.count('ok')} of {len(result.lines)} cells run", params["scale"])
+    return {key: paths.results / path.relative_to(stage) for key, path in out.items()}
 
 
 def output(params: dict, source: str, name: str, paths: Paths) -> list[Path]:
     d = config.declaration(params, "outputs", source, name)
+    io.inside(paths.results, paths.results / source / name)
     return registry.get(d.family).output(source, name, params, paths)

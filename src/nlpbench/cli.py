@@ -16,11 +16,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import warnings
 from pathlib import Path
 
-import yaml
-
 from nlpbench import config
+from nlpbench.checkpoints import LoadError
 from nlpbench.data.babi import BabiFormatError, MissingDataError
 from nlpbench.data.fetch import FetchError
 from nlpbench.family import Paths
@@ -33,7 +33,7 @@ def _overrides(pairs: list[str]) -> dict:
         if "=" not in pair:
             raise config.ConfigError(f"--set {pair!r}: expected KEY=VALUE")
         key, value = pair.split("=", 1)
-        out[key] = yaml.safe_load(value)
+        out[key] = config.read_yaml(value, f"--set {key}", "not a YAML value")
     return out
 
 
@@ -46,13 +46,18 @@ def _file_overrides(args) -> dict:
     path = Path(args.overrides)
     if not path.exists():
         return {}
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as e:
-        raise config.ConfigError(f"{path}: not valid YAML: {e}") from None
+    data = config.read_yaml(path.read_text(), str(path)) or {}
     if not isinstance(data, dict):
         raise config.ConfigError(f"{path}: expected a mapping of keys to values")
     return data
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """A warning as one line on stderr, without the line of source code Python prints under it; a warning of
+    another package also says where it comes from."""
+    ours = Path(filename).resolve().is_relative_to(Path(__file__).resolve().parent)
+    where = "" if ours else f" ({category.__name__}, {filename}:{lineno})"
+    print(f"nlpbench: warning: {message}{where}", file=file or sys.stderr)
 
 
 def _paths(args) -> Paths:
@@ -263,11 +268,13 @@ def main(argv: list[str] | None = None) -> int:
     from nlpbench.provenance import code_commit
     code_commit()                      # the commit of the code this process loaded, fixed before it runs
     try:
-        code = args.func(args)
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            code = args.func(args)
     except BrokenPipeError:            # `nlpbench plan | head`: the reader left; not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except (config.ConfigError, FetchError, MissingDataError, BabiFormatError, OutputError) as e:
+    except (config.ConfigError, FetchError, MissingDataError, BabiFormatError, OutputError, LoadError) as e:
         print(f"nlpbench: {e}", file=sys.stderr)
         return 2
     return code or 0

@@ -9,8 +9,10 @@ itself (`Family.check`).
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,15 +27,88 @@ class ConfigError(ValueError):
     """A bad params.yaml: the message names the file and the key."""
 
 
+@functools.cache
+def _schema() -> dict:
+    return yaml.safe_load(SCHEMA.read_text())
+
+
+def name_pattern() -> str:
+    """The one pattern of every name that becomes a file name or a word of a command (the schema's `name`)."""
+    return _schema()["$defs"]["name"]["pattern"]
+
+
+NAME_RULE = "letters, digits, '.', '_' and '-', not starting with '.' or '-' and without '..'"
+
+
+def check_name(name: str, what: str) -> None:
+    """A ConfigError naming `what` unless `name` is a valid name (see name_pattern)."""
+    if not isinstance(name, str) or not re.fullmatch(name_pattern(), name):
+        raise ConfigError(f"{what}: {name!r} is not a valid name ({NAME_RULE}): it names files and is passed "
+                          "to commands")
+
+
+def _error_line(e: jsonschema.ValidationError) -> str:
+    key = ".".join(str(p) for p in e.path) or "(top level)"
+    # a bad key of a mapping: the error's path stops at the mapping, and the key is the instance
+    what = "key " if "propertyNames" in e.schema_path else ""
+    if e.validator == "pattern" and e.validator_value == name_pattern():
+        return f"  {key}: {what}{e.instance!r} is not a valid name ({NAME_RULE})"
+    return f"  {key}: {what}{e.message}"
+
+
+def read_yaml(text: str, where: str, what: str = "not valid YAML") -> Any:
+    """yaml.safe_load, with an error that names `where` and says what is wrong and at which line and column."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        at = [f"line {mark.line + 1}, column {mark.column + 1}"] if mark else []
+        context = [e.context] if getattr(e, "context", None) else []
+        detail = f" ({'; '.join(at + context)})" if at or context else ""
+        raise ConfigError(f"{where}: {what}: {problem}{detail}") from None
+
+
+# a number as YAML 1.2 writes it; PyYAML (YAML 1.1) reads some, such as `1e-2` or `5E3`, as text
+_NUMBER = re.compile(r"[-+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?")
+
+
+def _as_number(text: str) -> int | float:
+    return int(text) if re.fullmatch(r"[-+]?[0-9]+", text) else float(text)
+
+
+def _numbers_written_as_text(errors) -> dict[tuple, int | float]:
+    """{path: number} for every value the schema wants as a number that was given as the text of one (`lr: 1e-2`,
+    which YAML 1.1 reads as a string): what the user meant. Any other text stays an error."""
+    out = {}
+    for e in errors:
+        wanted = e.validator_value if isinstance(e.validator_value, list) else [e.validator_value]
+        if e.validator == "type" and "number" in wanted and isinstance(e.instance, str) \
+                and _NUMBER.fullmatch(e.instance.strip()):
+            out[tuple(e.absolute_path)] = _as_number(e.instance.strip())
+        out.update(_numbers_written_as_text(e.context or []))      # the branches of a oneOf / anyOf
+    return out
+
+
+def _set_path(node, path: tuple, value) -> None:
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+
+
 def _validate(params: dict, where: str) -> None:
-    schema = yaml.safe_load(SCHEMA.read_text())
-    errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(params), key=lambda e: list(e.path))
+    """Validate `params` against the schema; a number written as text where the schema wants a number is read as
+    that number in place (see _numbers_written_as_text)."""
+    validator = jsonschema.Draft202012Validator(_schema())
+    errors = list(validator.iter_errors(params))
+    numbers = _numbers_written_as_text(errors)
+    if numbers:
+        for path, value in numbers.items():
+            _set_path(params, path, value)
+        errors = list(validator.iter_errors(params))
+    errors.sort(key=lambda e: list(map(str, e.path)))
     if errors:
-        lines = []
-        for e in errors[:10]:
-            key = ".".join(str(p) for p in e.path) or "(top level)"
-            lines.append(f"  {key}: {e.message}")
-        raise ConfigError(f"{where}: invalid parameters\n" + "\n".join(lines))
+        raise ConfigError(f"{where}: invalid parameters\n" + "\n".join(_error_line(e) for e in errors[:10]))
 
 
 def _split_key(node: dict, parts: list[str]) -> tuple[str, list[str]] | None:
@@ -130,10 +205,7 @@ def load(path: str | Path = "params.yaml", overrides: dict | None = None) -> dic
 
     A value the user sets wins over the scale's (and is validated as any other)."""
     path = Path(path)
-    try:
-        params = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: not valid YAML: {e}") from None
+    params = read_yaml(path.read_text(), str(path))
     if not isinstance(params, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
     _validate(params, str(path))

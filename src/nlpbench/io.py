@@ -2,14 +2,28 @@
 
 Files get the mode an ordinary `open(path, "w")` would give them (0666 less the umask), and a failure to write
 one (read-only directory, full disk) raises OutputError naming the output, not the hidden temporary file.
+
+A write goes to a hidden temporary file beside its output, `.<name>.<host>-<pid>-<random>.tmp` (host: a short tag
+of the machine's name; pid: the writing process), renamed onto the output when complete. A process killed in the
+middle cannot remove its temporary file, so each write first removes the stale ones in its directory: those of
+this machine whose process no longer runs, and those of another machine (a directory shared over the network)
+or of an older nlpbench (`.<name>.<random>.tmp`, same output only) untouched for STALE_AFTER seconds. A
+temporary file that another process is still writing is never one of them: on this machine its process runs,
+and each write of nlpbench's fills its temporary file as it goes, in far less than STALE_AFTER.
 """
 
 from __future__ import annotations
 
 import errno
+import functools
+import hashlib
 import json
 import os
+import re
+import socket
+import shutil
 import tempfile
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
@@ -18,9 +32,10 @@ from typing import Any, Iterator
 class OutputError(OSError):
     """An output file could not be written (the message names the file and the reason)."""
 
-    def __init__(self, path: Path, cause: OSError):
-        super().__init__(f"cannot write {path}: {cause.strerror or cause}")
-        self.path, self.errno = path, cause.errno
+    def __init__(self, path: Path, cause: OSError | str):
+        reason = cause if isinstance(cause, str) else cause.strerror or cause
+        super().__init__(f"cannot write {path}: {reason}")
+        self.path, self.errno = path, getattr(cause, "errno", None)
 
 
 # errors of writing itself, whatever file object raised them
@@ -33,13 +48,69 @@ def current_umask() -> int:
     return mask
 
 
+STALE_AFTER = 3600      # seconds untouched after which a temporary file whose writer cannot be checked is stale
+
+# .<output name>.<host tag>-<pid>-<mkstemp's 8 random characters>.tmp
+_TEMP_NAME = re.compile(r"\..+\.(?P<host>[0-9a-f]{8})-(?P<pid>[0-9]+)-[a-z0-9_]{8}\.tmp")
+
+
+@functools.cache
+def _host_tag() -> str:
+    return hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
+
+
+def _running(pid: int) -> bool:
+    """Whether process `pid` runs on this machine."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, OverflowError):      # no such process (OverflowError: no such pid at all)
+        return False
+    except PermissionError:        # another user's process
+        return True
+    return True
+
+
+def _writer_gone(host: str | None, pid: int | None, entry: os.DirEntry, now: float) -> bool:
+    """Whether the writer of a temporary file or folder is known to be gone: a process of this machine that no
+    longer runs, or (another machine's, or unnamed) one whose file was left untouched for STALE_AFTER."""
+    if host == _host_tag() and pid is not None:
+        return not _running(pid)
+    return now - entry.stat(follow_symlinks=False).st_mtime > STALE_AFTER
+
+
+def remove_stale_temp_files(directory: Path, name: str) -> None:
+    """Remove the temporary files of killed writes from `directory` (see the module's text); `name`: the output
+    being written, whose temporary files from an older nlpbench are removed too."""
+    legacy = re.compile(rf"\.{re.escape(name)}\.[a-z0-9_]{{8}}\.tmp")
+    now = time.time()
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return
+    for entry in entries:
+        ours = _TEMP_NAME.fullmatch(entry.name)
+        if ours is None and legacy.fullmatch(entry.name) is None:
+            continue
+        try:
+            if not entry.is_file(follow_symlinks=False):
+                continue
+            if _writer_gone(ours and ours["host"], ours and int(ours["pid"]), entry, now):
+                os.unlink(entry.path)
+        except OSError:            # removed meanwhile by another writer, or not ours to remove
+            continue
+
+
 @contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path beside `path`; move it onto `path` only if the block succeeds."""
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        remove_stale_temp_files(path.parent, path.name)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{_host_tag()}-{os.getpid()}-", suffix=".tmp",
+                                   dir=path.parent)
         try:
             os.fchmod(fd, 0o666 & ~current_umask())       # mkstemp makes it 0600
         finally:
@@ -62,6 +133,68 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
+
+
+def inside(root: str | os.PathLike, path: str | os.PathLike) -> Path:
+    """`path`, once it is known to stay inside `root` (the project, or the --results/--runs directory given) when
+    '..' and symbolic links are resolved; else an OutputError. Every output path built from a name in a
+    configuration passes through here before anything is written."""
+    root, path = Path(root), Path(path)
+    real_root, real = root.resolve(), path.resolve()
+    if real != real_root and real_root not in real.parents:
+        raise OutputError(path, f"it would lie outside {root}/ ({real}); a name in params.yaml must not lead "
+                                "out of the directory it is written to")
+    return path
+
+
+STAGING_PREFIX = ".staged-"
+# .staged-<host tag>-<pid>-<mkdtemp's 8 random characters>
+_STAGING_NAME = re.compile(rf"{re.escape(STAGING_PREFIX)}(?P<host>[0-9a-f]{{8}})-(?P<pid>[0-9]+)-[a-z0-9_]{{8}}")
+
+
+@contextmanager
+def staged(root: str | os.PathLike) -> Iterator[Path]:
+    """A set of files that lands together: the block writes them into a fresh hidden directory inside `root`,
+    under the paths they will have relative to `root`; once the block has written every one of them, each is
+    moved onto its place, one rename after another. A failure while writing (a full disk, say) leaves every file
+    of `root` as it was; the staging directory is removed either way.
+
+    What this guarantees: no file of the set lands unless all of them were written. The renames are each atomic
+    but not atomic together: a process killed between two of them (a few microseconds) leaves the earlier ones
+    replaced. A staging directory left by a killed process is removed by the next staged write under `root`."""
+    root = Path(root)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        _remove_dead_staging(root)
+        stage = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{_host_tag()}-{os.getpid()}-", dir=root))
+    except OSError as e:
+        raise OutputError(root, e) from e
+    try:
+        yield stage
+        # the files in the order they were written, the JSON files (summaries, sidecars that list the others) last
+        files = sorted((p for p in stage.rglob("*") if p.is_file()),
+                       key=lambda p: (p.suffix == ".json", p.stat().st_mtime_ns))
+        for path in files:
+            final = root / path.relative_to(stage)
+            try:
+                final.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(path, final)
+            except OSError as e:
+                raise OutputError(final, e) from e
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+def _remove_dead_staging(root: Path) -> None:
+    """Remove the staging directories under `root` whose writer is gone (a build killed midway)."""
+    now = time.time()
+    for entry in os.scandir(root):
+        ours = _STAGING_NAME.fullmatch(entry.name)
+        try:
+            if ours and entry.is_dir(follow_symlinks=False) and _writer_gone(ours["host"], int(ours["pid"]), entry, now):
+                shutil.rmtree(entry.path, ignore_errors=True)
+        except OSError:
+            continue
 
 
 def write_text(path: str | os.PathLike, text: str) -> None:

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from nlpbench import config, registry
+from nlpbench import config, io, registry
 from nlpbench.config import ConfigError
 from nlpbench.data.shared import SHARED_STEPS
 from nlpbench.family import DataStep, Family, Target, TrainGroup
@@ -62,7 +62,26 @@ def make(params: dict) -> Plan:
             raise ConfigError(f"data step {step_id!r} is needed but no family declares it")
         plan.data[step_id] = SHARED_STEPS[step_id]
         plan.owner[step_id] = "core"
+    _check_names_and_paths(plan, params["scale"])
     return plan
+
+
+def _check_names_and_paths(plan: Plan, scale: str) -> None:
+    """Every id becomes a rule's command word and a file name, and every file a rule writes lies inside the
+    project: checked here, where every family's plan meets, so that no family can pass a name from params.yaml
+    (or one built from its settings) to the shell or out of the project."""
+    project = Path.cwd()
+    for step in plan.data.values():
+        config.check_name(step.id, f"data step of {plan.owner[step.id]}")
+        io.inside(project, step.output)
+    for group in plan.groups.values():
+        config.check_name(group.id, f"training group of {plan.owner[group.id]}")
+        io.inside(project, group.done)
+    for target in plan.targets.values():
+        config.check_name(target.source, f"{target.section} source")
+        config.check_name(target.name, f"{target.section}.{target.source}")
+        for path in (*target.files, plan.marker(target, scale)):
+            io.inside(project, path)
 
 
 PACKAGE = Path(__file__).resolve().parent

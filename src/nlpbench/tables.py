@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nlpbench.io import write_json, write_text
+from nlpbench.io import inside, write_json, write_text
 from nlpbench.paper import parse_paper, reference_cells, source_label
 
 # "cited": a cell the document copied from other work; it keeps the printed number as a reference and is never
@@ -510,9 +510,10 @@ def summary(result: TableResult) -> dict:
 
 
 def write_table(result: TableResult, results_dir: Path) -> dict:
-    """Write ``<source>/<table>.{csv,md,json}`` atomically (the JSON last); return their paths."""
+    """Write ``<source>/<table>.{csv,md,json}`` atomically (the JSON last); return their paths. Each must lie
+    inside `results_dir` (nlpbench.build writes the three together, with any figure, through io.staged)."""
     base = Path(results_dir) / result.spec.source
-    paths = {ext: base / f"{result.spec.table}.{ext}" for ext in ("csv", "md", "json")}
+    paths = {ext: inside(results_dir, base / f"{result.spec.table}.{ext}") for ext in ("csv", "md", "json")}
     write_text(paths["csv"], render_csv(result))
     write_text(paths["md"], render_markdown(result))
     write_json(paths["json"], summary(result))

@@ -28,9 +28,10 @@ from typing import Sequence
 
 import torch
 
-from nlpbench.data.fetch import (MIRROR_ENV, ChecksumError, FetchError, file_records, resolve_mirror,
-                                  status_records, verify_prepared)
-from nlpbench.io import read_json, write_json, write_text
+from nlpbench.data.fetch import MIRROR_ENV, ChecksumError, FetchError, resolve_mirror
+from nlpbench.data.prepared import file_records, prepared_file
+from nlpbench import checkpoints
+from nlpbench.io import write_json, write_text
 
 from .tokenize import fix_missing_period, ptb_tokenize, split_sentences
 
@@ -76,19 +77,6 @@ def verified_bytes(folder: Path, rel: str, manifest: dict[str, str]) -> bytes:
     if digest != manifest[rel]:
         raise ChecksumError(f"{path}: sha256 {digest} differs from the manifest's {manifest[rel]}")
     return data
-
-
-def prepared_file(out_dir: str | os.PathLike, rel: str, step: str, key: str | None = None) -> Path:
-    """out_dir/rel of a prepared data step, checked against its STATUS.json record (size and sha256, as
-    prepare_* wrote them; folders prepared before the hashes were recorded: present). FetchError naming the
-    step to run when the folder is not prepared; PreparedDataChanged when the file was edited since."""
-    out = Path(out_dir)
-    path = out / rel
-    if not (out / STATUS_FILE).is_file() or not path.is_file():
-        raise FetchError(f"{path} not prepared (it or {out / STATUS_FILE} is missing): run the data step {step}"
-                         + (f" ({key})" if key else ""))
-    verify_prepared(out, {rel: status_records(read_json(out / STATUS_FILE)).get(rel)}, step)
-    return path
 
 
 # ------------------------------------------------------------------------------------------------- CNN/DM
@@ -168,6 +156,12 @@ def prepare_cnndm(out_dir: str | os.PathLike, mirror: str | os.PathLike | None =
     return status
 
 
+def read_qg(out_dir: str | os.PathLike, split: str) -> list[tuple[list[str], list[str]]]:
+    """(sentence tokens, question tokens) pairs of a prepared QG split, verified against its STATUS.json."""
+    path = prepared_file(out_dir, f"{split}.jsonl", "acvi-qg")
+    return [(r["src"], r["tgt"]) for r in map(json.loads, path.read_text(encoding="utf-8").splitlines())]
+
+
 def read_prepared_cnndm(out_dir: str | os.PathLike) -> list[Article]:
     path = prepared_file(out_dir, "articles.jsonl", "acvi-cnndm-mirror")
     return [Article(**json.loads(line)) for line in path.read_text(encoding="utf-8").splitlines()]
@@ -188,6 +182,7 @@ def load_qg(split: str, mirror: str | os.PathLike | None = None) -> list[tuple[l
 
 
 def prepare_qg(out_dir: str | os.PathLike, mirror: str | os.PathLike | None = None) -> dict:
+    """Write dev.jsonl and test.jsonl ({"src", "tgt"} token lists per line), then STATUS.json last."""
     out = Path(out_dir)
     counts = {}
     for split in ("dev", "test"):
@@ -197,7 +192,7 @@ def prepare_qg(out_dir: str | os.PathLike, mirror: str | os.PathLike | None = No
         write_text(out / f"{split}.jsonl", "\n".join(json.dumps({"src": s, "tgt": t}) for s, t in pairs) + "\n")
         counts[split] = len(pairs)
     status = {"dataset": "Du et al. 2017 QG (xinyadu/nqg processed)", "pairs": counts,
-              "files": ["dev.jsonl", "test.jsonl"]}
+              "files": file_records(out, ["dev.jsonl", "test.jsonl"])}
     write_json(out / STATUS_FILE, status)
     return status
 
@@ -365,7 +360,6 @@ def prepare_msvd(out_dir: str | os.PathLike, root: str | os.PathLike, mirror: st
     feature of the wrong shape, is an error naming it."""
     import numpy as np
 
-    from nlpbench.io import atomic_path
     root, out = Path(root), Path(out_dir)
     csvs = sorted((root / "captions").glob("*.csv"))
     if len(csvs) != 1:
@@ -392,8 +386,8 @@ def prepare_msvd(out_dir: str | os.PathLike, root: str | os.PathLike, mirror: st
                 raise FetchError(f"{path}: shape {arr.shape}, expected ({frames}, {feat_dim}) "
                                  "(acvi.tasks.video.video.frames / feat_dim)")
             feats[i] = torch.from_numpy(arr.astype(np.float32))
-        with atomic_path(out / f"{split}.pt") as tmp:
-            torch.save({"clips": list(clips), "features": feats, "captions": [caps[c] for c in clips]}, tmp)
+        checkpoints.save({"clips": list(clips), "features": feats, "captions": [caps[c] for c in clips]},
+                         out / f"{split}.pt")
         counts[split] = {"clips": len(clips), "captions": sum(len(caps[c]) for c in clips)}
         names.append(f"{split}.pt")
     status = {"dataset": "MSVD (Chen & Dolan 2011), user-supplied captions and features", "available": True,
@@ -405,7 +399,8 @@ def prepare_msvd(out_dir: str | os.PathLike, root: str | os.PathLike, mirror: st
 
 def read_msvd_split(out_dir: str | os.PathLike, split: str) -> tuple[torch.Tensor, list[list[list[str]]]]:
     """(features (n, frames, dim), reference token lists per clip) of a prepared MSVD split."""
-    d = torch.load(prepared_file(out_dir, f"{split}.pt", "acvi-msvd", "acvi.data.msvd_dir"), weights_only=False)
+    d = checkpoints.load(prepared_file(out_dir, f"{split}.pt", "acvi-msvd", hint="acvi.data.msvd_dir"),
+                         remedy="delete it and run the data step acvi-msvd again")
     return d["features"], d["captions"]
 
 
@@ -481,5 +476,5 @@ def prepare_duc2004(out_dir: str | os.PathLike, root: str | os.PathLike, *, toke
 
 
 def read_duc2004(out_dir: str | os.PathLike) -> list[dict]:
-    path = prepared_file(out_dir, "articles.jsonl", "acvi-duc2004", "acvi.data.duc2004_dir")
+    path = prepared_file(out_dir, "articles.jsonl", "acvi-duc2004", hint="acvi.data.duc2004_dir")
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]

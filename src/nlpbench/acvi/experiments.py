@@ -19,6 +19,8 @@ from pathlib import Path
 
 from nlpbench import config, io, paper, results_index, tables
 from nlpbench.acvi import config as ac
+from nlpbench.data.fetch import FetchError
+from nlpbench.data.prepared import prepared_output, verified_output
 from nlpbench.family import TableParts
 from nlpbench.provenance import code_commit
 
@@ -63,9 +65,9 @@ def prepare(step: str, params: dict, data_root: Path, mirror: str | None) -> str
                 for name in ac.RELEASED:
                     hyps = [[" ".join(s) for s in summ] for summ in system_summaries(arts, name)]
                     perl[name] = rouge155(hyps, refs, stem=a["metrics"]["rouge_stem"])
-        io.write_json(out / "scores.json", {"scores": scores, "n_articles": len(arts),
-                                            "rouge_stemming": a["metrics"]["rouge_stem"],
-                                            "meteor": a["released"]["meteor"], "rouge155": perl})
+        with prepared_output(out / "scores.json") as tmp:
+            io.write_json(tmp, {"scores": scores, "n_articles": len(arts), "rouge_stemming": a["metrics"]["rouge_stem"],
+                                "meteor": a["released"]["meteor"], "rouge155": perl})
         return f"released outputs scored on {len(arts)} mirror articles: " + ", ".join(
             f"{k} R-1 {v['rouge1']:.2f}" for k, v in scores.items())
     if step in ac.EXTERNAL:
@@ -73,9 +75,16 @@ def prepare(step: str, params: dict, data_root: Path, mirror: str | None) -> str
     raise KeyError(step)
 
 
-# files a user-supplied directory must hold before its data set counts as present
+# folders a user-supplied directory must hold, and the layout they belong to (acvi/README.md)
 EXPECTED = {"acvi-cnndm-full": ("cnn/stories", "dailymail/stories"), "acvi-msvd": ("captions", "features"),
-            "acvi-duc2004": ("docs", "eval")}
+            "acvi-duc2004": ("docs", "eval/models/1")}
+LAYOUT = {
+    "acvi-cnndm-full": "cnn/stories/*.story and dailymail/stories/*.story (cnn_stories.tgz and dailymail_stories.tgz "
+                       "of https://cs.nyu.edu/~kcho/DMQA/ unpacked), and url_lists/all_train.txt",
+    "acvi-msvd": "captions/<one>.csv (the MSR Video Description Corpus CSV) and features/<clip>.npy "
+                 "(float32 frames x feat_dim per clip)",
+    "acvi-duc2004": "docs/<cluster>/<DOCNO> (the task-1 documents) and eval/models/1/ (their model summaries)",
+}
 
 
 def external_status(params: dict, step: str, out: Path, mirror: str | None = None) -> str:
@@ -83,7 +92,11 @@ def external_status(params: dict, step: str, out: Path, mirror: str | None = Non
     obtain it (STATUS.json); a supplied copy with the expected folders is prepared by its reader (acvi/data.py)."""
     _, key, how = ac.EXTERNAL[step]
     given = params["acvi"]["data"][key]
-    missing = [] if given is None else [p for p in EXPECTED[step] if not (Path(given) / p).exists()]
+    missing = [] if given is None else [p for p in EXPECTED[step] if not (Path(given) / p).is_dir()]
+    if missing:             # a directory the user named but that is not the data set: say so, do not go on without it
+        what = "does not exist" if not Path(given).is_dir() else f"lacks {', '.join(f'{p}/' for p in missing)}"
+        raise FetchError(f"acvi.data.{key} = {given} {what}: expected a directory holding {LAYOUT[step]}; fix "
+                         f"acvi.data.{key}, or set it to null to leave these cells as needs data")
     mirror = mirror if mirror is not None else params.get("mirror")
     if given is not None and not missing and step == "acvi-cnndm-full":
         from nlpbench.acvi.data import prepare_cnndm_full
@@ -98,10 +111,7 @@ def external_status(params: dict, step: str, out: Path, mirror: str | None = Non
         from nlpbench.acvi.data import prepare_duc2004
         s = prepare_duc2004(out, given, tokenizer=params["acvi"]["data"]["tokenizer"])
         return f"{step}: DUC 2004 task 1 prepared in {out}: {s['documents']} documents, {s['references']} references"
-    if given is None:
-        state = f"not supplied (acvi.data.{key} is null)"
-    elif missing:
-        state = f"acvi.data.{key} = {given} lacks {', '.join(missing)}"
+    state = f"not supplied (acvi.data.{key} is null)"
     io.write_json(out / "STATUS.json", {"step": step, "available": False, "state": state, "how": how})
     return f"{step}: {state}"
 
@@ -124,12 +134,10 @@ def train_config(run: ac.AcviRun, device: str):
 
 
 def _pairs(run: ac.AcviRun, data_root: Path, params: dict) -> tuple[list, list]:
-    import json
     if run.task == "qg":
+        from nlpbench.acvi.data import read_qg
         d = ac.data_dir(params, "acvi-qg", data_root)
-        read = lambda split: [(r["src"], r["tgt"]) for r in map(json.loads, (d / f"{split}.jsonl")  # noqa: E731
-                                                                 .read_text().splitlines())]
-        return read("dev"), read("test")           # the mirror has no Du et al. train split: dev trains
+        return read_qg(d, "dev"), read_qg(d, "test")    # the mirror has no Du et al. train split: dev trains
     if not params["acvi"]["stand_ins"]:            # the user-supplied corpus: See et al.'s train and test splits
         from nlpbench.acvi.data import read_cnndm_split
         d = ac.data_dir(params, "acvi-cnndm-full", data_root)
@@ -184,7 +192,7 @@ def _value(metrics: dict, spec: dict) -> float | None:
 
 def _released(params: dict, data_root: Path) -> dict | None:
     path = ac.data_dir(params, "acvi-released", data_root) / "scores.json"
-    return io.read_json(path) if path.exists() else None
+    return io.read_json(verified_output(path, "acvi-released")) if path.exists() else None
 
 
 def _cell(params: dict, row: str, col: str, spec: dict, data_root: Path, runs_root: Path,

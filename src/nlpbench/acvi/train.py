@@ -26,7 +26,8 @@ from typing import Sequence
 
 import torch
 
-from nlpbench.io import atomic_path, read_json, write_json
+from nlpbench import checkpoints
+from nlpbench.io import read_json, write_json
 from nlpbench.metrics.rouge import meteor, rouge_f1
 from nlpbench.metrics.text import corpus_bleu
 
@@ -149,11 +150,6 @@ def _batch_indices(step: int, n: int, batch_size: int, seed: int) -> list[int]:
     return perm[k * batch_size:(k + 1) * batch_size].tolist()
 
 
-def _save_torch(obj, path: Path) -> None:
-    with atomic_path(path) as tmp:
-        torch.save(obj, tmp)
-
-
 def decode(model: PointerGenerator, vocab: Vocab, pairs: Sequence, cfg: TrainConfig, *,
            coverage: bool) -> tuple[list, list, list]:
     """Beam-decode the source of each (source, reference) pair at the last phase's encoder length:
@@ -179,7 +175,7 @@ def load_trained(out_dir: str | os.PathLike, device: str = "cpu") -> tuple[Point
     path = Path(out_dir) / "model.pt"
     if not path.is_file():
         raise FileNotFoundError(f"{path}: the run has not finished training")
-    saved = torch.load(path, weights_only=False, map_location=device)
+    saved = checkpoints.load(path, map_location=device)
     cfg = TrainConfig.from_dict({**saved["config"], "device": device})
     model = PointerGenerator(cfg.model).to(device)
     model.load_state_dict(saved["model"])
@@ -231,7 +227,7 @@ def run(cfg: TrainConfig, out_dir: str | os.PathLike, *, stop_after: int | None 
     step, history, before_coverage = 0, [], None
     ckpt_path = out / "checkpoint.pt"
     if ckpt_path.is_file():
-        ckpt = torch.load(ckpt_path, weights_only=False, map_location=cfg.device)
+        ckpt = checkpoints.load(ckpt_path, map_location=cfg.device)
         model.load_state_dict(ckpt["model"])
         opt.load_state_dict(ckpt["optimizer"])
         torch.set_rng_state(ckpt["rng"].cpu())
@@ -268,9 +264,9 @@ def run(cfg: TrainConfig, out_dir: str | os.PathLike, *, stop_after: int | None 
             log.info("epoch %d step %d/%d loss %.4f elapsed %.1fs remaining %.1fs",
                      step // per_epoch + 1, step, N, row["loss"], elapsed, remaining)
         if step % cfg.checkpoint_every == 0 or step == stop_after:
-            _save_torch({"model": model.state_dict(), "optimizer": opt.state_dict(), "rng": torch.get_rng_state(),
-                         "cuda_rng": torch.cuda.get_rng_state() if cfg.device.startswith("cuda") else None,
-                         "step": step, "history": history, "before_coverage": before_coverage}, ckpt_path)
+            checkpoints.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "rng": torch.get_rng_state(),
+                              "cuda_rng": torch.cuda.get_rng_state() if cfg.device.startswith("cuda") else None,
+                              "step": step, "history": history, "before_coverage": before_coverage}, ckpt_path)
         if stop_after is not None and step >= stop_after and step < N:
             return None
     train_seconds = time.perf_counter() - t0
@@ -280,7 +276,7 @@ def run(cfg: TrainConfig, out_dir: str | os.PathLike, *, stop_after: int | None 
     metrics.update({"steps": N, "train_seconds_this_process": train_seconds, "task": cfg.task,
                     "attention": cfg.model.attention, "vocab_size": len(vocab),
                     "synthetic": cfg.task == "copy"})
-    _save_torch({"model": model.state_dict(), "config": asdict(cfg), "vocab": vocab.itos}, out / "model.pt")
+    checkpoints.save({"model": model.state_dict(), "config": asdict(cfg), "vocab": vocab.itos}, out / "model.pt")
     write_json(out / "history.json", history)
     write_json(out / "metrics.json", metrics)
     return metrics

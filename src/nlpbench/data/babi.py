@@ -10,8 +10,8 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from nlpbench.data.fetch import BABI_URL, STATUS_FILE, status_records, verify_prepared
-from nlpbench.io import read_json
+from nlpbench.data.fetch import BABI_URL
+from nlpbench.data.prepared import STATUS_FILE, read_status, verify_prepared
 
 TASK_NAMES: dict[int, str] = {
     1: "single-supporting-fact",
@@ -92,13 +92,13 @@ def task_file(root: str | os.PathLike, variant: str, task: int, split: str) -> P
 
 
 def _verify_prepared(root: Path, rel: str) -> None:
-    """A file of a prepared bAbI folder is as prepare_babi wrote it (size and sha256 in STATUS.json; folders
-    prepared before those were recorded: present); a folder without STATUS.json is not checked."""
+    """A file of a prepared bAbI folder is as prepare_babi wrote it (size and sha256 in STATUS.json); a folder
+    without STATUS.json (an unpacked archive) is not checked, nor a file the preparation lacks (MissingDataError)."""
     if not (root / STATUS_FILE).is_file():
         return
-    records = status_records(read_json(root / STATUS_FILE))
-    if rel in records:
-        verify_prepared(root, {rel: records[rel]}, "babi")
+    status = read_status(root, "babi")
+    if rel in status.get("present", ()):
+        verify_prepared(root, "babi", [rel], status=status)
 
 
 def tokenize(text: str) -> list[str]:

@@ -18,7 +18,7 @@ import zlib
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path, PurePosixPath
-from typing import IO, Callable, Iterable, Mapping
+from typing import IO, Callable
 
 from nlpbench.io import atomic_path, current_umask, read_json, write_json
 
@@ -56,7 +56,7 @@ class DownloadError(FetchError):
 
 
 class PreparedDataChanged(FetchError):
-    """A prepared file was edited or deleted after its preparation (differs from its STATUS.json record)."""
+    """A prepared file was edited or deleted after its preparation, or was never recorded (nlpbench.data.prepared)."""
 
 
 class UnsafeArchiveError(FetchError):
@@ -109,38 +109,6 @@ def git_blob_sha1(path: str | os.PathLike) -> str:
     """What `git hash-object FILE` prints: sha1 of b"blob <size>\\0" + the file's bytes."""
     with open(path, "rb") as f:
         return _hash_stream(f, os.fstat(f.fileno()).st_size)[1]
-
-
-def file_records(root: Path, rels: Iterable[str]) -> dict[str, dict]:
-    """{relative path: {"bytes", "sha256"}} of prepared files, for STATUS.json (checked by verify_prepared)."""
-    return {rel: {"bytes": (root / rel).stat().st_size, "sha256": sha256_file(root / rel)} for rel in rels}
-
-
-def status_records(status: Mapping) -> dict[str, dict | None]:
-    """The file records of a STATUS.json for verify_prepared: its `files` ({path: {"bytes", "sha256"}}, or a
-    list of paths written before hashes were recorded) or its `present` list; a path without hashes maps to
-    None (existence only)."""
-    files = status.get("files") or status.get("present") or {}
-    return dict(files) if isinstance(files, Mapping) else dict.fromkeys(files)
-
-
-def verify_prepared(root: Path, records: Mapping[str, dict | None], step: str) -> None:
-    """Check prepared files against their STATUS.json records ({"bytes", "sha256"}; None: existence only):
-    PreparedDataChanged naming the first file that was deleted or edited since its preparation."""
-    for rel, record in records.items():
-        path = root / rel
-        if not path.is_file():
-            problem = "deleted"
-        elif record is None:
-            continue
-        elif (size := path.stat().st_size) != record["bytes"]:
-            problem = f"changed (now {size} bytes, {STATUS_FILE} records {record['bytes']})"
-        elif sha256_file(path) != record["sha256"]:
-            problem = f"changed (its sha256 differs from the one {STATUS_FILE} records)"
-        else:
-            continue
-        raise PreparedDataChanged(f"{path} was {problem} after the data step prepared it; delete {root} and run "
-                                  f"the data step again (nlpbench data {step})")
 
 
 def download(url: str, dest: str | os.PathLike, sha256: str | None = None, timeout: float = 60.0) -> Path:
@@ -231,7 +199,8 @@ def _read_status(out_dir: Path) -> dict | None:
     status = read_json(status_path)
     if not isinstance(status, dict) or not {"source", "archive_sha256", "present", "missing"} <= status.keys():
         raise FetchError(f"{status_path}: not a bAbI status file (needs source, archive_sha256, present, missing)")
-    verify_prepared(out_dir, {rel: None for rel in status["present"]}, "babi")
+    from nlpbench.data.prepared import verify_prepared
+    verify_prepared(out_dir, "babi", status["present"], status=status)    # edited since? (sizes, sha256)
     return status
 
 

@@ -31,7 +31,7 @@ from typing import Callable
 
 import torch
 
-from nlpbench import config, io, paper, results_index, tables
+from nlpbench import checkpoints, config, io, paper, results_index, tables
 from nlpbench.data import babi
 from nlpbench.data.fetch import FetchError
 from nlpbench.dmn import fact_order
@@ -325,12 +325,10 @@ def train_run(group: DMNGroup, item: str, seed: int, data_root: Path, dmn_data_r
     model = trainer.selected_model()
     test_acc = {k: trainer.loss_and_accuracy(k, model)[1] for k in tests}
     probs = {k: torch.softmax(trainer.logits(k, model), -1).cpu() for k in tests}
-    with io.atomic_path(run_dir / "model.pt") as tmp:
-        torch.save({"model_config": dataclasses.asdict(trainer.model_cfg), "state": model.state_dict(),
-                    "vocab": data.vocab.to_dict(), "answers": list(data.answers)}, tmp)
-    with io.atomic_path(run_dir / "test_probs.pt") as tmp:
-        torch.save({"answers": list(data.answers), "probs": probs,
-                    "gold": {k: data.splits[k]["answers"].cpu() for k in tests}}, tmp)
+    checkpoints.save({"model_config": dataclasses.asdict(trainer.model_cfg), "state": model.state_dict(),
+                      "vocab": data.vocab.to_dict(), "answers": list(data.answers)}, run_dir / "model.pt")
+    checkpoints.save({"answers": list(data.answers), "probs": probs,
+                      "gold": {k: data.splits[k]["answers"].cpu() for k in tests}}, run_dir / "test_probs.pt")
     io.write_json(run_dir / "config.json", {"group": group.group_id, "model": group.model, "kind": group.kind,
                                             "item": item, "seed": seed, "settings": s})
     io.write_json(run_dir / "history.json", trainer.history)
@@ -400,7 +398,7 @@ def _test_key(row: str, kind: str) -> str:
 
 def _ensemble_accuracy(runs: dict[str, Path], row: str) -> float:
     """Eqs. 6.20-6.21 on the task's test set from the members' saved softmax outputs."""
-    saved = {m: torch.load(p / "test_probs.pt", weights_only=False) for m, p in runs.items()}
+    saved = {m: checkpoints.load(p / "test_probs.pt") for m, p in runs.items()}
     answers = {tuple(s["answers"]) for s in saved.values()}
     if len(answers) != 1:
         raise ValueError(f"task {row}: ensemble members have different answer classes")

@@ -25,6 +25,8 @@ import numpy as np
 
 from nlpbench import io
 from nlpbench.data.babi import Sample, parse_file
+from nlpbench.data.fetch import FetchError
+from nlpbench.data.prepared import read_status, remedy_for, verify_prepared
 
 # Table 6.1: pattern -> which fact (0 = F1, 1 = F2, 2 = F3) stands first, second and third in the story.
 PATTERNS: dict[int, tuple[int, int, int]] = {
@@ -314,8 +316,9 @@ def write_dataset(out_dir: str | os.PathLike, splits: Mapping[str, Sequence[Samp
             raise ValueError(f"split name {name!r} is not a plain file stem")
         text = format_samples(samples)
         io.write_text(out / f"{name}.txt", text)
-        entries[name] = {"file": f"{name}.txt", "n": len(samples),
-                         "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
+        data = text.encode("utf-8")
+        entries[name] = {"file": f"{name}.txt", "n": len(samples), "bytes": len(data),
+                         "sha256": hashlib.sha256(data).hexdigest(),
                          "sources": [s.source for s in samples]}
     manifest = out / MANIFEST
     io.write_json(manifest, {"format": FORMAT, "params": dict(params), "splits": entries})
@@ -323,28 +326,28 @@ def write_dataset(out_dir: str | os.PathLike, splits: Mapping[str, Sequence[Samp
 
 
 def read_manifest(out_dir: str | os.PathLike) -> dict:
-    path = Path(out_dir) / MANIFEST
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no manifest (the derived data set was not written completely)")
-    manifest = io.read_json(path)
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise ValueError(f"{path}: key 'format' must be {FORMAT!r}")
+    """manifest.json of a derived data set (FetchError naming the data step when it was not written)."""
+    out = Path(out_dir)
+    manifest = read_status(out, out.name, MANIFEST)
+    if manifest.get("format") != FORMAT:
+        raise FetchError(f"{out / MANIFEST}: key 'format' must be {FORMAT!r}; {remedy_for(out, out.name)}")
     return manifest
 
 
 def read_dataset(out_dir: str | os.PathLike) -> dict[str, list[Sample]]:
     """The splits written by `write_dataset`, equal to what was written (origin sources restored from the
-    manifest). ValueError naming the file when a file's hash or question count disagrees with the manifest."""
+    manifest). Each file is checked against its manifest record (size and sha256: PreparedDataChanged naming it,
+    nlpbench.data.prepared) and its question count."""
     out = Path(out_dir)
     manifest = read_manifest(out)
+    records = {e["file"]: {k: e[k] for k in ("bytes", "sha256") if k in e} for e in manifest["splits"].values()}
+    verify_prepared(out, out.name, status={"files": records}, status_file=MANIFEST)
     splits: dict[str, list[Sample]] = {}
     for name, entry in manifest["splits"].items():
         path = out / entry["file"]
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()
-        if digest != entry["sha256"]:
-            raise ValueError(f"{path}: sha256 {digest} differs from manifest key splits.{name}.sha256")
         samples = parse_file(path)
         if len(samples) != entry["n"] or len(entry["sources"]) != entry["n"]:
-            raise ValueError(f"{path}: {len(samples)} questions, manifest key splits.{name}.n says {entry['n']}")
+            raise FetchError(f"{path}: {len(samples)} questions, manifest key splits.{name}.n says {entry['n']}; "
+                             f"{remedy_for(out, out.name)}")
         splits[name] = [dataclasses.replace(s, source=src) for s, src in zip(samples, entry["sources"])]
     return splits

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from nlpbench import io
+from nlpbench import checkpoints
 from nlpbench.data.babi import Sample, Vocab, vectorize
 from nlpbench.progress import Progress
 from nlpbench.dmn.model import DMN, DMNConfig
@@ -155,8 +155,7 @@ class DMNTrainer:
             g.set_state(state["gens"][p])
 
     def save(self, path: Path) -> None:
-        with io.atomic_path(path) as tmp:
-            torch.save(self.state(), tmp)
+        checkpoints.save(self.state(), path)
 
     # -- one epoch ---------------------------------------------------------------------------------------
     def l2_term(self) -> torch.Tensor:
@@ -208,7 +207,7 @@ class DMNTrainer:
         `max_new_epochs`, stop after that many epochs in this call. Returns True when training is finished."""
         path = Path(checkpoint) if checkpoint is not None else None
         if path is not None and path.exists():
-            self.load_state(torch.load(path, weights_only=False, map_location=self.device), where=str(path))
+            self.load_state(checkpoints.load(path, map_location=self.device), where=str(path))
             self.log(f"resumed from {path} at epoch {self.epoch}")
         new = 0
         progress = Progress(self.tcfg.max_epochs, start=self.epoch)

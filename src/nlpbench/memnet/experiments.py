@@ -16,7 +16,7 @@ from typing import Callable
 
 import torch
 
-from nlpbench import config, io, paper, tables
+from nlpbench import checkpoints, config, io, paper, tables
 from nlpbench.config import Declared
 from nlpbench.memnet import claims
 from nlpbench.family import TableParts
@@ -54,9 +54,8 @@ def task_tensors(data_root: Path, variant: str, tasks: list[int], settings: dict
 
 def save_run(trainer: GroupTrainer, k: int, run_dir: Path, data, metrics: dict, run_config: dict) -> None:
     """Run k's own checkpoint, config, training log and metrics (metrics.json last: it marks the run done)."""
-    with io.atomic_path(run_dir / "model.pt") as tmp:
-        torch.save({"state": trainer.run_state(k), "vocab": data.vocab.to_dict(),
-                    "model_config": trainer.model_cfg.__dict__, "vocab_size": data.n_words}, tmp)
+    checkpoints.save({"state": trainer.run_state(k), "vocab": data.vocab.to_dict(),
+                      "model_config": trainer.model_cfg.__dict__, "vocab_size": data.n_words}, run_dir / "model.pt")
     io.write_json(run_dir / "config.json", run_config)
     io.write_json(run_dir / "history.json", trainer.run_history(k))
     io.write_json(run_dir / "metrics.json", metrics)
@@ -78,7 +77,7 @@ def checkpointed_runs(checkpoint: Path) -> set[str]:
     are trained or evaluated again from it, complete or not, so that the pass resumes with the runs it had."""
     if not checkpoint.exists():
         return set()
-    return set(torch.load(checkpoint, map_location="cpu", weights_only=False).get("run_ids", ()))
+    return set(checkpoints.load(checkpoint, map_location="cpu").get("run_ids", ()))
 
 
 def train_together(group_id: str, model: str, settings: dict, runs: list[Run], datasets: list, checkpoint: Path,

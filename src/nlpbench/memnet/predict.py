@@ -10,6 +10,7 @@ from pathlib import Path
 
 import torch
 
+from nlpbench import checkpoints
 from nlpbench.data import babi
 from nlpbench.memnet.data import TaskTensors, stack_sentences, stack_split
 from nlpbench.memnet.model import MemNet, MemNetConfig
@@ -23,7 +24,7 @@ class RunPredictor:
         path = self.run_dir / "model.pt"
         if not path.is_file():
             raise FileNotFoundError(f"{path}: no checkpoint (train the run's group first)")
-        ck = torch.load(path, map_location=device, weights_only=False)
+        ck = checkpoints.load(path, map_location=device)
         self.cfg = MemNetConfig(**ck["model_config"])
         self.vocab = babi.Vocab.from_dict(ck["vocab"])
         self.device = torch.device(device)

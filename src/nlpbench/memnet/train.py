@@ -18,7 +18,7 @@ from typing import Callable
 import torch
 from torch.nn import functional as F
 
-from nlpbench import io
+from nlpbench import checkpoints
 from nlpbench.progress import Progress
 from nlpbench.memnet.data import TaskTensors, gather, stack_sentences, stack_split
 from nlpbench.memnet.model import MemNet, MemNetConfig
@@ -406,7 +406,7 @@ class GroupTrainer:
         when it holds exactly these runs in this code's parameter layout (else start afresh: another set of runs,
         or parameters laid out as older code laid them, cannot be loaded)."""
         if checkpoint is not None and checkpoint.exists():
-            state = torch.load(checkpoint, map_location=self.device, weights_only=False)
+            state = checkpoints.load(checkpoint, map_location=self.device)
             if self.holds_these_runs(state):
                 self.load_state(state)
                 self.log(f"resumed from {checkpoint} at epoch {self.epoch}")
@@ -422,8 +422,7 @@ class GroupTrainer:
                      f"val acc (mean of runs) {sum(acc) / len(acc):.3f} {rec['ms_per_batch']:.1f} ms/batch")
             if checkpoint is not None and (self.epoch % self.tcfg.checkpoint_every == 0
                                            or self.epoch == self.tcfg.epochs):
-                with io.atomic_path(checkpoint) as tmp:
-                    torch.save(self.state(), tmp)
+                checkpoints.save(self.state(), checkpoint)
 
     # -- evaluation --------------------------------------------------------------------------------------
     @torch.no_grad()

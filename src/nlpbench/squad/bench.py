@@ -89,10 +89,8 @@ def benchmark(params: dict, decl: dict, source: str, name: str, paths: Paths) ->
     from nlpbench.squad.data import load_prepared
     from nlpbench.squad.train import encode
 
-    import numpy as np
-
     device = resolve_device(params["device"])
-    vocab = [str(w) for w in np.load(x.vectors_file(params, paths.data))["vocab"]]
+    vocab = x.load_vectors(params, paths.data)[0]
     index = {w: i for i, w in enumerate(vocab)}
     train = load_prepared(x.data_dir(params, paths.data), "train")
     items = encode(train, index, 10**9, 10**9, drop_unreachable=False)

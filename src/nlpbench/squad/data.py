@@ -30,6 +30,7 @@ from nlpbench.data.fetch import (
     resolve_mirror,
     sha256_file,
 )
+from nlpbench.data.prepared import STATUS_FILE, file_records, read_status as _read_status, verify_prepared
 from nlpbench.io import read_json, write_json
 
 URLS = {
@@ -44,7 +45,7 @@ OFFICIAL_GIT_SHA1 = {
 # Offline mirror: the dev set rebuilt from the official explorer pages (answer_start = first occurrence).
 MIRROR_RECONSTRUCTED_DEV = "squad/dev-v1.1.reconstructed.json.gz"
 MIRROR_RECONSTRUCTED_DEV_SHA256 = "7dbb3dab2cb66e088a9242e3dd97d76a64718e6b3c4dd2741ba79725e8d904c3"
-STATUS_FILE = "STATUS.json"
+STEPS = "squad squad-vectors"      # the data steps that write a prepared folder
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 
@@ -84,13 +85,17 @@ class Source:
     checksum: str  # "git-sha1:..." or "sha256:..."
 
 
-def _verify_official(path: Path, split: str) -> str:
+def _verify_official(path: Path, split: str, remedy: str) -> str:
     actual = git_blob_sha1(path)
     if actual != OFFICIAL_GIT_SHA1[split]:
-        raise ChecksumError(
-            f"{path}: git blob SHA-1 {actual} is not the official {split}-v1.1.json ({OFFICIAL_GIT_SHA1[split]})"
-        )
+        raise ChecksumError(f"{path}: git blob SHA-1 {actual} is not the official {split}-v1.1.json "
+                            f"({OFFICIAL_GIT_SHA1[split]}); {remedy}")
     return f"git-sha1:{actual}"
+
+
+def _mirror_remedy(what: str) -> str:
+    return (f"the mirror's copy is damaged or not {what}: restore it, or use another mirror "
+            "($NLPBENCH_MIRROR or the params key mirror)")
 
 
 def fetch_split(split: str, downloads: str | os.PathLike, mirror: str | os.PathLike | None = None,
@@ -106,7 +111,8 @@ def fetch_split(split: str, downloads: str | os.PathLike, mirror: str | os.PathL
         candidate = mirror_dir / "squad" / name
         tried.append(str(candidate))
         if candidate.is_file():
-            return Source(candidate, str(candidate), "official", _verify_official(candidate, split))
+            return Source(candidate, str(candidate), "official",
+                          _verify_official(candidate, split, _mirror_remedy(f"the official file ({URLS[split]})")))
     cached = Path(downloads) / name
     tried.append(str(cached))
     if not cached.is_file() and allow_download:
@@ -116,7 +122,8 @@ def fetch_split(split: str, downloads: str | os.PathLike, mirror: str | os.PathL
             tried.append(f"{URLS[split]} ({e})")
     if cached.is_file():
         try:
-            return Source(cached, URLS[split], "official", _verify_official(cached, split))
+            return Source(cached, URLS[split], "official", _verify_official(
+                cached, split, "the download was deleted; run the data step again to download it anew"))
         except ChecksumError:
             cached.unlink()
             raise
@@ -126,7 +133,8 @@ def fetch_split(split: str, downloads: str | os.PathLike, mirror: str | os.PathL
         if candidate.is_file():
             actual = sha256_file(candidate)
             if actual != MIRROR_RECONSTRUCTED_DEV_SHA256:
-                raise ChecksumError(f"{candidate}: sha256 {actual}, expected {MIRROR_RECONSTRUCTED_DEV_SHA256}")
+                raise ChecksumError(f"{candidate}: sha256 {actual}, expected {MIRROR_RECONSTRUCTED_DEV_SHA256}; "
+                                    + _mirror_remedy("the data mirror's reconstructed dev set"))
             return Source(candidate, str(candidate), "reconstructed-from-explorer-pages", f"sha256:{actual}")
     raise FetchError(f"SQuAD v1.1 {name} not found; looked at: " + "; ".join(tried) +
                      ". Connect to the network or set $NLPBENCH_MIRROR to a directory holding squad/" + name)
@@ -197,15 +205,14 @@ def _subset(articles: list[dict], titles: list[str]) -> list[dict]:
 
 
 def read_status(out_dir: str | os.PathLike) -> dict | None:
-    """STATUS.json of a finished preparation, None when `out_dir` has none; checks the listed files exist."""
-    status_path = Path(out_dir) / STATUS_FILE
-    if not status_path.is_file():
+    """STATUS.json of a finished preparation, its files verified (sizes and sha256); None when `out_dir` has none."""
+    if not (Path(out_dir) / STATUS_FILE).is_file():
         return None
-    status = read_json(status_path)
-    for name in status["files"]:
-        if not (Path(out_dir) / name).is_file():
-            raise FetchError(f"{out_dir}: {name} is listed in {STATUS_FILE} but missing; remove {out_dir}")
-    return status
+    return verify_prepared(out_dir, "squad", status=_read_status(out_dir, "squad"), remedy=_remedy(out_dir))
+
+
+def _remedy(out_dir: str | os.PathLike) -> str:
+    return f"delete {out_dir} and run the data steps again (nlpbench data {STEPS})"
 
 
 def prepare(out_dir: str | os.PathLike, scale: str = "cpu", mirror: str | os.PathLike | None = None,
@@ -244,7 +251,7 @@ def prepare(out_dir: str | os.PathLike, scale: str = "cpu", mirror: str | os.Pat
         counts[name] = {"articles": len(articles), "paragraphs": len(built["contexts"]),
                         "questions": len(built["examples"])}
     status = {
-        "files": ["train.json", "test.json"],
+        "files": file_records(out_dir, ["train.json", "test.json"]),
         "scale": scale,
         "split": split,
         "counts": counts,
@@ -261,7 +268,10 @@ def prepare(out_dir: str | os.PathLike, scale: str = "cpu", mirror: str | os.Pat
 
 
 def load_prepared(out_dir: str | os.PathLike, part: str) -> dict:
-    """train.json or test.json of a finished preparation; a clear error if the preparation is not there."""
-    if read_status(out_dir) is None:
-        raise FetchError(f"{Path(out_dir) / STATUS_FILE} not found: run SQuAD preparation into {out_dir} first")
+    """train.json or test.json of a finished preparation, verified against its STATUS.json; a clear error if the
+    preparation is not there or the file changed since."""
+    if not (Path(out_dir) / STATUS_FILE).is_file():
+        raise FetchError(f"{Path(out_dir) / STATUS_FILE} not found: run SQuAD preparation into {out_dir} first "
+                         f"(nlpbench data squad)")
+    verify_prepared(out_dir, "squad", [f"{part}.json"], remedy=_remedy(out_dir))
     return read_json(Path(out_dir) / f"{part}.json")

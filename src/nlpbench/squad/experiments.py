@@ -235,6 +235,7 @@ def train_group(params: dict, gid: str, data_root: Path, runs_root: Path, device
     """Train every seed of one configuration (each run resumable, atomic); group.json last."""
     import numpy as np
 
+    from nlpbench.data.prepared import verified_output
     from nlpbench.squad.data import load_prepared
     from nlpbench.squad.train import TrainConfig, run
 
@@ -243,8 +244,7 @@ def train_group(params: dict, gid: str, data_root: Path, runs_root: Path, device
         raise ConfigError(f"no squad training group {gid!r} at scale {params['scale']} (known: {', '.join(configs)})")
     cfg, sq = configs[gid], params["squad"]
     ddir, vfile = data_dir(params, data_root), vectors_file(params, data_root)
-    if not vfile.is_file():
-        raise ConfigError(f"{vfile} not found: run `nlpbench data squad-vectors` first")
+    verified_output(vfile, "squad-vectors")
     train_set = _subset(load_prepared(ddir, "train"), sq["data"]["max_train_questions"])
     test_set = _subset(load_prepared(ddir, "test"), sq["data"]["max_test_questions"])
     saved = np.load(vfile, allow_pickle=False)
@@ -611,7 +611,9 @@ def load_vectors(params: dict, data_root: Path) -> tuple[list[str], "object"]:
     """(vocabulary, embedding matrix) of this scale's prepared data (`nlpbench data squad-vectors`)."""
     import numpy as np
 
-    saved = np.load(vectors_file(params, data_root), allow_pickle=False)
+    from nlpbench.data.prepared import verified_output
+
+    saved = np.load(verified_output(vectors_file(params, data_root), "squad-vectors"), allow_pickle=False)
     return [str(w) for w in saved["vocab"]], saved["matrix"]
 
 

@@ -109,7 +109,7 @@ def prepare_vectors(params: dict, paths: Paths) -> str:
     """vocab + embedding matrix for every token of the prepared data (OOV rows zero), written atomically."""
     import numpy as np
 
-    from nlpbench.io import atomic_path
+    from nlpbench.data.prepared import prepared_output
     from nlpbench.squad import glove
     from nlpbench.squad.data import load_prepared
 
@@ -127,7 +127,7 @@ def prepare_vectors(params: dict, paths: Paths) -> str:
     else:
         raise ConfigError(f"params.yaml: squad.data.vectors: {name!r} (known: {', '.join(x.VECTORS)})")
     matrix, oov = glove.embedding_matrix(vocab, vectors)
-    with atomic_path(out) as tmp:
+    with prepared_output(out) as tmp:
         with open(tmp, "wb") as f:
             np.savez(f, vocab=np.array(vocab), matrix=matrix, oov=np.array(oov))
     return f"wrote {out}: {len(vocab) - 1} words, {matrix.shape[1]}-d, {oov} without a vector (zeros)"

@@ -31,7 +31,8 @@ from typing import Callable
 import numpy as np
 import torch
 
-from nlpbench.io import atomic_path, read_json, write_json
+from nlpbench import checkpoints
+from nlpbench.io import read_json, write_json
 from nlpbench.metrics.squad import squad_scores
 from nlpbench.provenance import code_commit, device_label, resolve_device
 from nlpbench.squad.data import token_span_text
@@ -214,11 +215,6 @@ def _weights(model: torch.nn.Module) -> dict:
     return {k: v for k, v in model.state_dict().items() if k != "embed.weight"}
 
 
-def _save(obj, path: Path) -> None:
-    with atomic_path(path) as tmp:
-        torch.save(obj, tmp)
-
-
 def _fmt(seconds: float) -> str:
     return f"{int(seconds // 60)}m{seconds % 60:04.1f}s"
 
@@ -251,7 +247,7 @@ def run(cfg: TrainConfig, train_set: dict, test_set: dict, embeddings: np.ndarra
 
     checkpoint = run_dir / "checkpoint.pt"
     if checkpoint.is_file():
-        state = torch.load(checkpoint, weights_only=False)
+        state = checkpoints.load(checkpoint)
         if state["config"] != cfg.to_dict():
             raise ValueError(f"{checkpoint} was written with a different config; remove {run_dir} to start over")
         missing, unexpected = model.load_state_dict(state["model"], strict=False)
@@ -298,15 +294,15 @@ def run(cfg: TrainConfig, train_set: dict, test_set: dict, embeddings: np.ndarra
         dev = f", dev EM {record['dev']['em']:.1f} F1 {record['dev']['f1']:.1f}" if "dev" in record else ""
         log(f"epoch {epoch}/{cfg.epochs}, elapsed {_fmt(elapsed)}, remaining ~{_fmt(remaining)}, "
             f"loss {record['train_loss']:.3f}{dev}")
-        _save({"config": cfg.to_dict(), "model": _weights(model), "optimizer": optimizer.state_dict(),
-               "ema": ema.state_dict(), "generator": gen.get_state(), "torch_rng": torch.get_rng_state(),
-               "cuda_rng": torch.cuda.get_rng_state_all() if device == "cuda" else None,
-               "history": history, "epoch": epoch, "step": step, "seconds": elapsed}, checkpoint)
+        checkpoints.save({"config": cfg.to_dict(), "model": _weights(model), "optimizer": optimizer.state_dict(),
+                          "ema": ema.state_dict(), "generator": gen.get_state(), "torch_rng": torch.get_rng_state(),
+                          "cuda_rng": torch.cuda.get_rng_state_all() if device == "cuda" else None,
+                          "history": history, "epoch": epoch, "step": step, "seconds": elapsed}, checkpoint)
         write_json(run_dir / "history.json", history)
 
     final = history["epochs"][-1]["dev"]
-    _save({"config": cfg.to_dict(), "vocab": vocab, "ema_weights": _weights(ema.averaged(model))},
-          run_dir / "model.pt")
+    checkpoints.save({"config": cfg.to_dict(), "vocab": vocab, "ema_weights": _weights(ema.averaged(model))},
+                     run_dir / "model.pt")
     metrics = {
         "em": final["em"], "f1": final["f1"], "decode": cfg.decode, "by_decode": final["by_decode"],
         "per_epoch": [{"epoch": r["epoch"], "em": r["dev"]["em"], "f1": r["dev"]["f1"], "train_loss": r["train_loss"]}
@@ -322,7 +318,7 @@ def run(cfg: TrainConfig, train_set: dict, test_set: dict, embeddings: np.ndarra
 def load_trained(run_dir: str | os.PathLike, embeddings: np.ndarray | torch.Tensor) -> tuple[torch.nn.Module, list[str]]:
     """(model with the EMA weights of run_dir/model.pt, its vocabulary); `embeddings` must be built for that
     vocabulary (glove.embedding_matrix), as the frozen word vectors are not stored."""
-    saved = torch.load(Path(run_dir) / "model.pt", weights_only=False)
+    saved = checkpoints.load(Path(run_dir) / "model.pt")
     cfg = TrainConfig.from_dict(saved["config"])
     model = build_model(torch.as_tensor(np.asarray(embeddings), dtype=torch.float32), cfg.model, saved["vocab"])
     missing, unexpected = model.load_state_dict(saved["ema_weights"], strict=False)

@@ -47,6 +47,11 @@ def corpus_dir(params: dict, corpus: str, data_root: str | Path = "data") -> Pat
     return Path(data_root) / "textgen" / f"{corpus}-{digest(corpus_key(params, corpus))}"
 
 
+def embeddings_step(corpus: str) -> str:
+    """The data step that trains a corpus's word2vec vectors (embeddings_path)."""
+    return f"embeddings-{corpus}"
+
+
 def embeddings_path(params: dict, corpus: str, runs_root: str | Path = "runs") -> Path:
     """The word2vec vectors of a prepared corpus: built by the pipeline (not part of the DVC data stage)."""
     return (Path(runs_root) / "textgen" / "_embeddings" /

@@ -27,8 +27,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, NamedTuple, Sequence
 
-from nlpbench.data.fetch import (STATUS_FILE, FetchError, file_records, partial_dir, publish_partial,
-                                 remove_stale_partials, resolve_mirror, verify_prepared)
+from nlpbench.data.fetch import FetchError, partial_dir, publish_partial, remove_stale_partials, resolve_mirror
+from nlpbench.data.prepared import STATUS_FILE, file_records, verify_prepared
 from nlpbench.textgen.prep import SPECIALS, TextRules, Vocab, normalize, tokenize
 from nlpbench.textgen.sources import (
     CORNELL_URL,
@@ -343,8 +343,8 @@ def _finished_status(out_dir: Path) -> dict | None:
     if "train" not in status["splits"]:     # written before an empty preparation became an error
         raise FetchError(f"{out_dir} holds no training data (prepared when its files could not be found); delete "
                          f"{out_dir} and run the data step again")
-    verify_prepared(out_dir, {split["file"]: None for split in status["splits"].values()}, status["corpus"])
-    return status
+    files = [split["file"] for split in status["splits"].values()] + (["vocab.tsv"] if status.get("vocab") else [])
+    return verify_prepared(out_dir, status["corpus"], files, status=status)     # edited since? (sizes, sha256)
 
 
 # --- Reading a prepared corpus ---------------------------------------------------------------------------------
@@ -380,7 +380,6 @@ def load_prepared(out_dir: str | os.PathLike) -> PreparedCorpus:
     status = _finished_status(out_dir)
     if status is None:
         raise FetchError(f"{out_dir} does not exist; run the data step first")
-    verify_prepared(out_dir, status.get("files", {}), status["corpus"])     # edited since? (sizes, sha256)
     vocab = Vocab.load(out_dir / "vocab.tsv") if status.get("vocab") else None
     splits = {}
     for split, info in status["splits"].items():

@@ -12,10 +12,6 @@ from nlpbench.family import DataStep, Paths, TableParts, Target, TrainGroup
 from nlpbench.textgen import config as tgc
 
 
-def _embeddings_step(corpus: str) -> str:
-    return f"embeddings-{corpus}"
-
-
 class TextgenFamily:
     name = "textgen"
 
@@ -27,11 +23,11 @@ class TextgenFamily:
         out = []
         for corpus in sorted(params["textgen"]["corpora"]):
             out.append(DataStep(corpus, str(tgc.corpus_dir(params, corpus) / "STATUS.json")))
-            out.append(DataStep(_embeddings_step(corpus), str(tgc.embeddings_path(params, corpus)), (corpus,)))
+            out.append(DataStep(tgc.embeddings_step(corpus), str(tgc.embeddings_path(params, corpus)), (corpus,)))
         return out
 
     def groups(self, params: dict) -> list[TrainGroup]:
-        return [TrainGroup(r.run_id, str(r.run_dir() / "metrics.json"), (r.corpus, _embeddings_step(r.corpus)))
+        return [TrainGroup(r.run_id, str(r.run_dir() / "metrics.json"), (r.corpus, tgc.embeddings_step(r.corpus)))
                 for r in tgc.all_runs(params).values()]
 
     def targets(self, params: dict) -> list[Target]:

@@ -20,7 +20,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from nlpbench import io
+from nlpbench import checkpoints, io
 from nlpbench.textgen.corpora import PreparedCorpus, load_prepared
 from nlpbench.textgen.prep import BOS, EOS, PAD, UNK
 from nlpbench.metrics.text import bleu_eq416, corpus_bleu_1_to_4, diversity
@@ -28,7 +28,8 @@ from nlpbench.textgen.model import Seq2SeqConfig, TextSeq2Seq
 from nlpbench.progress import Progress
 from nlpbench.provenance import device_label
 from nlpbench.textgen.schedules import kl_schedule, word_dropout_schedule
-from nlpbench.textgen.config import TextRun, corpus_dir, embeddings_path
+from nlpbench.textgen.config import TextRun, corpus_dir, embeddings_path, embeddings_step
+from nlpbench.data.prepared import prepared_output, verified_output
 
 LOG_FIELDS = ("iteration", "epoch", "lambda", "word_dropout", "rec", "rec_per_token", "kl", "lambda_kl",
               "kl_attention", "gamma_lambda_kl_attention", "loss")
@@ -85,13 +86,13 @@ def train_embeddings(corpus: PreparedCorpus, emb: dict, seed: int) -> torch.Tens
 def prepare_embeddings(params: dict, corpus_name: str, data_root: Path, runs_root: Path) -> Path:
     path = embeddings_path(params, corpus_name, runs_root)
     if path.exists():
-        return path
+        return verified_output(path, embeddings_step(corpus_name))      # edited since? (size, sha256)
     corpus = load_prepared(corpus_dir(params, corpus_name, data_root))
     if corpus.vocab is None:
         raise FileNotFoundError(f"{corpus.root}: no training split, so no vocabulary to embed")
     vectors = train_embeddings(corpus, params["textgen"]["embeddings"], params["textgen"]["seed"])
-    with io.atomic_path(path) as tmp:
-        torch.save({"vectors": vectors, "tokens": list(corpus.vocab.tokens)}, tmp)
+    with prepared_output(path) as tmp:
+        checkpoints.write({"vectors": vectors, "tokens": list(corpus.vocab.tokens)}, tmp, output=path)
     return path
 
 
@@ -212,7 +213,8 @@ def train_run(run: TextRun, params: dict, data_root: Path, runs_root: Path, devi
     if corpus.vocab is None or "train" not in corpus.splits:
         raise FileNotFoundError(f"{corpus.root}: no training split")
     vocab = corpus.vocab
-    vectors = torch.load(embeddings_path(params, run.corpus, runs_root))["vectors"]
+    path = verified_output(embeddings_path(params, run.corpus, runs_root), embeddings_step(run.corpus))
+    vectors = checkpoints.load(path, remedy=f"delete it and run the data step {embeddings_step(run.corpus)} again")["vectors"]
     torch.manual_seed(run.seed)
     model = build_model(s, corpus, params["textgen"]["embeddings"]["dim"], vectors).to(device)
     params_ = [p for p in model.parameters() if p.requires_grad]
@@ -234,7 +236,7 @@ def train_run(run: TextRun, params: dict, data_root: Path, runs_root: Path, devi
     state = {"epoch": 0, "iteration": 0, "log": [], "history": [], "best": None, "wall": 0.0}
     ckpt = run_dir / "checkpoint.pt"
     if ckpt.exists():   # resume a killed run from its last finished epoch
-        saved = torch.load(ckpt, weights_only=False)
+        saved = checkpoints.load(ckpt)
         model.load_state_dict(saved["model"])
         opt.load_state_dict(saved["opt"])
         data_gen.set_state(saved["data_gen"])
@@ -284,9 +286,8 @@ def train_run(run: TextRun, params: dict, data_root: Path, runs_root: Path, devi
         log(f"{progress.line(epoch)}: iteration {state['iteration']}, lambda {lam:.6f}, word dropout {p:.2f}, "
             f"val loss {record['val_loss']:.3f}, train KL {kl:.3f}, {time.perf_counter() - t0:.1f} s")
         state["epoch"] = epoch
-        with io.atomic_path(ckpt) as tmp:
-            torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "data_gen": data_gen.get_state(),
-                        "noise_gen": noise_gen.get_state(), "torch_rng": torch.get_rng_state(), "state": state}, tmp)
+        checkpoints.save({"model": model.state_dict(), "opt": opt.state_dict(), "data_gen": data_gen.get_state(),
+                          "noise_gen": noise_gen.get_state(), "torch_rng": torch.get_rng_state(), "state": state}, ckpt)
 
     chosen = state["epoch"]
     if tr["select"] == "best_val" and state["best"] is not None:
@@ -302,9 +303,8 @@ def train_run(run: TextRun, params: dict, data_root: Path, runs_root: Path, devi
                     "corpus_version": corpus.status["version"], "vocab_size": len(vocab),
                     "device": device_label(device), "train_wall_time_s": state["wall"], "eval_wall_time_s": eval_wall,
                     "final_lambda": lam_final, "final_kl": state["log"][-1][6] if state["log"] else None})
-    with io.atomic_path(run_dir / "model.pt") as tmp:
-        torch.save({"model": model.state_dict(), "settings": s, "vocab_size": len(vocab),
-                    "emb_dim": params["textgen"]["embeddings"]["dim"]}, tmp)
+    checkpoints.save({"model": model.state_dict(), "settings": s, "vocab_size": len(vocab),
+                      "emb_dim": params["textgen"]["embeddings"]["dim"]}, run_dir / "model.pt")
     io.write_json(run_dir / "config.json", {"run": run.name, "run_id": run.run_id, "corpus": run.corpus,
                                             "seed": run.seed, "settings": s,
                                             "corpus_config": params["textgen"]["corpora"][run.corpus],
@@ -325,7 +325,7 @@ def word_dropout(dec_in: torch.Tensor, p: float, unk_id: int, protected: tuple[i
 def load_run_model(run: TextRun, params: dict, data_root: Path, runs_root: Path, device: str = "cpu"
                    ) -> tuple[TextSeq2Seq, PreparedCorpus]:
     corpus = load_prepared(corpus_dir(params, run.corpus, data_root))
-    saved = torch.load(run.run_dir(runs_root) / "model.pt", weights_only=False)
+    saved = checkpoints.load(run.run_dir(runs_root) / "model.pt")
     model = build_model(saved["settings"], corpus, saved["emb_dim"], None).to(device)
     model.load_state_dict(saved["model"])
     model.eval()
