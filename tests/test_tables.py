@@ -187,6 +187,9 @@ def test_markdown_shape(tmp_path):
     assert md.startswith("# Tolias, PhD thesis (2020), seed 000 — Table 2: Quantitative assessment\n")
     # provenance bullets in the given order
     assert md.index("- **scale**: smoke") < md.index("- **commit**: abc123") < md.index("- **device**: cpu")
+    # a table computed on a CPU says what agreement a rebuild elsewhere should give, and how to check it
+    assert md.index("- **device**: cpu") < md.index("- **rebuilding it**: bit for bit on a CPU whose torch kernels")
+    assert "`nlpbench verify tolias-thesis/2`" in md
     table = md_table(md)
     assert len(table) == 2 + 20 + 2  # header, separator, 20 tasks, mean, passes
     assert all(len(r) == 1 + 3 * 3 for r in table)

@@ -406,6 +406,18 @@ def _md_row(cells: list[str]) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
+def _agreement(provenance: dict, spec: TableSpec) -> list[str]:
+    """What a rebuild elsewhere should give: the provenance's last bullet (docs/reproducibility.md measures it)."""
+    device = str(provenance.get("device", ""))
+    if not device.startswith("cpu"):
+        return []
+    return [f"- **rebuilding it**: bit for bit on a CPU whose torch kernels use the same instructions, with the same "
+            f"torch and one thread a job; on another instruction set, with more threads or on a GPU, the kernels' last "
+            f"bits differ and a run that selects an epoch or a seed by validation can select another, so cells can "
+            f"move by a few points (docs/reproducibility.md); `nlpbench verify {spec.source}/{spec.table}` retrains "
+            f"it in a clean clone and compares every cell"]
+
+
 def render_markdown(result: TableResult) -> str:
     """Title, provenance, one wide table (reproduced / paper / Δ per column), flagged cells, notes."""
     spec = result.spec
@@ -424,6 +436,7 @@ def render_markdown(result: TableResult) -> str:
             out.append(f"- **{key}**: {value}")
     else:
         out.append("- none recorded")
+    out += _agreement(result.provenance or {}, spec)
     out += ["", "## Results", ""]
 
     header = ["row"]
