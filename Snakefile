@@ -27,7 +27,7 @@ SCALE = PARAMS["scale"]
 
 # Training jobs: on a GPU one at a time with every core (the `gpu` resource); on a CPU one thread each and no
 # `gpu` resource, so `--cores N` trains N groups side by side (on 2 shared cores, two 1-thread jobs measured
-# faster than one 2-thread job: README, Scales).
+# faster than one 2-thread job: docs/scales.md).
 ON_GPU = resolve_device(PARAMS["device"]) == "cuda"
 TRAIN_THREADS = workflow.cores if ON_GPU else 1
 TRAIN_GPU = 1 if ON_GPU else 0

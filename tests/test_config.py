@@ -286,9 +286,8 @@ def test_nested_overrides_mean_the_same_as_dotted_ones():
         config.load(REPO / "params.yaml", {"memnet": {"train": {"lrr": 0.01}}})
 
 
-def test_the_readme_shows_the_real_code_of_the_smallest_family():
-    readme = (REPO / "README.md").read_text()
-    section = readme[readme.index("## Adding a model family"):]
+def test_the_docs_show_the_real_code_of_the_smallest_family():
+    section = (REPO / "docs" / "adding-a-family.md").read_text()
     shown = section.split("```python\n", 1)[1].split("```", 1)[0]
     assert shown.rstrip() == (PACKAGE / "dmn" / "family.py").read_text().rstrip()
     assert '"dmn": "nlpbench.dmn.family:DMN"' in section and registry.FAMILIES["dmn"] == "nlpbench.dmn.family:DMN"
