@@ -126,7 +126,7 @@ def verified_output(path: str | os.PathLike, step: str, remedy: str | None = Non
     """A single-file data step output written by prepared_output, checked against its record."""
     path = Path(path)
     status = output_status(path)
-    remedy = remedy or f"delete {path} and run the data step again (nlpbench data {step})"
+    remedy = remedy or remedy_for(path, step)
     if not status.is_file():
         if path.is_file():
             raise PreparedDataChanged(f"{path} has no record of its size and sha256 ({status.name} is missing: it was "
