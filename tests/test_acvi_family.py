@@ -40,7 +40,7 @@ def test_the_cpu_scale_trains_only_qg_and_smoke_every_run():
     p = plan.make(load("smoke"))
     targets = {k for k, o in p.owner.items() if o == "acvi" and k in p.targets}
     assert {f"{s}/{n}" for s, n in ACVI_TABLES} | {"tolias-thesis/19", "tolias-thesis/acvi-summaries"} <= targets
-    assert p.targets["tolias-thesis/acvi-timing"].on_demand
+    assert p.targets["tolias-thesis/acvi-timing"].on_demand and p.owner["tolias-thesis/acvi-timing"] == "timing"
 
 
 def test_a_changed_setting_is_a_new_run_and_seeds_differ():
@@ -163,7 +163,7 @@ def test_supplying_the_cnndm_stories_makes_the_cnndm_runs_trainable(tmp_path):
 def test_the_benchmark_times_each_attention_and_projects_the_schedule(tmp_path):
     import torch
     torch.set_num_threads(1)
-    from nlpbench.acvi.bench import benchmark
+    from nlpbench.timing.acvi import benchmark
     params = load("smoke")
     d = config.declaration(params, "outputs", "tolias-thesis", "acvi-timing")
     d = config.Declared(d.section, d.source, d.name, {**d.decl, "steps": 1, "articles": 1})
@@ -176,7 +176,7 @@ def test_the_benchmark_times_each_attention_and_projects_the_schedule(tmp_path):
 
 def test_the_benchmark_note_says_whose_hours_it_projects():
     """On a GPU the note said 'on a CPU it is not a GPU-hours figure' (seen on an H100): it names the device now."""
-    from nlpbench.acvi.bench import projection_note
+    from nlpbench.timing.acvi import projection_note
     train = {"phases": [[10, 10, 10], [250_000, 400, 100]], "coverage_iters": 3_000}
     assert "(250,000 + 3,000 coverage)" in projection_note(train, "cpu")
     assert "not a GPU-hours figure" in projection_note(train, "cpu")

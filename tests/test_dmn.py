@@ -243,9 +243,9 @@ def test_resume_gives_the_same_result_as_an_uninterrupted_run(task1, tmp_path):
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_plain_forward_of_the_timing_benchmark_equals_the_model(variant):
-    """dmn.plain (the padded baseline the DMN timing benchmark measures) computes the same logits and gradients
+    """timing.plain_dmn (the padded baseline the DMN timing benchmark measures) computes the same logits and gradients
     as DMN.forward for the same weights and dropout generator, in training and in evaluation mode."""
-    from nlpbench.dmn.plain import plain_logits
+    from nlpbench.timing.plain_dmn import plain_logits
     stories, n_facts, queries = _batch(3)
     model = _model(variant).train()
     ours = model(stories, n_facts, queries, generator=torch.Generator().manual_seed(5))

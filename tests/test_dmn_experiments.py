@@ -224,9 +224,9 @@ def test_no_derived_data_from_an_empty_babi_file(params, tmp_path):
 
 
 def test_timing_benchmark_reads_the_pipelines_job_times_and_epochs(params, tmp_path):
-    """dmn.bench: each group's job minutes from its benchmark file, the epochs its runs trained before early
+    """timing.dmn: each group's job minutes from its benchmark file, the epochs its runs trained before early
     stopping, and the two-core wall-time bound, rendered beside the step timings; a group never timed says so."""
-    from nlpbench.dmn import bench
+    from nlpbench.timing import dmn as bench
     logs, runs = tmp_path / "logs", tmp_path / "runs"
     tasks = dx.column_groups(params, "6.5")["DMN+ (ours)"]["dmn+"]
     logs.mkdir()
@@ -263,7 +263,7 @@ def test_timing_benchmark_reads_the_pipelines_job_times_and_epochs(params, tmp_p
 def test_timing_benchmark_times_both_forward_passes_on_one_trainer_each(babi_root):
     """bench.step_ms runs real training steps with either forward pass (the weights move)."""
     from nlpbench.data.babi import load_task, train_val_split
-    from nlpbench.dmn import bench
+    from nlpbench.timing import dmn as bench
     from nlpbench.dmn.model import DMNConfig
     from nlpbench.dmn.train import DMNTrainConfig, DMNTrainer, build_data
     train, test = load_task(babi_root, "en", 2)
@@ -276,11 +276,11 @@ def test_timing_benchmark_times_both_forward_passes_on_one_trainer_each(babi_roo
         assert not torch.equal(before, t.model.answer.weight)
 
 
-def test_timing_benchmark_is_an_on_demand_target_of_the_dmn_family(params):
+def test_the_dmn_timing_benchmark_is_an_on_demand_target_of_the_timing_package(params):
     from nlpbench import plan
     p = plan.make(params)
     t = p.targets["shen-thesis/dmn-timing"]
-    assert t.on_demand and t.groups == () and p.owner[t.key] == "dmn"
+    assert t.on_demand and t.groups == () and t.needs == ("babi",) and p.owner[t.key] == "timing"
 
 
 def test_each_item_of_a_group_is_a_pipeline_job_of_its_own(params):

@@ -1,12 +1,15 @@
-"""nlpbench end-to-end: declared tables timed end to end by snakemake in a scratch clone of the commit."""
+"""nlpbench end-to-end: declared tables timed end to end by snakemake in a scratch clone of the commit
+(nlpbench.timing.end_to_end), declared in pipeline/end-to-end.yaml (nlpbench.timing.records)."""
 
 import subprocess
 from pathlib import Path
 
 import pytest
-from project_repo import project_repo
+import yaml
+from project_repo import commit_all, project_repo
 
-from nlpbench import config, end_to_end, io
+from nlpbench import config, io
+from nlpbench.timing import end_to_end, records
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -33,27 +36,66 @@ def test_runs_are_compared_by_their_numbers_not_by_their_times_or_devices(tmp_pa
 
 def test_a_declaration_gives_the_tables_rules_and_bad_names_are_named():
     params = config.load(REPO / "params.yaml")
-    decl = end_to_end.declaration(params, "ch6-five-seeds")
+    measurements = records.load(REPO)
+    decl = records.declaration(params, "ch6-five-seeds", measurements)
     command = end_to_end.snakemake_command(decl)
     assert command[:2] == ["table_tolias_thesis_2", "table_tolias_thesis_6"]
     assert command[command.index("--config") + 1] == "memnet={seeds: [0, 1, 2, 3, 4]}"
     with pytest.raises(config.ConfigError, match="ch6-five-seeds"):       # the known ones are listed
-        end_to_end.declaration(params, "no-such-measurement")
-    dmn = end_to_end.snakemake_command(end_to_end.declaration(params, "dmn-thesis-epochs"))
+        records.declaration(params, "no-such-measurement", measurements)
+    dmn = end_to_end.snakemake_command(records.declaration(params, "dmn-thesis-epochs", measurements))
     assert dmn == [f"table_shen_thesis_6_{t}" for t in range(2, 8)] + ["--cores", "2", "--resources", "gpu=1"]
-    params["end_to_end"]["ch6-five-seeds"]["tables"].append("99")
-    with pytest.raises(config.ConfigError, match=r"end_to_end.ch6-five-seeds.tables: no table 99"):
-        end_to_end.declaration(params, "ch6-five-seeds")
+    measurements["ch6-five-seeds"]["tables"].append("99")
+    with pytest.raises(config.ConfigError, match=r"end-to-end.yaml: ch6-five-seeds.tables: no table 99"):
+        records.declaration(params, "ch6-five-seeds", measurements)
+    measurements["ch6-five-seeds"]["tables"].pop()
+    measurements["ch6-five-seeds"]["benchmark"] = "dof"                       # an output, not a benchmark
+    with pytest.raises(config.ConfigError, match=r"ch6-five-seeds.benchmark: outputs.tolias-thesis.dof is not"):
+        records.declaration(params, "ch6-five-seeds", measurements)
+
+
+def _declare(root: Path, edit) -> Path:
+    data = yaml.safe_load((REPO / records.FILE).read_text())
+    edit(data)
+    (root / records.FILE).parent.mkdir(parents=True, exist_ok=True)
+    (root / records.FILE).write_text(yaml.safe_dump(data, sort_keys=False))
+    return root
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda d: d.update({"x; rm -rf y": d["ch6-five-seeds"]}), r"measurement: 'x; rm -rf y' is not a valid name"),
+    (lambda d: d["ch6-five-seeds"]["tables"].append("x; rm -rf y"),
+     r"ch6-five-seeds.tables.11: 'x; rm -rf y' is not a valid name"),
+    (lambda d: d["ch6-five-seeds"]["tables"].append(11), r"ch6-five-seeds.tables.11: 11 is not a valid name"),
+    (lambda d: d["ch6-five-seeds"].update(source="../x"), r"ch6-five-seeds.source: '../x' is not a valid name"),
+    (lambda d: d["ch6-five-seeds"].update(benchmark="a b"), r"ch6-five-seeds.benchmark: 'a b' is not a valid name"),
+    (lambda d: d["ch6-five-seeds"].update(cores=0), r"ch6-five-seeds.cores: 0 is not a positive whole number"),
+    (lambda d: d["ch6-five-seeds"].update(cors=2), r"ch6-five-seeds: unknown key cors \(keys: source"),
+    (lambda d: d["ch6-five-seeds"].pop("benchmark"), r"ch6-five-seeds: missing benchmark"),
+    (lambda d: d["ch6-five-seeds"].update(target_minutes="soon"), r"target_minutes: 'soon' is not a positive"),
+])
+def test_a_bad_measurement_declaration_is_refused_naming_the_file_and_key(tmp_path, edit, message):
+    root = _declare(tmp_path, edit)
+    with pytest.raises(config.ConfigError, match=r"pipeline/end-to-end.yaml: " + message):
+        records.load(root)
+
+
+def test_the_benchmarks_cite_the_records_that_name_them():
+    measurements = records.load(REPO)
+    assert records.record_files("tolias-thesis", "timing", measurements) == (
+        "results/tolias-thesis/end-to-end-ch6-five-seeds.json",)
+    assert records.record_files("shen-thesis", "squad-timing", measurements) == ()
+    assert records.load(REPO / "no-such-checkout") == {}                      # no file: nothing declared
 
 
 def test_a_benchmark_shows_a_measurement_or_says_there_is_none():
-    assert [r[1] for r in end_to_end.rows("ch6-five-seeds", None)] == ["not measured yet"]
+    assert [r[1] for r in records.rows("ch6-five-seeds", None)] == ["not measured yet"]
     record = {"tables": ["2", "13"], "commit": "0123456789", "started": "2026-11-27 10:30 UTC", "load_at_start": 0.5,
               "config": {"memnet": {"seeds": [0, 1]}}, "cores": 2, "target_minutes": 60, "wall_time_s": 4734.0,
               "job_seconds": {"a": 6000.0, "b": 3438.0},
               "runs_compared_with_checkout": {"a": {"runs": 3, "identical": 3, "differ": 0, "new": 0},
                                               "b": {"runs": 2, "identical": 0, "differ": 1, "new": 1}}}
-    wall, jobs, runs = end_to_end.rows("ch6-five-seeds", record)
+    wall, jobs, runs = records.rows("ch6-five-seeds", record)
     assert wall[2:5] == (78.9, 60, "min") and "clean clone of 0123456" in wall[0]
     assert jobs[2] == 157.3 and "2 jobs, each timed" in jobs[5] and "78.7 min" in jobs[5]
     assert runs[2] == 3 and runs[5] == "of 5 trained; 1 with other numbers, 1 with no run here"
@@ -61,12 +103,12 @@ def test_a_benchmark_shows_a_measurement_or_says_there_is_none():
 
 def _project_repo(path: Path) -> Path:
     """This checkout as a git repository with one small measurement declared: Table 2 at the smoke scale."""
-    def declare(params: dict) -> None:
-        params["end_to_end"]["smoke-2"] = {"source": "tolias-thesis", "tables": ["2"], "cores": 2,
-                                           "target_minutes": 1,
-                                           "config": {"scale": "smoke",   # eager: no kernels to build in a test
-                                                      "memnet": {"model": {"posterior_kernels": "eager"}}}}
-    return project_repo(path, declare)
+    repo = project_repo(path, lambda params: None)
+    _declare(repo, lambda d: d.update({"smoke-2": {
+        "source": "tolias-thesis", "tables": ["2"], "benchmark": "timing", "cores": 2, "target_minutes": 1,
+        "config": {"scale": "smoke", "memnet": {"model": {"posterior_kernels": "eager"}}}}}))  # eager: no kernels
+    commit_all(repo, "declare smoke-2")
+    return repo
 
 
 @pytest.mark.slow
@@ -98,6 +140,6 @@ def test_a_measurement_builds_its_tables_in_a_clone_and_a_second_one_retrains_th
     assert all(c["identical"] == c["runs"] == 2 for c in second["runs_compared_with_checkout"].values())
     # the first clone's kept runs compared again, with themselves: identical, the timings as measured
     again = io.read_json(end_to_end.compare_again(params, "smoke-2", first_runs, tmp_path / "results", first_runs,
-                                                  log=lambda s: None))
+                                                  log=lambda s: None, repo=repo))
     assert again["wall_time_s"] == second["wall_time_s"] and "compared_again" in again
     assert all(c["identical"] == c["runs"] == 2 for c in again["runs_compared_with_checkout"].values())

@@ -528,7 +528,7 @@ def test_the_timing_benchmark_runs_and_writes_its_ratios(babi_root, tmp_path, mo
     """`nlpbench output tolias-thesis timing` end to end on two tasks and a few steps (timings are not
     asserted: the benchmark prints them; this checks that every row it reports is measured)."""
     from nlpbench import config
-    from nlpbench.memnet import bench
+    from nlpbench.timing import memnet as bench
     monkeypatch.setattr(bench, "INFERENCE_REPEATS", 1)
     monkeypatch.setattr(bench, "SINGLE_QUESTIONS", 2)
     params = config.load(Path(__file__).parents[1] / "params.yaml", {"scale": "smoke"})
@@ -561,7 +561,7 @@ def test_the_timing_benchmark_runs_and_writes_its_ratios(babi_root, tmp_path, mo
 def test_the_timing_benchmark_times_the_trainers_own_step_whatever_the_clipping_scope(tasks_1_4, bayesian):
     """bench.train_ms over one epoch's minibatches leaves the weights train_epoch leaves: the same step, gradient
     noise and clipping scope included (it clipped tensor by tensor whatever memnet.train.clip_scope said)."""
-    from nlpbench.memnet import bench
+    from nlpbench.timing import memnet as bench
     settings = dict(epochs=1, grad_noise_std=1e-3, clip_norm=0.5, clip_scope="global")   # 0.5: clipping bites
     timed = _trainer(tasks_1_4[:1], [Run("a", 0, 0)], bayesian, **settings)
     trained = _trainer(tasks_1_4[:1], [Run("a", 0, 0)], bayesian, **settings)
@@ -615,7 +615,7 @@ def test_the_timing_benchmark_reads_each_tables_job_minutes_from_the_pipelines_b
     a group's cpu row of costs.tsv (a group trained through `nlpbench train`): each chapter 6 table sums its own
     groups' seconds, the total counts a group shared by tables once."""
     from nlpbench import config, status
-    from nlpbench.memnet import bench
+    from nlpbench.timing import memnet_jobs as bench
     from nlpbench.memnet.groups import declaration_groups
     cpu = config.load(Path(__file__).parents[1] / "params.yaml", {"scale": "cpu"})
     groups = {name: sorted(g.group_id for g in declaration_groups(
@@ -642,7 +642,7 @@ def test_the_five_seed_projection_scales_each_groups_job_time_by_its_training_st
     tables, A-10) half. A group's time is its job file, else its cpu row of costs.tsv (a group trained through
     `nlpbench train`); no projection while a group has neither."""
     from nlpbench import config, status
-    from nlpbench.memnet import bench
+    from nlpbench.timing import memnet_jobs as bench
     from nlpbench.memnet.groups import declaration_groups
     params = Path(__file__).parents[1] / "params.yaml"
     real_cpu, paper = (config.load(params, {"scale": s}) for s in ("cpu", "paper"))
@@ -942,7 +942,7 @@ def test_memory_hops_compiled_compute_the_eager_loss_gradients_and_attention(tas
 
 @pytest.mark.parametrize("variant,train_questions", [("en", None), ("en", 500), ("en-10k", None), ("en-10k", 2000)])
 def test_training_questions_counts_what_task_tensors_trains_on(babi_root, variant, train_questions):
-    """The benchmark's step counts (bench.run_steps) come from experiments.training_questions, which must agree
+    """The benchmark's step counts (timing.memnet_jobs.run_steps) come from experiments.training_questions, which must agree
     with the questions task_tensors actually splits off for training, `data.train_questions` included (the
     benchmark once counted the whole file whatever that key said)."""
     import yaml
@@ -956,10 +956,10 @@ def test_training_questions_counts_what_task_tensors_trains_on(babi_root, varian
 
 
 def test_benchmark_step_counts_honour_train_questions():
-    """bench.run_steps counts each run's minibatches from the questions it trains on: with data.train_questions
+    """memnet_jobs.run_steps counts each run's minibatches from the questions it trains on: with data.train_questions
     500 a task's run trains on 450 (50 held out for validation), 14 minibatches of 32 an epoch."""
     from nlpbench import config
-    from nlpbench.memnet.bench import run_steps
+    from nlpbench.timing.memnet_jobs import run_steps
     from nlpbench.memnet.groups import declaration_groups
     params = config.load(Path(__file__).resolve().parents[1] / "params.yaml",
                          {"scale": "smoke", "memnet.data.train_questions": 500})
@@ -974,7 +974,7 @@ def test_timing_benchmark_without_data_says_which_files_it_needs(tmp_path):
     """The timing benchmark loads Table 2's tasks as the table trains them (the scale's task subset, a task without
     data left out); with none at all it stops with an error naming the variant and the directory."""
     from nlpbench import config
-    from nlpbench.memnet import bench
+    from nlpbench.timing import memnet as bench
     params = config.load(Path(__file__).resolve().parents[1] / "params.yaml", {"scale": "smoke"})
     with pytest.raises(FileNotFoundError, match=f"no bAbI en task files under {tmp_path}"):
         bench.measure(params, tmp_path, 1, "cpu")

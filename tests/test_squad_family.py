@@ -168,7 +168,7 @@ def test_the_smoke_scale_builds_every_table_end_to_end(tmp_path, mirror_dir):
         rows = list(csv.DictReader(open(table, newline="")))
         assert len({(r["panel"], r["line"]) for r in rows}) == n_lines
         assert {r["seed"] for r in rows} == {"0", "1", "mean"}
-    from nlpbench.squad.bench import benchmark      # the timing benchmark times each model it names
+    from nlpbench.timing.squad import benchmark      # the timing benchmark times each model it names
     bench = benchmark(params, {"steps": 1, "scales": ["smoke"], "models": ["baseline", "bidaf", "dcn", "qanet"]},
                       "shen-thesis", "squad-timing", paths).read_text()
     assert all(f"| {m} | smoke |" in bench for m in ("baseline", "bidaf", "dcn", "qanet"))

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from project_repo import commit_all, project_repo
 
-from nlpbench import cli, config, end_to_end, io, verify
+from nlpbench import cli, clone, config, io, verify
 
 
 
@@ -98,7 +98,7 @@ def test_a_clone_retrains_a_committed_smoke_table_bit_for_bit_and_an_edited_cell
     repo = project_repo(tmp_path / "repo", eager)
     env = {**os.environ, "NLPBENCH_MIRROR": str(mirror_dir),
            "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
-    assert end_to_end.snakemake(repo, env, ["table_tolias_thesis_2", "--cores", "1", "--resources", "gpu=1",
+    assert clone.snakemake(repo, env, ["table_tolias_thesis_2", "--cores", "1", "--resources", "gpu=1",
                                             "--config", "scale=smoke"], tmp_path / "build.log") == 0, \
         (tmp_path / "build.log").read_text()[-3000:]
     table = repo / "results" / "tolias-thesis" / "2.csv"

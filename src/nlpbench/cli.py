@@ -171,10 +171,11 @@ def cmd_check(args) -> None:
 
 
 def cmd_end_to_end(args) -> None:
-    from nlpbench import end_to_end
+    from nlpbench.timing import end_to_end
     params = _params(args)
     if args.compare:
-        end_to_end.compare_again(params, args.name, Path(args.compare), Path(args.results), Path(args.runs))
+        end_to_end.compare_again(params, args.name, Path(args.compare), Path(args.results), Path(args.runs),
+                                 repo=Path.cwd())
         return
     end_to_end.measure(params, args.name, Path.cwd(), Path(args.results), Path(args.runs), Path(args.logs),
                        keep_runs=Path(args.keep_runs) if args.keep_runs else None)
@@ -240,8 +241,8 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=cmd_costs)
     sub.add_parser("check", help="validate params.yaml").set_defaults(func=cmd_check)
     p = sub.add_parser("end-to-end", help="time a declared set of tables end to end, built by snakemake in a "
-                                          "scratch clone of this commit from no data and no runs (params.yaml "
-                                          "end_to_end:)")
+                                          "scratch clone of this commit from no data and no runs (declared in "
+                                          "pipeline/end-to-end.yaml)")
     p.add_argument("name", help="e.g. ch6-five-seeds")
     p.add_argument("--logs", default="logs", help="where snakemake's log goes (default logs/end-to-end/NAME.log)")
     p.add_argument("--keep-runs", metavar="DIR",

@@ -1,7 +1,8 @@
-"""Family name -> implementation: the one module outside a family that imports from inside one.
+"""Family name -> implementation: the one core module that imports from inside a family.
 
 Adding a family is one line here, one subpackage implementing nlpbench.family.Family, its tables in
-params.yaml and its reference CSVs.
+params.yaml and its reference CSVs. The timing package (nlpbench.timing), which measures the families and is
+never imported by them, answers the same interface for the timing benchmarks and is listed here too.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ FAMILIES = {   # name -> "module:attribute" (imported on first use: the Snakefil
     "textgen": "nlpbench.textgen.family:TEXTGEN",
     "squad": "nlpbench.squad.family:SQUAD",
     "acvi": "nlpbench.acvi.family:ACVI",
+    "timing": "nlpbench.timing.targets:TIMING",    # the benchmarks of the families above (outputs, on demand)
 }
 
 # Family packages whose models, data and metrics are built and tested but that do not implement the interface

@@ -15,10 +15,13 @@ import statistics
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from nlpbench import io
-from nlpbench.plan import Plan
 from nlpbench.progress import duration
+
+if TYPE_CHECKING:        # the plan is only passed in: the timing benchmarks read costs without loading it
+    from nlpbench.plan import Plan
 
 COSTS = Path("results") / "costs.tsv"
 COLUMNS = ["group", "family", "scale", "seconds", "device", "measured", "source"]

@@ -1,5 +1,5 @@
 """nlpbench verify: are the committed tables what this commit rebuilds? Committed tables are retrained from no runs
-in a scratch clone of HEAD (end_to_end.scratch_clone) and compared, cell by cell, with the committed CSV.
+in a scratch clone of HEAD (nlpbench.clone.scratch_clone) and compared, cell by cell, with the committed CSV.
 
     nlpbench verify [SOURCE/TABLE ...] [--sample N] [--seed S] [--tolerance T]
 
@@ -22,7 +22,8 @@ from typing import Callable
 
 import torch
 
-from nlpbench import config, end_to_end, io, plan, provenance, status
+from nlpbench import config, io, plan, provenance, status
+from nlpbench.clone import head, scratch_clone, snakemake
 
 
 @dataclass(frozen=True)
@@ -180,9 +181,9 @@ def verify(params: dict, repo: Path, logs: Path, targets: list[str],
     with the committed CSV; print each difference and a summary line. 0 when all agree, 1 when some differ."""
     if not targets and not n:           # before cloning
         choose({}, targets, n, seed, max_minutes)
-    commit, _ = end_to_end.head(repo, "verify", log)
+    commit, _ = head(repo, "verify", log)
     t0 = time.perf_counter()
-    with end_to_end.scratch_clone(repo, commit, params.get("mirror"), prefix="nlpbench-verify-") as (clone, env):
+    with scratch_clone(repo, commit, params.get("mirror"), prefix="nlpbench-verify-") as (clone, env):
         results = clone / "results"      # the committed tables, and the clone's params.yaml without overrides
         cands = candidates(results, lambda scale: config.load(clone / "params.yaml", {"scale": scale}),
                            params["scales"])
@@ -202,7 +203,7 @@ def verify(params: dict, repo: Path, logs: Path, targets: list[str],
             run_log = log_path.with_name(f"{log_path.stem}-{i + 1}.log") if i else log_path
             rules = [plan.rule_name("table", c.key) for c in chosen if (c.scale, c.cpu) == (scale, cpu)]
             settings = [f"scale={scale}", *(["device=cpu"] if cpu else [])]
-            code = end_to_end.snakemake(clone, env, [*rules, "--cores", str(cores), "--resources", "gpu=1",
+            code = snakemake(clone, env, [*rules, "--cores", str(cores), "--resources", "gpu=1",
                                                      "--config", *settings], run_log)
             if code != 0:
                 raise SystemExit(f"nlpbench verify: snakemake failed (exit {code}); see {run_log}")

@@ -150,8 +150,6 @@ def all_runs(params: dict) -> dict[str, AcviRun]:
     out = {}
     for section in ("tables", "outputs"):
         for decl in declared(params, section).values():
-            if decl.get("kind") == "benchmark":
-                continue
             for r in active(params, table_runs(params, decl)):
                 out[r.run_id] = r
     return out

@@ -418,9 +418,6 @@ def output(params: dict, source: str, name: str, data_root: Path, runs_root: Pat
         return [phases_table(params, d, results_dir)]
     if kind == "qualitative":
         return [qualitative(params, d, data_root, runs_root, results_dir)]
-    if kind == "benchmark":
-        from nlpbench.acvi.bench import benchmark
-        return benchmark(params, d, data_root, results_dir)
     raise ValueError(f"{d.where}: unknown acvi output kind {kind!r}")
 
 

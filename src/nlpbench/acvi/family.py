@@ -61,10 +61,6 @@ class AcviFamily:
         for d in config.declared(params, "outputs", self.name):
             base = f"results/{d.source}/{d.name}"
             kind = d.decl["kind"]
-            if kind == "benchmark":
-                out.append(Target("outputs", d.source, d.name, (f"{base}.md", f"{base}.csv"), (),
-                                  ("acvi-qg",), bool(d.decl.get("on_demand", False))))
-                continue
             groups = tuple(r.run_id for r in ac.active(params, ac.table_runs(params, d.decl)))
             needs = ("acvi-cnndm-mirror",) + self._needs(params, d.decl) if kind == "qualitative" else ()
             out.append(Target("outputs", d.source, d.name, (f"{base}.md",), groups, tuple(dict.fromkeys(needs))))

@@ -20,6 +20,8 @@ from importlib import resources
 from pathlib import Path, PurePosixPath
 from typing import IO, Callable
 
+from nlpbench.data.prepared import (CHUNK as _CHUNK, STATUS_FILE, FetchError, PreparedDataChanged,  # noqa: F401
+                                    sha256_file, verify_prepared)
 from nlpbench.io import atomic_path, current_umask, read_json, write_json
 
 MIRROR_ENV = "NLPBENCH_MIRROR"
@@ -39,12 +41,6 @@ BABI_MIRROR_FULL = "babi/tasks_1-20_v1-2.tar.gz"
 BABI_MIRROR_GAPS = frozenset(
     f"{variant}/qa3_three-supporting-facts_train.txt" for variant in ("en-10k", "hn-10k", "shuffled-10k")
 )
-STATUS_FILE = "STATUS.json"
-_CHUNK = 1 << 20
-
-
-class FetchError(RuntimeError):
-    """A dataset could not be obtained or is not what it should be."""
 
 
 class ChecksumError(FetchError):
@@ -53,10 +49,6 @@ class ChecksumError(FetchError):
 
 class DownloadError(FetchError):
     """A download failed (no network, bad URL, server error)."""
-
-
-class PreparedDataChanged(FetchError):
-    """A prepared file was edited or deleted after its preparation, or was never recorded (nlpbench.data.prepared)."""
 
 
 class UnsafeArchiveError(FetchError):
@@ -94,15 +86,6 @@ def _hash_stream(stream: IO[bytes], size: int, sinks: tuple[IO[bytes], ...] = ()
         for sink in sinks:
             sink.write(chunk)
     return sha256.hexdigest(), sha1.hexdigest()
-
-
-def sha256_file(path: str | os.PathLike) -> str:
-    """Hex sha256 of a file's bytes."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def git_blob_sha1(path: str | os.PathLike) -> str:
@@ -199,7 +182,6 @@ def _read_status(out_dir: Path) -> dict | None:
     status = read_json(status_path)
     if not isinstance(status, dict) or not {"source", "archive_sha256", "present", "missing"} <= status.keys():
         raise FetchError(f"{status_path}: not a bAbI status file (needs source, archive_sha256, present, missing)")
-    from nlpbench.data.prepared import verify_prepared
     verify_prepared(out_dir, "babi", status["present"], status=status)    # edited since? (sizes, sha256)
     return status
 

@@ -10,13 +10,33 @@ prepares it again. A file's sha256 is computed once per process while its size a
 
 from __future__ import annotations
 
+import hashlib
 import os
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable, Iterator, Mapping
 
-from nlpbench.data.fetch import STATUS_FILE, FetchError, PreparedDataChanged, sha256_file
 from nlpbench.io import atomic_path, read_json, write_json
+
+STATUS_FILE = "STATUS.json"
+CHUNK = 1 << 20         # bytes read at a time when hashing a file
+
+
+class FetchError(RuntimeError):
+    """A dataset could not be obtained or is not what it should be (the base of nlpbench.data.fetch's errors)."""
+
+
+class PreparedDataChanged(FetchError):
+    """A prepared file was edited or deleted after its preparation, or was never recorded."""
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    """Hex sha256 of a file's bytes."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 _SHA256: dict[tuple, str] = {}      # (path, device, inode, size, mtime_ns) -> sha256, for this process
 

@@ -37,10 +37,6 @@ class DMNFamily:
                 files += (f"results/{d.source}/fig{d.decl['figure']}.png",)
             groups = tuple(_x().job_id(g, item) for g in _x().table_groups(params, d.name) for item in g.items)
             out.append(Target("tables", d.source, d.name, files, groups))
-        from nlpbench.end_to_end import record_files
-        for d in config.declared(params, "outputs", self.name):   # the timing benchmark (its figures are table keys)
-            out.append(Target("outputs", d.source, d.name, (f"results/{d.source}/{d.name}.md",), (), ("babi",),
-                              on_demand=True, reads=record_files(params, d.source)))
         return out
 
     def prepare(self, step: str, params: dict, paths: Paths, mirror: str | None) -> str:
@@ -59,8 +55,7 @@ class DMNFamily:
         return _x().table_parts(params, name, paths.runs, paths.data)
 
     def output(self, source: str, name: str, params: dict, paths: Paths) -> list[Path]:
-        from nlpbench.dmn.bench import benchmark
-        return [benchmark(params, config.declaration(params, "outputs", source, name).decl, source, name, paths)]
+        raise config.ConfigError(f"params.yaml: outputs.{source}.{name}: the dmn family builds tables only")
 
 
 DMN = DMNFamily()

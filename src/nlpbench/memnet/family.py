@@ -1,7 +1,7 @@
 """The memory-network family (seed 000 ch. 6: MemN2N, t-MEM-NN, guess the number) behind nlpbench.family.
 
 Tables: bAbI grids (rows = tasks, columns = model + metric) and the game tables 16-17. Outputs: the attention
-tables 3-5, the fitted dofs, Figure 16, the Table 18 transcript, and the timing benchmark (on demand).
+tables 3-5, the fitted dofs, Figure 16 and the Table 18 transcript.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def _files(d: Declared) -> tuple[str, ...]:
         return (f"{base}.md", f"{base}.csv", f"{base}.json")
     return {"game": (f"{base}.md", f"{base}.csv", f"{base}.json"), "attention": (f"{base}.md", f"{base}.csv"),
             "dof": (f"{base}.md", f"{base}.csv"), "test_error_figure": (f"{base}.png", f"{base}.csv"),
-            "transcript": (f"{base}.md",), "benchmark": (f"{base}.md", f"{base}.csv")}[kind]
+            "transcript": (f"{base}.md",)}[kind]
 
 
 class MemNetFamily:
@@ -102,19 +102,14 @@ class MemNetFamily:
             return tuple(g.group_id for g in mg.declaration_groups(params, source).values()), ("babi",)
         if kind == "dof":
             return tuple(gid for gid, g in mg.all_groups(params).items() if g.model == "tmemnn"), ()
-        if kind == "benchmark":
-            return (), ("babi",)
         raise ConfigError(f"params.yaml: {d.where}: unknown memnet kind {kind!r}")
 
     def targets(self, params: dict) -> list[Target]:
-        from nlpbench.end_to_end import record_files
         out = []
         for section in ("tables", "outputs"):
             for d in config.declared(params, section, self.name):
                 groups, needs = self._reads(params, d)
-                cites = record_files(params, d.source) if d.decl.get("kind") == "benchmark" else ()
-                out.append(Target(section, d.source, d.name, _files(d), groups, needs,
-                                  bool(d.decl.get("on_demand", False)), cites))
+                out.append(Target(section, d.source, d.name, _files(d), groups, needs))
         return out
 
     # -- doing it -----------------------------------------------------------------------------------------
@@ -159,18 +154,7 @@ class MemNetFamily:
         if kind == "transcript":
             from nlpbench.memnet.game import write_transcript
             return [write_transcript(params, paths.runs, paths.results)]
-        if kind == "benchmark":
-            return self.benchmark(params, d, paths)
         raise ConfigError(f"params.yaml: {d.where}: unknown memnet output kind {kind!r}")
-
-    def benchmark(self, params: dict, d: Declared, paths: Paths) -> list[Path]:
-        """The timing benchmark, at the scale its declaration names (`at_scale: paper`: all 20 tasks, Table 2's
-        settings for the five-seed projection; the CLI loads params at that scale)."""
-        from nlpbench.memnet import bench
-        from nlpbench.provenance import resolve_device
-        out = bench.main(params, paths.data / "babi", paths.results / d.source, d.decl.get("steps", 500),
-                         resolve_device(params["device"]))
-        return list(out.values())
 
 
 MEMNET = MemNetFamily()

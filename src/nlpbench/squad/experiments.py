@@ -208,7 +208,6 @@ def check(params: dict) -> None:
             for cfg in heatmap_configs(d.decl):
                 config_of(params, {"similarity": cfg.similarity, "output": cfg.output, "metric": "em"}, d.where)
         elif d.decl["kind"] == "loss_curves":
-            from nlpbench.squad.figures import loss_lines
             loss_lines(params, d.decl, d.where)
     for name, decl in tables_of(params).items():
         if isinstance(decl["rows"], list) and "row_key" not in decl:
@@ -599,12 +598,45 @@ def draw_boxes(params: dict, name: str, figure: str, per_seed: dict, results_dir
     return out
 
 
-# -- attention heatmaps (Figures 4.5 / 4.6) -------------------------------------------------------------------
+# -- the runs the figure outputs read: attention heatmaps (Figures 4.5 / 4.6), loss curves (4.4, 5.2, A.1) ------
 
 def heatmap_configs(decl: dict) -> list[Config]:
     """The (similarity, output) configurations a heatmap or histogram output reads: every similarity it names
     under each of its `outputs` (default O_1 and O_2), Table 4.2's configurations."""
     return [Config(sim, out, None, None) for out in decl.get("outputs", ("O_1", "O_2")) for sim in decl["similarities"]]
+
+
+def loss_lines(params: dict, decl: dict, where: str) -> list[tuple[str, str, Config]]:
+    """(panel, line label, configuration) for every line, from the cells each panel's selections name."""
+    if not isinstance(decl.get("panels"), dict) or not decl["panels"]:
+        raise ConfigError(f"params.yaml: {where}: `panels` must map panel titles to selections of table cells")
+    tables = tables_of(params)
+    out = []
+    for panel, selections in decl["panels"].items():
+        for sel in selections:
+            table = str(sel.get("table"))
+            if table not in tables:
+                raise ConfigError(f"params.yaml: {where}.panels.{panel}: unknown squad table {table!r}")
+            cells = {(r, c): cfg for r, c, _, cfg in cells_of(params, table)}
+            rows = [str(r) for r in sel.get("rows") or row_names(tables[table])]
+            columns = list(sel.get("columns") or [])
+            if not columns:
+                raise ConfigError(f"params.yaml: {where}.panels.{panel}: a selection names no columns")
+            for r in rows:
+                for c in columns:
+                    if (r, c) not in cells:
+                        raise ConfigError(f"params.yaml: {where}.panels.{panel}: table {table} has no cell "
+                                          f"({r!r}, {c!r})")
+                    if cells[(r, c)] is None:
+                        raise ConfigError(f"params.yaml: {where}.panels.{panel}: ({r!r}, {c!r}) is cited, not run")
+                    head = c.split(" / ")[0]
+                    label = r if len(columns) == 1 else head if len(rows) == 1 else f"{r}, {head}"
+                    out.append((panel, label, cells[(r, c)]))
+    return out
+
+
+def loss_configs(params: dict, decl: dict) -> list[Config]:
+    return list(dict.fromkeys(cfg for _, _, cfg in loss_lines(params, decl, "outputs")))
 
 
 def load_vectors(params: dict, data_root: Path) -> tuple[list[str], "object"]:

@@ -53,18 +53,14 @@ class SquadFamily:
                 out.append(Target("outputs", d.source, d.name, (f"results/{d.source}/fig{d.name}.png",), groups,
                                   ("squad", "squad-vectors")))
             elif d.decl["kind"] in ("histogram", "loss_curves"):     # Figure 4.2; Figures 4.4, 5.2, A.1
-                from nlpbench.squad.figures import loss_configs
-                configs = x.heatmap_configs(d.decl) if d.decl["kind"] == "histogram" else loss_configs(params, d.decl)
+                configs = x.heatmap_configs(d.decl) if d.decl["kind"] == "histogram" else x.loss_configs(params, d.decl)
                 files = (f"results/{d.source}/{d.name}.png", f"results/{d.source}/{d.name}.csv")
                 out.append(Target("outputs", d.source, d.name, files,
                                   tuple(dict.fromkeys(x.group_id(params, c) for c in configs)),
                                   ("squad", "squad-vectors") if d.decl["kind"] == "histogram" else ("squad",)))
-            elif d.decl["kind"] == "benchmark":
-                out.append(Target("outputs", d.source, d.name, (f"results/{d.source}/{d.name}.md",), (),
-                                  ("squad", "squad-vectors"), on_demand=True))
             else:
                 raise ConfigError(f"params.yaml: {d.where}: kind {d.decl['kind']!r} "
-                                  "(squad: benchmark, heatmap, histogram, loss_curves)")
+                                  "(squad: heatmap, histogram, loss_curves)")
         return out
 
     def prepare(self, step: str, params: dict, paths: Paths, mirror: str | None) -> str:
@@ -101,8 +97,7 @@ class SquadFamily:
         if d.decl["kind"] == "loss_curves":
             from nlpbench.squad.figures import draw_loss_curves
             return draw_loss_curves(params, d.decl, source, name, paths.runs, paths.results)
-        from nlpbench.squad.bench import benchmark
-        return [benchmark(params, d.decl, source, name, paths)]
+        raise ConfigError(f"params.yaml: {d.where}: kind {d.decl['kind']!r} (squad: heatmap, histogram, loss_curves)")
 
 
 def prepare_vectors(params: dict, paths: Paths) -> str:

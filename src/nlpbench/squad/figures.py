@@ -161,39 +161,6 @@ def draw_histograms(params: dict, decl: dict, source: str, name: str, data_root:
 
 # -- Figures 4.4, 5.2, A.1: training-loss curves ---------------------------------------------------------------
 
-def loss_lines(params: dict, decl: dict, where: str) -> list[tuple[str, str, x.Config]]:
-    """(panel, line label, configuration) for every line, from the cells each panel's selections name."""
-    if not isinstance(decl.get("panels"), dict) or not decl["panels"]:
-        raise ConfigError(f"params.yaml: {where}: `panels` must map panel titles to selections of table cells")
-    tables = x.tables_of(params)
-    out = []
-    for panel, selections in decl["panels"].items():
-        for sel in selections:
-            table = str(sel.get("table"))
-            if table not in tables:
-                raise ConfigError(f"params.yaml: {where}.panels.{panel}: unknown squad table {table!r}")
-            cells = {(r, c): cfg for r, c, _, cfg in x.cells_of(params, table)}
-            rows = [str(r) for r in sel.get("rows") or x.row_names(tables[table])]
-            columns = list(sel.get("columns") or [])
-            if not columns:
-                raise ConfigError(f"params.yaml: {where}.panels.{panel}: a selection names no columns")
-            for r in rows:
-                for c in columns:
-                    if (r, c) not in cells:
-                        raise ConfigError(f"params.yaml: {where}.panels.{panel}: table {table} has no cell "
-                                          f"({r!r}, {c!r})")
-                    if cells[(r, c)] is None:
-                        raise ConfigError(f"params.yaml: {where}.panels.{panel}: ({r!r}, {c!r}) is cited, not run")
-                    head = c.split(" / ")[0]
-                    label = r if len(columns) == 1 else head if len(rows) == 1 else f"{r}, {head}"
-                    out.append((panel, label, cells[(r, c)]))
-    return out
-
-
-def loss_configs(params: dict, decl: dict) -> list[x.Config]:
-    return list(dict.fromkeys(cfg for _, _, cfg in loss_lines(params, decl, "outputs")))
-
-
 def seed_losses(params: dict, cfg: x.Config, runs_root: Path) -> dict[int, list[float]]:
     """seed -> the batch loss of every optimizer step (history.json step_loss); runs trained before it was
     recorded give their `loss_log` (every loss_log_every steps) instead."""
@@ -216,7 +183,7 @@ def loss_curve_data(params: dict, decl: dict, runs_root: Path, where: str = "out
     means and their mean, min and max (over the seeds, on the steps every seed has)."""
     points = int(decl.get("points", 40))
     out = []
-    for panel, label, cfg in loss_lines(params, decl, where):
+    for panel, label, cfg in x.loss_lines(params, decl, where):
         losses = {s: v for s, v in seed_losses(params, cfg, runs_root).items() if v}
         line = {"panel": panel, "label": label, "config": cfg, "group": x.group_id(params, cfg), "seeds": losses}
         if losses:

@@ -1,4 +1,4 @@
-"""DMN+, MoDMN+ and ff-DMN written plainly: the baseline of the DMN timing benchmark (issue 16).
+"""DMN+, MoDMN+ and ff-DMN written plainly: the baseline of the DMN timing benchmark.
 
 This is the forward pass a user would write from eqs. 6.1-6.19 with a padded batch (B stories of M facts of L
 words): the position encoding as a contraction over every word slot of every fact slot, the attention gate over

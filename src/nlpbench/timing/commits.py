@@ -1,6 +1,6 @@
-"""Before/after timing of a grouped training step: two commits side by side on this machine (issue 16).
+"""Before/after timing of a grouped training step: two commits side by side on this machine.
 
-    python -m nlpbench.memnet.bench_commits OLD NEW [--rounds 3] [--steps 100] [--runs 20]
+    python -m nlpbench.timing.commits OLD NEW [--rounds 3] [--steps 100] [--runs 20]
 
 Each commit is checked out into its own git worktree (under the system's temp folder, kept for the next call)
 and measured in a fresh process with that worktree's `src` first on the path and its own params.yaml (cpu
@@ -8,7 +8,8 @@ scale, Table 2's settings); the two alternate round by round, so load from other
 alike. Per round and commit it prints ms per run and step for MemN2N and t-MEM-NN, a group of `--runs` en-1k
 tasks (one seed each) and one run alone (tasks 1, 2, 3 and 14), gradient noise included as trained, and the
 ratio t-MEM-NN / MemN2N; then the means over the rounds. Run on demand, never as a test. It uses only what
-both commits have: GroupTrainer, memnet.experiments.model_configs and memnet.bench.train_ms.
+both commits have: GroupTrainer, memnet.experiments.model_configs and the benchmark's train_ms (in
+nlpbench.timing.memnet, or nlpbench.memnet.bench in a commit from before the timing package).
 """
 
 from __future__ import annotations
@@ -27,7 +28,10 @@ import json, sys, torch
 from pathlib import Path
 torch.set_num_threads(1)
 from nlpbench import config
-from nlpbench.memnet import bench
+try:
+    from nlpbench.timing import memnet as bench
+except ImportError:          # a commit from before the timing package
+    from nlpbench.memnet import bench
 from nlpbench.memnet.data import load_task_tensors
 from nlpbench.memnet.experiments import model_configs
 from nlpbench.memnet.train import GroupTrainer, Run

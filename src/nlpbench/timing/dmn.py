@@ -1,9 +1,9 @@
-"""Timing benchmark of the DMN family (issue 16; Shen thesis §6.3.2, spec seed-004 §3.2 and §8).
+"""Timing benchmark of the DMN family (Shen thesis §6.3.2).
 
 Run on demand (`nlpbench output shen-thesis dmn-timing`, rule `output_shen_thesis_dmn_timing`), never as a test.
 In one process it times training steps of DMN+ and ff-DMN on every en-10k task present, with the family's
 model (DMN.forward: only the real facts are computed) beside the plain padded forward pass a user would write
-(nlpbench.dmn.plain: the same logits), and reads what the pipeline's last run of the DMN tables cost: each
+(nlpbench.timing.plain_dmn: the same logits), and reads what the pipeline's last run of the DMN tables cost: each
 group's job time from its `benchmark:` file and the epochs each run trained before early stopping. The last
 whole-pipeline measurement of the DMN tables (`nlpbench end-to-end dmn-thesis-epochs`, its record under
 results/shen-thesis/) is shown beside them.
@@ -23,16 +23,17 @@ from pathlib import Path
 import torch
 from torch.nn import functional as F
 
-from nlpbench import end_to_end, io, results_index
+from nlpbench import io, results_index
 from nlpbench.data import babi
 from nlpbench.dmn import experiments as dx
 from nlpbench.dmn.model import DMNConfig
-from nlpbench.dmn.plain import plain_logits
 from nlpbench.dmn.train import DMNTrainConfig, DMNTrainer, batch_of, build_data
 from nlpbench.family import Paths
 from nlpbench.provenance import code_commit, device_label
-from nlpbench.report import sectioned_markdown
 from nlpbench.status import job_seconds
+from nlpbench.timing import records
+from nlpbench.timing.plain_dmn import plain_logits
+from nlpbench.timing.report import sectioned_markdown
 
 WARMUP = 2                     # untimed steps before each timed stretch
 MODELS = ("dmn+", "ff-dmn")    # the task tables' two trained models (MoDMN+ trains on the patterns only)
@@ -40,7 +41,7 @@ MODELS = ("dmn+", "ff-dmn")    # the task tables' two trained models (MoDMN+ tra
 
 def step_ms(trainer: DMNTrainer, plain: bool, steps: int) -> float:
     """ms per training step (forward, eq. 6.6 loss with the L2 term, backward, Adam), minibatches taken in a
-    fixed order from the training split; `plain` swaps DMN.forward for dmn.plain.plain_logits."""
+    fixed order from the training split; `plain` swaps DMN.forward for timing.plain_dmn.plain_logits."""
     split, B = trainer.data.splits["train"], trainer.tcfg.batch_size
     order = torch.randperm(trainer.data.size("train"), generator=torch.Generator().manual_seed(0))
     n_batches = trainer.data.size("train") // B
@@ -105,7 +106,7 @@ def _spread(values: list[int]) -> str:
 def render(steps: list[dict], costs: list[dict], provenance: dict, notes: list[str],
            measured: dict[str, dict | None] | None = None) -> tuple[str, str]:
     """Markdown and CSV (section, quantity, measured, unit, note) of the benchmark; `measured`: the end-to-end
-    measurements declared for the DMN tables, each with its last record (end_to_end.read_records)."""
+    measurements this benchmark shows, each with its last record (records.read_records)."""
     table = []                                                         # (section, quantity, value, unit, note)
     sec = "Training step: the family's model (real facts only) vs the plain padded forward pass"
     for model in MODELS:
@@ -132,14 +133,14 @@ def render(steps: list[dict], costs: list[dict], provenance: dict, notes: list[s
         table.append((sec, "wall time on two cores, at least", max(longest, total / 2), "min",
                       "the longest job, or half the job-minutes if that is more (two jobs side by side)"))
     for name, record in (measured or {}).items():
-        table += [(sec, q, v, unit, note) for sec, q, v, _, unit, note in end_to_end.rows(name, record, False)]
+        table += [(sec, q, v, unit, note) for sec, q, v, _, unit, note in records.rows(name, record, False)]
     buf = _io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(["section", "quantity", "measured", "unit", "note"])
     for s, q, v, unit, note in table:
         w.writerow([s, q, "" if v is None else f"{v:.6g}", unit, note])
     md = sectioned_markdown(
-        ["# Timing benchmark: the DMN family (Shen thesis ch. 6; issue 16)", "",
+        ["# Timing benchmark: the DMN family (Shen thesis ch. 6)", "",
          "Measured in one run of `nlpbench output shen-thesis dmn-timing` on the machine below.", ""],
         provenance, ["quantity", "measured", "unit", "note"],
         [(s, [q, "not timed" if v is None else f"{v:.4g}", unit, note]) for s, q, v, unit, note in table], notes)
@@ -164,7 +165,7 @@ def benchmark(params: dict, decl: dict, source: str, name: str, paths: Paths) ->
         f"(eq. 6.6) plus L2 {t['l2']} on every weight matrix, backward pass and Adam, on the task's training split "
         "(the variant and validation split of the task tables' settings), each batch cut to its longest story and "
         "sentence as training cuts it. Both forward passes share the weights' shapes and the dropout stream "
-        "(dmn.plain equals DMN.forward, tested); ours computes the position encoding and the attention gate on the "
+        "(timing.plain_dmn equals DMN.forward, tested); ours computes the position encoding and the attention gate on the "
         "real facts only and steps the AttnGRU through the stories that still have facts, where the plain pass "
         "spends the same work on every fact slot of the batch's longest story.",
         "One epoch of training steps = the per-step time x the task's minibatches, summed over the tasks; "
@@ -173,9 +174,9 @@ def benchmark(params: dict, decl: dict, source: str, name: str, paths: Paths) ->
         "and runs/<group>/*/metrics.json), not this benchmark's process: the pipeline trains each group as one "
         "job per item (a task, a pattern; all its seeds), each run until early stopping.",
     ]
-    measured = end_to_end.read_records(paths.results, params, source)
+    measured = records.read_records(paths.results, source, name, records.load())
     if measured:
-        notes.append(end_to_end.note(source))
+        notes.append(records.note(source))
     md, csv_text = render(steps, costs, provenance, notes, measured)
     out = paths.results / source
     io.write_text(out / f"{name}.md", md)

@@ -1,10 +1,10 @@
-"""Timing benchmark of MemN2N and t-MEM-NN on the machine at hand (issue 3; spec seed-000-002 §7).
+"""Timing benchmark of MemN2N and t-MEM-NN on the machine at hand (Tolias thesis §6.4.4, §6.5.2).
 
 Run on demand (`nlpbench output tolias-thesis timing`, rule `output_tolias_thesis_timing`), never as a test. In one process
 it measures training time per minibatch, inference time per answer (S = 1 and 10 samples, delta 20 and 50) and
 the speed-up of vectorised group training over one run at a time, and writes results/tolias-thesis/timing.md
 and .csv with the thesis's figures (Tesla K40, TensorFlow) beside the measured ones. Absolute times do not
-carry across machines; the ratios are the comparable figures (§7).
+carry across machines; the ratios are the comparable figures.
 """
 
 from __future__ import annotations
@@ -22,28 +22,27 @@ from typing import Callable
 import torch
 from torch.nn import functional as F
 
-from nlpbench import config, end_to_end, io, results_index
+from nlpbench import config, io, results_index
 from nlpbench.data import babi
-from nlpbench.memnet.groups import babi_declarations, declaration_groups, declared_tasks, memnet_settings
+from nlpbench.memnet.groups import declaration_groups, declared_tasks, memnet_settings
 from nlpbench.memnet.data import gather, sentence_index
 from nlpbench.memnet.plain import PlainMemNet, padded_split, train_step
-from nlpbench.memnet.experiments import model_configs, task_tensors, training_questions
+from nlpbench.memnet.experiments import model_configs, task_tensors
 from nlpbench.provenance import code_commit, device_label
-from nlpbench.report import sectioned_markdown
-from nlpbench.status import COSTS, job_seconds, read_costs
 from nlpbench.memnet.train import GroupTrainer, Run
 from nlpbench.nn.kernels import compiler_works, resolve as resolve_kernels
+from nlpbench.timing import records
+from nlpbench.timing.memnet_jobs import (CH6_TABLES, PROTOCOL_SEEDS, cpu_seeds_text, five_seed_projection,
+                                         pipeline_job_minutes)
+from nlpbench.timing.report import sectioned_markdown
 
 WARMUP = 5              # untimed training steps before each timed stretch
 INFERENCE_REPEATS = 10  # timed passes over each task's test set
 SINGLE_QUESTIONS = 25   # test questions per task answered one at a time (batch 1)
 DELTA_20, DELTA_50 = "2", "9"   # params.yaml tables.tolias-thesis: Table 2 (delta 20), Table 9 (delta 50)
 EN_10K = "13"           # Table 13 (en-10k): the 10k tables' groups, most of chapter 6's training time
-CH6_TABLES = ("2", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15")   # issue 16's chapter 6 at five seeds
-PROTOCOL_SEEDS = 5      # issue 16's seeds per cell: its 100-run group and its five-seed figure (the 1k tables train ten)
 PLAIN_READING = {"tying": "adjacent", "position_encoding": True, "temporal_encoding": True, "nil_row": "zero",
                  "memory_slots": "longest_story", "position_form": "code_published", "mask_empty_memory": False}
-
 
 
 def _table(params: dict, name: str) -> dict:
@@ -190,95 +189,6 @@ def plain_train_ms(data, bayesian: bool, settings: dict, steps: int) -> float:
     return timed_ms(step, steps, torch.device("cpu"))
 
 
-def ch6_declarations(params: dict) -> list:
-    """The chapter 6 tables of issue 16 (CH6_TABLES) as `params`' scale declares them."""
-    return [d for d in babi_declarations(params)
-            if d.section == "tables" and d.source == "tolias-thesis" and d.name in CH6_TABLES]
-
-
-def pipeline_job_minutes(logs: Path, costs_path: Path = COSTS) -> dict[str, tuple[float, int, int]]:
-    """From the `benchmark:` files snakemake writes for each training job (logs/train/<group>.benchmark.tsv), else
-    a group's cpu row of results/costs.tsv (cpu_job_seconds), the job-minutes of each chapter 6 table's groups at
-    the cpu scale: {table: (minutes, groups found, groups)}; key "all" counts each group once."""
-    cpu = config.load(Path("params.yaml"), {"scale": "cpu"})
-    costs = read_costs(costs_path)
-    seconds, out = {}, {}
-    for d in ch6_declarations(cpu):
-        gids = {g.group_id for g in declaration_groups(cpu, d).values()}
-        for gid in gids:
-            if (s := cpu_job_seconds(logs, gid, costs)) is not None:
-                seconds[gid] = s
-        found = [seconds[g] for g in gids if g in seconds]
-        out[d.name] = (sum(found) / 60, len(found), len(gids))
-        out.setdefault("_groups", set()).update(gids)
-    groups = out.pop("_groups", set())
-    out["all"] = (sum(seconds.values()) / 60, len(seconds), len(groups))
-    return out
-
-
-def run_steps(params: dict, d, seeds: int | None = None) -> dict[str, int]:
-    """Training steps of every run of a declaration's groups at `params`' scale: {group id: runs x epochs x
-    minibatches per epoch} (a joint run trains on every task's stories); `seeds`: as if each group trained that
-    many seeds instead of its own."""
-    out = {}
-    for g in declaration_groups(params, d).values():
-        runs = g.n_runs if seeds is None else g.n_runs // len(g.seeds) * seeds
-        t = g.settings["train"]
-        n_train = training_questions(g.settings, g.variant) * (len(g.tasks) if g.joint else 1)
-        out[g.group_id] = runs * t["epochs"] * (n_train // t["batch_size"])
-    return out
-
-
-def cpu_seeds_text() -> str:
-    """How many seeds the cpu scale trains per chapter 6 group, e.g. "five seeds on 1k, one seed on 10k"."""
-    cpu = config.load(Path("params.yaml"), {"scale": "cpu"})
-    words = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 10: "ten"}
-    by_kind: dict[str, set[int]] = {}
-    for d in ch6_declarations(cpu):
-        for g in declaration_groups(cpu, d).values():
-            by_kind.setdefault("10k" if g.variant.endswith("10k") else "1k", set()).add(len(g.seeds))
-    return ", ".join(f"{' or '.join(words.get(n, str(n)) for n in sorted(ns))} seed{'s' if max(ns) > 1 else ''} "
-                     f"on {kind}" for kind, ns in sorted(by_kind.items(), key=lambda kv: kv[0] == "10k"))
-
-
-def cpu_job_seconds(logs: Path, gid: str, costs: dict[str, dict]) -> float | None:
-    """A cpu-scale group's job seconds: its Snakemake `benchmark:` file, else its cpu row of results/costs.tsv (a
-    group trained through `nlpbench train` leaves no benchmark file; costs.tsv records its group.json time)."""
-    if (seconds := job_seconds(logs, gid)) is not None:
-        return seconds
-    row = costs.get(gid)
-    return row["seconds"] if row is not None and row["scale"] == "cpu" else None
-
-
-def five_seed_projection(logs: Path, costs_path: Path = COSTS, cpu: dict | None = None,
-                         paper: dict | None = None) -> dict[str, float] | None:
-    """Chapter 6 (Tables 2 and 6-15) at five seeds per cell (issue 16, PROTOCOL_SEEDS) at the paper scale's
-    settings, projected from the cpu scale's measured training jobs: each cpu group's job-minutes x (its paper
-    group's training steps at five seeds / its own). Per-run cost falls as a group grows, yet measured groups came
-    out above it: an estimate, not a bound. Where the cpu scale trains a group as that, its time is measured,
-    not projected.
-    {"job_minutes", "groups", "cpu_job_minutes", "projected_groups"}; None while a chapter 6 group of the cpu
-    scale has no time. `cpu`, `paper`: the two scales' params (default: params.yaml's)."""
-    cpu = cpu or config.load(Path("params.yaml"), {"scale": "cpu"})
-    paper = paper or config.load(Path("params.yaml"), {"scale": "paper"})
-    costs = read_costs(costs_path)
-    seen, projected, measured, scaled = set(), 0.0, 0.0, 0
-    for d_cpu in ch6_declarations(cpu):
-        d_paper = config.declaration(paper, "tables", "tolias-thesis", d_cpu.name)
-        at_five = run_steps(paper, d_paper, PROTOCOL_SEEDS).values()
-        for (gid, steps), paper_steps in zip(run_steps(cpu, d_cpu).items(), at_five):
-            if gid in seen:
-                continue
-            seen.add(gid)
-            if (seconds := cpu_job_seconds(logs, gid, costs)) is None:
-                return None                              # a group never timed: no projection
-            measured += seconds / 60
-            projected += seconds / 60 * paper_steps / steps
-            scaled += paper_steps != steps
-    return ({"job_minutes": projected, "groups": len(seen), "cpu_job_minutes": measured, "projected_groups": scaled}
-            if seen else None)
-
-
 @torch.no_grad()
 def answer_ms(tr: GroupTrainer, S: int) -> float:
     """ms per answer, batched: the whole test set answered as the trainer evaluates it (S weight draws, each
@@ -366,7 +276,7 @@ def measure(params: dict, data_root: Path, steps: int, device: str) -> dict:
         hops_other = None                    # compiled kernels need a C++ compiler on a CPU
     s20_hops = {**s20, "model": {**s20["model"], "hop_kernels": hops_other}}
     protocol_trainers = {}
-    for model in ("memn2n", "tmemnn"):       # issue 16's five-seed group: every task x five seeds, as trained,
+    for model in ("memn2n", "tmemnn"):       # the five-seed group: every task x five seeds, as trained,
         variants = [(model, s20), (f"{model} gather", s20_gather)]             # with every slot gathered,
         if hops_other:
             variants.append((f"{model} hops other", s20_hops))                 # with the hops run the other way,
@@ -388,7 +298,7 @@ def measure(params: dict, data_root: Path, steps: int, device: str) -> dict:
     del protocol_trainers
     out["as trained"] = {}                      # groups as the tables train them
     seeds = table_seeds(params, DELTA_20)
-    if len(seeds) not in (1, PROTOCOL_SEEDS):   # Table 2's (ten seeds since stop 35, A-10): not timed above
+    if len(seeds) not in (1, PROTOCOL_SEEDS):   # Table 2's (ten seeds, reading A-10): not timed above
         out["as trained"][DELTA_20] = {**as_trained_ms(datasets, seeds, s20, steps // PROTOCOL_SEEDS, device),
                                        "tasks": len(datasets), "seeds": len(seeds), "variant": exp["variant"]}
     datasets_10k, tasks_10k = table_datasets(params, EN_10K, data_root)
@@ -424,7 +334,7 @@ def _rows(m: dict, params: dict) -> list[tuple]:
                  (sec, "t-MEM-NN, S = 10, draws batched", m[f"{how} tmemnn S10 batched draws"], None, "ms",
                   "bayes.test_draws: batched"),
                  (sec, "S = 10 / S = 1, draws batched", m[f"{how} tmemnn S10 batched draws"]
-                  / m[f"{how} tmemnn S1 batched draws"], 1.03, "x", "target of issue 16: at most 1.5"),
+                  / m[f"{how} tmemnn S1 batched draws"], 1.03, "x", "target: at most 1.5"),
                  (sec, f"t-MEM-NN, delta = {d20}, S = 1", a, 3.55, "ms", "implied: 2.2 / 0.62"),
                  (sec, f"t-MEM-NN, delta = {d50}, S = 1", b, 5.75, "ms", "implied: 3.55 + 2.2"),
                  (sec, f"delta {d50} - delta {d20}", b - a, 2.2, "ms", '"an extra 2.2 msec"'),
@@ -435,9 +345,9 @@ def _rows(m: dict, params: dict) -> list[tuple]:
     rows += [(sec, "t-MEM-NN, S = 1, draws shared by the questions", s1, None, "ms", "forward pass only"),
              (sec, "t-MEM-NN, S = 10, draws shared by the questions", s10, None, "ms", "10 draws side by side"),
              (sec, "S = 10 / S = 1, draws shared by the questions", s10 / s1, 1.03, "x",
-              "target of issue 16: at most 1.5"),
+              "target: at most 1.5"),
              (sec, "t-MEM-NN, S = 1, shared draws, whole sentence table", w1, None, "ms",
-              "each pass embeds the task's whole table of distinct sentences (before issue 16)"),
+              "each pass embeds the task's whole table of distinct sentences (the older route)"),
              (sec, "t-MEM-NN, S = 10, shared draws, whole sentence table", w10, None, "ms", ""),
              (sec, "S = 10 / S = 1, shared draws, whole sentence table", w10 / w1, 1.03, "x", "")]
     K = len(m["tasks"])
@@ -448,9 +358,9 @@ def _rows(m: dict, params: dict) -> list[tuple]:
                  (sec, f"{name}, {K} runs together", group, None, "ms", f"{K} runs: {K * group:.0f} ms per step"),
                  (sec, f"{name}, speed-up of group training", alone / group, None, "x", "")]
     rows.append((sec, f"t-MEM-NN / MemN2N, {K} runs together", m["group tmemnn"] / m["group memn2n"], 1.02, "x",
-                 "paper: one run alone; target of issue 16: at most 1.3"))
+                 "paper: one run alone; target: at most 1.3"))
     rows += [(sec, f"t-MEM-NN, t_sampler gamma, {K} runs together", m["group tmemnn gamma"], None, "ms",
-              "z / sqrt(Gamma) with its implicit gradient (the sampler before issue 16): the same distribution"),
+              "z / sqrt(Gamma) with its implicit gradient (the older sampler): the same distribution"),
              (sec, f"t-MEM-NN (gamma) / MemN2N, {K} runs together", m["group tmemnn gamma"] / m["group memn2n"],
               1.02, "x", "")]
     sec = "Training, a plain one-run PyTorch loop (memnet.plain) vs the group trainer, per run per minibatch"
@@ -462,24 +372,24 @@ def _rows(m: dict, params: dict) -> list[tuple]:
                  (sec, f"{name}, speed-up over the plain loop", plain / group, None, "x", "")]
     rows.append((sec, "t-MEM-NN / MemN2N, plain loop", m["plain tmemnn"] / m["plain memn2n"], 1.02, "x", ""))
     P = K * PROTOCOL_SEEDS
-    sec = (f"Training, a group of issue 16's five-seed protocol ({K} tasks x {PROTOCOL_SEEDS} seeds = {P} runs), "
+    sec = (f"Training, a group of the five-seed protocol ({K} tasks x {PROTOCOL_SEEDS} seeds = {P} runs), "
            "per run per minibatch")
     rows += [(sec, f"MemN2N, {P} runs together", m["protocol memn2n"], None, "ms",
               f"gradient noise included, as trained: {P * m['protocol memn2n']:.0f} ms per step"),
              (sec, f"t-MEM-NN, {P} runs together", m["protocol tmemnn"], None, "ms",
               f"gradient noise included, as trained: {P * m['protocol tmemnn']:.0f} ms per step"),
              (sec, f"t-MEM-NN / MemN2N, {P} runs together", m["protocol tmemnn"] / m["protocol memn2n"], 1.02, "x",
-              f"target of issue 16: at most 1.3; t-MEM-NN's posterior kernels: {m['posterior kernels']}")]
+              f"target: at most 1.3; t-MEM-NN's posterior kernels: {m['posterior kernels']}")]
     read = s20["model"].get("memory_read", "gather")
     for model, name in (("memn2n", "MemN2N"), ("tmemnn", "t-MEM-NN")):
         gathered = m[f"protocol {model} gather"]
         rows += [(sec, f"{name}, {P} runs together, every slot gathered", gathered, None, "ms",
-                  "model.memory_read: gather (before issue 16's whole-table read)"),
+                  "model.memory_read: gather (the read before the whole-table one)"),
                  (sec, f"{name}, speed-up of memory_read {read} over gather", gathered / m[f"protocol {model}"], None,
                   "x", "the same model; float summation order differs")]
     used = m["posterior kernels"]
     rows += [(sec, f"t-MEM-NN, {P} runs together, posterior kernels eager", m["protocol tmemnn eager"], None, "ms",
-              "model.posterior_kernels: eager (the draw and the t-divergence op by op, as before issue 16's kernels)"),
+              "model.posterior_kernels: eager (the draw and the t-divergence op by op, as before the fused kernels)"),
              (sec, f"t-MEM-NN, speed-up of posterior kernels {used} over eager",
               m["protocol tmemnn eager"] / m["protocol tmemnn"], None, "x",
               "the same formulas; compiled: fused by torch.compile (float rounding differs)" if used == "compiled"
@@ -506,7 +416,7 @@ def _rows(m: dict, params: dict) -> list[tuple]:
                   f"gradient noise included: {P_g * g[model]:.0f} ms per step")
                  for model, label in (("memn2n", "MemN2N"), ("tmemnn", "t-MEM-NN"))]
         rows.append((sec, f"t-MEM-NN / MemN2N, {shape}", g["tmemnn"] / g["memn2n"], 1.02, "x",
-                     "target of issue 16: at most 1.3"))
+                     "target: at most 1.3"))
     sec = (f"Where the difference goes: the {P}-run group's step, t-MEM-NN - MemN2N, each part timed alone on the "
            "same trainers (ms per step of the whole group)")
     step = {model: P * m[f"protocol {model}"] for model in ("memn2n", "tmemnn")}
@@ -530,7 +440,7 @@ def _rows(m: dict, params: dict) -> list[tuple]:
         rows += [(sec, "five seeds, measured job-minutes", proj["cpu_job_minutes"], None, "min",
                   f"{proj['groups']} groups, one thread each, every one measured"),
                  (sec, "five seeds, wall time on two cores", proj["cpu_job_minutes"] / 2, 60, "min",
-                  "paper column: issue 16's target; job-minutes / 2, two jobs side by side with no idle core")]
+                  "paper column: the target; job-minutes / 2, two jobs side by side with no idle core")]
     elif proj:
         sec = "Projection (not a measurement): Tables 2 and 6-15 at five seeds, from the pipeline's job times"
         rows += [(sec, "cpu scale, measured job-minutes", proj["cpu_job_minutes"], None, "min",
@@ -538,9 +448,9 @@ def _rows(m: dict, params: dict) -> list[tuple]:
                  (sec, "five seeds, job-minutes", proj["job_minutes"], None, "min",
                   "each group's job time x (training steps at five seeds / at the cpu scale's seeds)"),
                  (sec, "five seeds, wall time on two cores", proj["job_minutes"] / 2, 60, "min",
-                  "paper column: issue 16's target; an estimate from the cpu scale's jobs (notes)")]
+                  "paper column: the target; an estimate from the cpu scale's jobs (notes)")]
     for name, record in (m.get("end to end") or {}).items():
-        rows += end_to_end.rows(name, record)
+        rows += records.rows(name, record)
     jobs = m.get("pipeline")
     if jobs:
         sec = "Chapter 6 at the cpu scale, from the pipeline's benchmark files or results/costs.tsv (job-minutes, one thread a job)"
@@ -576,8 +486,7 @@ def render(rows: list[tuple], provenance: dict, notes: list[str]) -> tuple[str, 
     md = sectioned_markdown(
         ["# Timing benchmark: MemN2N and t-MEM-NN (Tolias thesis §6.4.4, §6.5.2)", "",
          "Measured in one run of `nlpbench output tolias-thesis timing` on the machine below. The paper column is the "
-         "thesis's figure (Tesla K40, TensorFlow); absolute times do not carry across machines, the ratios do "
-         "(spec §7).", ""],
+         "thesis's figure (Tesla K40, TensorFlow); absolute times do not carry across machines, the ratios do.", ""],
         provenance, ["quantity", "measured", "paper", "unit", "note"],
         [(sec, [q, _fmt(v, unit), "" if p is None else str(p), unit, note]) for sec, q, v, p, unit, note in rows],
         notes, numeric=2)
@@ -588,7 +497,7 @@ def main(params: dict, data_root: Path, out_dir: Path, steps: int, device: str) 
     load = os.getloadavg()[0]
     t0 = time.perf_counter()
     m = measure(params, data_root, steps, device)
-    m["end to end"] = end_to_end.read_records(out_dir.parent, params, "tolias-thesis")
+    m["end to end"] = records.read_records(Path(out_dir).parent, Path(out_dir).name, "timing", records.load())
     rows = _rows(m, params)
     t = params["memnet"]["train"]
     provenance = {
@@ -619,7 +528,7 @@ def main(params: dict, data_root: Path, out_dir: Path, steps: int, device: str) 
         "batched, so both are given. A single question's pass embeds only its own sentences (story and query: "
         "MemNet.own_sentences); the full test set's passes embed the task's whole table of distinct sentences "
         "once, which its questions share. The rows \"whole sentence table\" time single questions through the "
-        "full-batch route, as this benchmark did before issue 16.",
+        "full-batch route, as this benchmark once did.",
         "The S weight draws go through the model side by side in one pass (draw s of run k is a pseudo-run "
         "beside the others, GroupTrainer.forward_draws), the parallelism the thesis credits for its +0.1 ms "
         "(\"completely parallelizable\", §6.4.4); the draws themselves are S generator calls per run and "
@@ -640,32 +549,32 @@ def main(params: dict, data_root: Path, out_dir: Path, steps: int, device: str) 
         "through `nlpbench train` its time in results/costs.tsv, for the groups each "
         "chapter 6 table reads; a table's groups are counted once per table, and the total counts each group once. "
         "They describe the last pipeline run on this machine, not this benchmark's process.",
-        f"Issue 16's five-seed group: the {len(m['tasks'])} tasks x {PROTOCOL_SEEDS} seeds in one GroupTrainer, "
+        f"The five-seed group: the {len(m['tasks'])} tasks x {PROTOCOL_SEEDS} seeds in one GroupTrainer, "
         f"each of its configurations (MemN2N and t-MEM-NN as set, with every slot gathered, with the hops run the "
         f"other way, t-MEM-NN with its posterior eager) {max(1, steps // PROTOCOL_SEEDS // 2)} timed steps, all of "
         "them in turn, twice (the two stretches averaged: load drifting over the minutes of the section falls on "
         "all of them alike), with the settings' gradient noise (the other training rows leave it out); the group "
         "size a 1k table trains at five seeds (the 10k tables train five).",
-        "The five-seed section (issue 16's figure): while every chapter 6 group of the cpu scale trains five seeds, "
+        "The five-seed section: while every chapter 6 group of the cpu scale trains five seeds, "
         "it is the measured sum of their jobs; a group trained at other seeds is projected, its measured job time "
         "(its `benchmark:` file, evaluation and start-up included, or its time in results/costs.tsv) scaled by its "
         "training steps at five seeds over those at the cpu scale "
-        f"({cpu_seeds_text()}; the 1k tables train ten since stop 35, the protocol of the code the thesis names): "
+        f"({cpu_seeds_text()}; the 1k tables train ten, the protocol of the code the thesis names): "
         "an estimate, not a bound (10k groups trained at one seed, then at five, took 1.03 to 1.4 times their "
         "projection; halving a group overstates its saving a little, as per-run cost falls with group size).",
-        "Groups as the tables train them: Table 2's (its tasks x memnet.seeds, ten since stop 35's reading A-10; "
+        "Groups as the tables train them: Table 2's (its tasks x memnet.seeds, ten under reading A-10; "
         "shown where that is neither one nor five seeds) and Table 13's (en-10k, its tasks with data x its five "
         "seeds: the 10k tables' groups take most of chapter 6's training time), each in one GroupTrainer, "
         f"MemN2N and t-MEM-NN {max(1, steps // PROTOCOL_SEEDS // 2)} timed steps each, twice in turn (the two "
         "stretches averaged), gradient noise included.",
         "Where the difference goes: on the five-seed group's two models, after their steps are timed, each "
-        "part of a step is timed alone (memnet.bench.step_parts_ms): the weights of one pass (t-MEM-NN: the escort "
+        "part of a step is timed alone (timing.memnet.step_parts_ms): the weights of one pass (t-MEM-NN: the escort "
         "draw of every matrix with its uniforms; MemN2N: the masked matrices), forward and backward; the "
         "t-divergence, forward and backward; the gradient noise (t-MEM-NN owns a mean and a scale per weight, "
         "twice MemN2N's elements); clipping and the optimiser step. The rest, the step minus those parts, is the "
         "memory hops, the loss and their backward, the same model in both. Parts timed alone do not add up "
         "exactly to a step (caches, allocation), so the rest is an estimate.",
-        end_to_end.note("tolias-thesis"),
+        records.note("tolias-thesis"),
         "This machine is shared and its speed varies between sessions (the same training step has measured up to "
         "twice as long hours apart), so compare figures measured together: the ratios above come from one process, "
         "and the pipeline rows from one pipeline run, dated in results/costs.tsv.",

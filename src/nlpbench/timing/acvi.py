@@ -14,10 +14,10 @@ import torch
 from nlpbench import config, io, paper, results_index
 from nlpbench.provenance import code_commit, device_label, resolve_device
 
-from .batching import make_batch, to_device
-from .beam import beam_search
-from .model import ModelConfig, PointerGenerator
-from .vocab import Vocab
+from nlpbench.acvi.batching import make_batch, to_device
+from nlpbench.acvi.beam import beam_search
+from nlpbench.acvi.model import ModelConfig, PointerGenerator
+from nlpbench.acvi.vocab import Vocab
 
 ATTENTIONS = ("asa", "acvi_thesis", "acvi_paper")
 
