@@ -39,7 +39,7 @@ def test_the_shipped_params_are_valid_at_every_scale():
         params = config.load(REPO / "params.yaml", {"scale": scale})
         p = plan.make(params)
         assert params["scale"] == scale and p.groups and p.targets
-        assert {p.owner[k] for k in p.targets} == {"memnet", "dmn", "textgen", "squad", "acvi"}
+        assert {p.owner[k] for k in p.targets} == {"memnet", "dmn", "textgen", "squad", "acvi", "timing"}
 
 
 def test_unknown_key_is_named(params_file):
@@ -180,7 +180,7 @@ def _imports(path: Path) -> set[str]:
 
 
 def test_the_core_imports_no_family_except_through_the_registry():
-    families = set(registry.FAMILIES) | set(registry.NOT_YET_WIRED)
+    families = (set(registry.FAMILIES) | set(registry.NOT_YET_WIRED)) - {"timing"}   # timing measures them
     assert families <= {p.name for p in PACKAGE.iterdir() if p.is_dir()}
     for path in PACKAGE.rglob("*.py"):
         rel = path.relative_to(PACKAGE)

@@ -72,7 +72,7 @@ def _declare(root: Path, edit) -> Path:
     (lambda d: d["ch6-five-seeds"].update(cores=0), r"ch6-five-seeds.cores: 0 is not a positive whole number"),
     (lambda d: d["ch6-five-seeds"].update(cors=2), r"ch6-five-seeds: unknown key cors \(keys: source"),
     (lambda d: d["ch6-five-seeds"].pop("benchmark"), r"ch6-five-seeds: missing benchmark"),
-    (lambda d: d["ch6-five-seeds"].update(target_minutes="soon"), r"target_minutes: 'soon' is not a positive"),
+    (lambda d: d["ch6-five-seeds"].update(target_minutes="soon"), r"ch6-five-seeds.target_minutes: 'soon' is not a positive"),
 ])
 def test_a_bad_measurement_declaration_is_refused_naming_the_file_and_key(tmp_path, edit, message):
     root = _declare(tmp_path, edit)

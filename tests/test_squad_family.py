@@ -57,7 +57,7 @@ def test_the_heatmaps_train_their_own_configurations_when_no_table_does():
     params = load("smoke")
     params["tables"]["shen-thesis"] = {"5.4": params["tables"]["shen-thesis"]["5.4"]}   # no O_1 / O_2 table left
     params["outputs"]["shen-thesis"] = {k: v for k, v in params["outputs"]["shen-thesis"].items()
-                                        if v["kind"] != "loss_curves"}                   # they name those tables
+                                        if v.get("kind") != "loss_curves"}                # they name those tables
     gid = x.group_id(params, x.Config("T-trilinear", "O_2", None, None))
     assert gid in x.all_configs(params) and gid in plan.make(params).groups
     target = plan.make(params).targets["shen-thesis/4.6"]

@@ -80,6 +80,7 @@ def test_the_report_names_scale_device_families_and_an_eta(tmp_path, monkeypatch
     assert "scale smoke, device cpu, 2 training job(s) at a time" in text
     for fam in ("memnet", "dmn", "textgen", "squad", "acvi"):
         assert f"  {fam} " in text
+    assert "  timing " not in text       # on-demand benchmarks only: nothing `all` builds, no row of its own
     assert "training left: 143 groups (acvi 18, dmn 17, memnet 58, squad 46, textgen 4), estimated" in text
     assert "tolias-thesis/2 " in text
     rows = text.split("per table (groups trained / read):\n")[1].splitlines()

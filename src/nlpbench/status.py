@@ -183,7 +183,8 @@ def report(params: dict, plan: Plan, device: str, cores: int | None = None, per_
     jobs = parallel_jobs(device, cores)
     todo = [g for g, grp in plan.groups.items() if not is_done(grp.done)] if this_run is None else this_run
     est = estimate(plan, todo, params["scale"], costs)
-    families = sorted(set(plan.owner[k] for k in plan.groups) | set(plan.owner[k] for k in plan.targets))
+    families = sorted(set(plan.owner[k] for k in plan.groups)       # a family of on-demand outputs only (timing)
+                      | {plan.owner[t.key] for t in plan.targets.values() if not t.on_demand})   # has no row
     lines = [f"nlpbench plan: scale {params['scale']}, device {device}, {jobs} training job(s) at a time"]
     if params["scale"] == "paper" and device != "cuda":
         lines.append("  the paper scale on a CPU: chosen explicitly; it is meant for a GPU (see the ETA below)")
