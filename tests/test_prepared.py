@@ -226,11 +226,11 @@ def test_a_warning_is_one_line_without_source(small_babi_mirror, tmp_path):
 
 # -- DMN -----------------------------------------------------------------------------------------------------
 def test_an_edited_dmn_data_set_stops_training_with_the_remedy(babi_root, tmp_path, capsys):
-    from nlpbench.dmn import experiments as dx
+    from nlpbench.dmn import groups as dg
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "babi").symlink_to(babi_root)
     params = config.load(REPO / "params.yaml", {"scale": "smoke"})
-    job, (group, _) = next((j, gi) for j, gi in dx.jobs(params).items() if gi[0].kind == "patterns")
+    job, (group, _) = next((j, gi) for j, gi in dg.jobs(params).items() if gi[0].kind == "patterns")
     pid = group.datasets()[0]
     rc, err = run_cli(capsys, tmp_path, "data", pid)
     assert rc == 0, err

@@ -132,13 +132,14 @@ def test_dmn_resuming_refuses_a_planted_checkpoint(babi_root, tmp_path):
 
 def test_the_dmn_ensemble_refuses_a_planted_members_test_probabilities(tmp_path):
     from nlpbench.dmn import experiments as dx
-    runs = {m: tmp_path / m for m in dx.ENSEMBLE_MEMBERS}
+    from nlpbench.dmn import groups as dg
+    runs = {m: tmp_path / m for m in dg.ENSEMBLE_MEMBERS}
     gold = torch.tensor([0, 1])
-    for m in dx.ENSEMBLE_MEMBERS:
+    for m in dg.ENSEMBLE_MEMBERS:
         checkpoints.save({"answers": ["a", "b"], "probs": {"test": torch.eye(2)}, "gold": {"test": gold}},
                          runs[m] / "test_probs.pt")
     assert dx._ensemble_accuracy(runs, "1") == 1.0                  # the real files load
-    planted = runs[dx.ENSEMBLE_MEMBERS[1]] / "test_probs.pt"
+    planted = runs[dg.ENSEMBLE_MEMBERS[1]] / "test_probs.pt"
     plant(planted)
     with refused(planted):
         dx._ensemble_accuracy(runs, "1")
