@@ -262,7 +262,8 @@ def test_a_user_set_data_directory_without_its_layout_fails_its_step(tmp_path, c
 
 # -- single-file data step outputs: textgen's word2vec vectors, ACVI's released-output scores ---------------------
 def test_edited_word2vec_vectors_stop_their_data_step_and_training(mirror_dir, tmp_path):
-    from nlpbench.textgen.config import corpus_dir, embeddings_path, make_run
+    from nlpbench.textgen.config import corpus_dir, embeddings_path
+    from nlpbench.textgen.groups import make_run
     from nlpbench.textgen.corpora import CorpusConfig, prepare_corpus
     from nlpbench.textgen.train import prepare_embeddings, train_run
     params = config.load(REPO / "params.yaml", {"scale": "smoke"})

@@ -187,7 +187,8 @@ def textgen_root(mirror_dir: Path, tmp_path_factory: pytest.TempPathFactory, smo
 
 
 def test_textgen_resuming_and_reading_a_model_refuse_planted_files(textgen_root, smoke_params, tmp_path):
-    from nlpbench.textgen.config import embeddings_path, make_run
+    from nlpbench.textgen.config import embeddings_path
+    from nlpbench.textgen.groups import make_run
     from nlpbench.textgen.train import load_run_model, train_run
     params = copy.deepcopy(smoke_params)
     params["textgen"]["settings"]["snli"]["train"]["epochs"] = 1
