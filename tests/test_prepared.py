@@ -158,6 +158,7 @@ def test_squad_checksum_errors_say_what_to_do(tmp_path: Path, mirror_dir: Path):
 @pytest.mark.parametrize("how", ["questions", "truncate"])
 def test_an_edited_or_truncated_qg_file_stops_training(mirror_dir, tmp_path, capsys, how):
     from nlpbench.acvi import config as ac
+    from nlpbench.acvi import groups as ag
     if not (mirror_dir / "qg_du2017").is_dir():
         pytest.skip("no QG pairs in the mirror")
     rc, err = run_cli(capsys, tmp_path, "data", "acvi-qg")
@@ -165,7 +166,7 @@ def test_an_edited_or_truncated_qg_file_stops_training(mirror_dir, tmp_path, cap
     params = config.load(REPO / "params.yaml", {"scale": "smoke"})
     d = ac.data_dir(params, "acvi-qg", tmp_path / "data")
     edit(d / "dev.jsonl", how)
-    run = next(r for r in ac.all_runs(params).values() if r.task == "qg")
+    run = next(r for r in ag.all_runs(params).values() if r.task == "qg")
     rc, err = run_cli(capsys, tmp_path, "train", run.run_id)
     assert rc == 2
     assert_names(err, d / "dev.jsonl", "acvi-qg")
