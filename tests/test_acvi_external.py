@@ -14,6 +14,7 @@ import torch
 
 from nlpbench import config
 from nlpbench.acvi import config as ac
+from nlpbench.acvi import groups as ag
 from nlpbench.acvi.data import (MSVD_MAPPING, MSVD_SPLIT_DIR, prepare_duc2004, prepare_msvd, read_duc2004,
                                 read_msvd_split)
 from nlpbench.acvi.tokenize import wordpunct_tokenize
@@ -126,9 +127,9 @@ def test_video_run_trains_on_prepared_msvd(tmp_path):
                                    "n_test": 670, "n_classes": 4},
         "acvi.tasks.video.train": {"phases": [[6, 24, 10]], "coverage_iters": 0, "max_dec_steps": 10,
                                    "vocab_size": 100}})
-    assert ac.trainable(params, "video") and not ac.trainable(params, "cnndm")
-    run = ac.make_run(params, "video-asa")
-    assert ac.run_needs(params, run) == ("acvi-msvd",)
+    assert ag.trainable(params, "video") and not ag.trainable(params, "cnndm")
+    run = ag.make_run(params, "video-asa")
+    assert ag.run_needs(params, run) == ("acvi-msvd",)
     msg = prepare("acvi-msvd", params, tmp_path / "data", str(mirror))
     assert "prepared" in msg
     m = train_run(run, params, tmp_path / "data", tmp_path / "runs", "cpu", log=lambda *_: None)
@@ -222,7 +223,7 @@ def test_table4_scores_a_trained_cnndm_run_on_prepared_duc(tmp_path, monkeypatch
     fake_duc(tmp_path / "duc")
     data, runs = tmp_path / "data", tmp_path / "runs"
     assert "2 documents" in experiments.prepare("acvi-duc2004", params, data, None)
-    run = ac.make_run(params, "cnndm-pg-asa")
+    run = ag.make_run(params, "cnndm-pg-asa")
     spec = {"run": "cnndm-pg-asa", "eval": "duc2004", "metric": "rouge1"}
     untrained = experiments._cell(params, "SA", "ROUGE-1", spec, data, runs, [0])
     assert untrained.status == "not_run" and "cnndm-pg-asa" in untrained.detail

@@ -12,6 +12,7 @@ import pytest
 
 from nlpbench import build, config, plan, registry
 from nlpbench.acvi import config as ac
+from nlpbench.acvi import groups as ag
 from nlpbench.data.fetch import FetchError
 from nlpbench.family import Paths
 
@@ -45,10 +46,10 @@ def test_the_cpu_scale_trains_only_qg_and_smoke_every_run():
 
 def test_a_changed_setting_is_a_new_run_and_seeds_differ():
     base = load("cpu")
-    a = ac.make_run(base, "qg-pg-asa", 0)
-    assert ac.make_run(base, "qg-pg-asa", 1).run_id != a.run_id
-    assert ac.make_run(load("cpu", **{"acvi.model.kl_weight": 0.5}), "qg-pg-asa", 0).run_id != a.run_id
-    assert ac.make_run(load("cpu"), "qg-pg-asa", 0).run_id == a.run_id
+    a = ag.make_run(base, "qg-pg-asa", 0)
+    assert ag.make_run(base, "qg-pg-asa", 1).run_id != a.run_id
+    assert ag.make_run(load("cpu", **{"acvi.model.kl_weight": 0.5}), "qg-pg-asa", 0).run_id != a.run_id
+    assert ag.make_run(load("cpu"), "qg-pg-asa", 0).run_id == a.run_id
 
 
 def test_bad_run_override_and_unknown_run_are_named():
@@ -80,7 +81,7 @@ def test_cells_without_their_data_say_needs_data_and_how_to_get_it(tmp_path):
 
 def _fake_metrics(params: dict, runs_root: Path, name: str, values: list[float]) -> None:
     for seed, v in enumerate(values):
-        d = ac.make_run(params, name, seed).run_dir(runs_root)
+        d = ag.make_run(params, name, seed).run_dir(runs_root)
         d.mkdir(parents=True)
         (d / "metrics.json").write_text(json.dumps({"rougeL": v, "rouge2": v / 2, "bleu4": 1.0}))
 

@@ -7,7 +7,7 @@ import csv
 from pathlib import Path
 
 from nlpbench import config
-from nlpbench.acvi import config as ac
+from nlpbench.acvi import groups as ag
 from nlpbench.acvi.experiments import train_config
 from nlpbench.acvi.train import THESIS_PHASES
 
@@ -37,7 +37,7 @@ def test_every_printed_cell_has_its_row_and_column():
 def test_the_paper_scale_runs_table_19_and_every_run_builds():
     params = config.load(REPO / "params.yaml", {"scale": "paper"})
     for name, spec in params["acvi"]["runs"].items():
-        run = ac.make_run(params, name)
+        run = ag.make_run(params, name)
         if spec["task"] == "cnndm":
             cfg = train_config(run, "cuda")
             assert cfg.phases == [list(p) for p in THESIS_PHASES] and cfg.total_iters == 253_000
@@ -45,4 +45,4 @@ def test_the_paper_scale_runs_table_19_and_every_run_builds():
         if spec["task"] == "video":
             assert run.settings["model"]["hidden_dim"] == 1000 and run.settings["video"]["frames"] == 24
             assert run.settings["model"]["pointer"] is False
-    assert ac.make_run(params, "cnndm-pg-acvi-p").settings["model"]["attention"] == "acvi_paper"
+    assert ag.make_run(params, "cnndm-pg-acvi-p").settings["model"]["attention"] == "acvi_paper"

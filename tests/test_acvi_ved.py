@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from nlpbench.acvi import config as ac
+from nlpbench.acvi import groups as ag
 from nlpbench.acvi.batching import make_batch
 from nlpbench.acvi.beam import beam_search
 from nlpbench.acvi.model import ModelConfig, PointerGenerator, final_state
@@ -161,14 +161,14 @@ def test_latent_keys_stay_out_of_the_ids_of_runs_without_a_latent():
     from nlpbench import config
     params = config.load(Path(__file__).resolve().parents[1] / "params.yaml", {"scale": "paper"})
     old = copy.deepcopy(params)                                   # params as before VED: no latent keys
-    for k in ac.LATENT_KEYS:
+    for k in ag.LATENT_KEYS:
         del old["acvi"]["model"][k]
     for name in ("cnndm-pg-asa", "qg-pg-acvi-p", "video-var"):
-        assert ac.make_run(params, name).run_id == ac.make_run(old, name).run_id
-    ved_run = ac.make_run(params, "cnndm-pg-ved")
+        assert ag.make_run(params, name).run_id == ag.make_run(old, name).run_id
+    ved_run = ag.make_run(params, "cnndm-pg-ved")
     assert ved_run.settings["model"]["latent_dim"] == 128
-    assert ac.make_run(params, "video-ved").settings["model"]["latent_dim"] == 100
+    assert ag.make_run(params, "video-ved").settings["model"]["latent_dim"] == 100
     changed = copy.deepcopy(params)
     changed["acvi"]["model"]["latent_test"] = "prior"              # a latent setting changes a VED run only
-    assert ac.make_run(changed, "cnndm-pg-ved").run_id != ved_run.run_id
-    assert ac.make_run(changed, "cnndm-pg-asa").run_id == ac.make_run(params, "cnndm-pg-asa").run_id
+    assert ag.make_run(changed, "cnndm-pg-ved").run_id != ved_run.run_id
+    assert ag.make_run(changed, "cnndm-pg-asa").run_id == ag.make_run(params, "cnndm-pg-asa").run_id

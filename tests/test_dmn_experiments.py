@@ -13,6 +13,7 @@ import torch
 from nlpbench import config, io
 from nlpbench import build
 from nlpbench.dmn import experiments as dx
+from nlpbench.dmn import groups as dg
 from nlpbench.data.fetch import FetchError
 from nlpbench.family import Paths
 from nlpbench.results_index import write_index
@@ -26,24 +27,24 @@ def params() -> dict:
 
 
 def test_runs_shared_between_tables_fall_in_one_group(params):
-    groups = dx.all_groups(params)
+    groups = dg.all_groups(params)
     by_model_kind = {(g.model, g.kind) for g in groups.values()}
     assert by_model_kind == {("dmn+", "patterns"), ("dmn+", "augmented"), ("modmn+", "patterns"),
                              ("dmn+", "tasks"), ("ff-dmn", "tasks")}
-    cols = dx.column_groups(params, "6.3")
-    assert cols["Trained Network / 1"]["dmn+"] == dx.column_groups(params, "6.2")["Trained Network / 1"]["dmn+"]
-    ens = dx.column_groups(params, "6.7")["Ensemble"]
+    cols = dg.column_groups(params, "6.3")
+    assert cols["Trained Network / 1"]["dmn+"] == dg.column_groups(params, "6.2")["Trained Network / 1"]["dmn+"]
+    ens = dg.column_groups(params, "6.7")["Ensemble"]
     assert set(ens) == {"ff-dmn", "dmn+"}                       # eq. 6.20: both members' runs
-    assert ens["dmn+"] == dx.column_groups(params, "6.5")["DMN+ (ours)"]["dmn+"]
+    assert ens["dmn+"] == dg.column_groups(params, "6.5")["DMN+ (ours)"]["dmn+"]
     assert ens["dmn+"].items == tuple(f"task{t}" for t in range(1, 21))
     # Table 6.4's claim compares with Table 6.2, so its rule waits for the DMN+ pattern runs too
-    assert {g.model for g in dx.table_groups(params, "6.4")} == {"modmn+", "dmn+"}
+    assert {g.model for g in dg.table_groups(params, "6.4")} == {"modmn+", "dmn+"}
 
 
 def test_train_overrides_apply_per_kind_then_per_model():
     cut = {"tasks": {"max_epochs": 3}, "ff-dmn": {"max_epochs": 10, "patience": 3}}
     p = config.load(REPO / "params.yaml", {"scale": "cpu", "dmn": {"train_overrides": cut}})
-    tr = {(g.model, g.kind): g.settings["train"] for g in dx.all_groups(p).values()}
+    tr = {(g.model, g.kind): g.settings["train"] for g in dg.all_groups(p).values()}
     assert tr[("dmn+", "tasks")]["max_epochs"] == 3                       # the kind's cut
     assert tr[("ff-dmn", "tasks")]["max_epochs"] == 10                    # the model's cut wins over the kind's
     assert tr[("ff-dmn", "tasks")]["patience"] == 3 and tr[("dmn+", "tasks")]["patience"] == 20
@@ -55,7 +56,7 @@ def test_train_overrides_apply_per_kind_then_per_model():
 def test_paper_and_cpu_scales_train_the_dmn_family_at_the_thesis_settings(scale):
     """Issue 16: the cpu scale of the DMN tables is the thesis's protocol (up to 256 epochs, patience 20, the
     epoch of lowest validation loss, full stories), not a cut of it."""
-    groups = dx.all_groups(config.load(REPO / "params.yaml", {"scale": scale})).values()
+    groups = dg.all_groups(config.load(REPO / "params.yaml", {"scale": scale})).values()
     assert {g.kind for g in groups} == {"tasks", "patterns", "augmented"}
     for g in groups:
         t = g.settings["train"]
@@ -64,26 +65,26 @@ def test_paper_and_cpu_scales_train_the_dmn_family_at_the_thesis_settings(scale)
 
 
 def test_group_ids_follow_the_settings_not_the_notes(params):
-    ids = set(dx.groups_by_id(params))
+    ids = set(dg.groups_by_id(params))
     p = copy.deepcopy(params)
     p["tables"]["shen-thesis"]["6.2"]["notes"] = ["a note"]
     p["tables"]["shen-thesis"]["6.2"]["claim"] = "augmented_evens"
-    assert set(dx.groups_by_id(p)) == ids
+    assert set(dg.groups_by_id(p)) == ids
     p["dmn"]["model"]["hops"] = 2
-    assert not set(dx.groups_by_id(p)) & ids
+    assert not set(dg.groups_by_id(p)) & ids
     # the augmented data set depends on the augmentation recipe, the pattern data set does not
     q = copy.deepcopy(params)
     q["dmn"]["augment"]["source"] = "pattern1"
-    assert set(dx.all_datasets(q)) ^ set(dx.all_datasets(params)) == {
-        d for d in set(dx.all_datasets(q)) ^ set(dx.all_datasets(params)) if d.startswith("augmented-")}
-    assert len(set(dx.all_datasets(q)) ^ set(dx.all_datasets(params))) == 2
+    assert set(dg.all_datasets(q)) ^ set(dg.all_datasets(params)) == {
+        d for d in set(dg.all_datasets(q)) ^ set(dg.all_datasets(params)) if d.startswith("augmented-")}
+    assert len(set(dg.all_datasets(q)) ^ set(dg.all_datasets(params))) == 2
 
 
 def test_bad_declarations_are_named(params):
     p = copy.deepcopy(params)
     p["tables"]["shen-thesis"]["6.2"]["columns"]["Trained Network / 1"]["data"] = "task"
     with pytest.raises(config.ConfigError, match="Trained Network / 1: data 'task' needs task rows"):
-        dx.all_groups(p)
+        dg.all_groups(p)
     with pytest.raises(config.ConfigError, match=r"tables\.shen-thesis\.6\.2.*data.*pattern7"):
         config.load(REPO / "params.yaml", {"tables.shen-thesis.6.2": {
             "family": "dmn", "rows": "patterns", "columns": {"x": {"model": "dmn+", "data": "pattern7"}}}})
@@ -108,15 +109,15 @@ def _write_run(group, runs_root: Path, item: str, seed: int, test_acc: dict, val
 def _write_group(group, runs_root: Path) -> None:
     """Each item's job summary (what the pipeline's job writes last)."""
     for item in group.items:
-        io.write_json(dx.job_done(group, item, runs_root), {"group": group.group_id, "item": item,
+        io.write_json(dg.job_done(group, item, runs_root), {"group": group.group_id, "item": item,
                                                             "wall_time_s": 60.0})
 
 
 def test_pattern_tables_read_each_networks_test_patterns_and_judge_the_claims(params, tmp_path):
     runs, results = tmp_path / "runs", tmp_path / "results"
-    dmn = dx.column_groups(params, "6.2")["Trained Network / 1"]["dmn+"]
-    modmn = dx.column_groups(params, "6.4")["Trained pattern / 1"]["modmn+"]
-    aug = dx.column_groups(params, "6.3")["Trained Network / augmented"]["dmn+"]
+    dmn = dg.column_groups(params, "6.2")["Trained Network / 1"]["dmn+"]
+    modmn = dg.column_groups(params, "6.4")["Trained pattern / 1"]["modmn+"]
+    aug = dg.column_groups(params, "6.3")["Trained Network / augmented"]["dmn+"]
     for k in range(1, 7):
         # DMN+ network k: 80% on its own pattern, 40% elsewhere; network 5 is best on pattern 2 instead
         own = 2 if k == 5 else k
@@ -154,7 +155,7 @@ def test_pattern_tables_read_each_networks_test_patterns_and_judge_the_claims(pa
 
 def test_task_tables_have_cited_columns_an_ensemble_and_needs_data(params, tmp_path):
     runs, results = tmp_path / "runs", tmp_path / "results"
-    cols = dx.column_groups(params, "6.7")
+    cols = dg.column_groups(params, "6.7")
     ff, dmn = cols["Ensemble"]["ff-dmn"], cols["Ensemble"]["dmn+"]
     gold = torch.tensor([0, 1, 2, 0])
     # ff-DMN is right on questions 0 and 1, DMN+ on 0 and 2; on question 3 only the average is right
@@ -199,7 +200,7 @@ def test_task_tables_have_cited_columns_an_ensemble_and_needs_data(params, tmp_p
 
 
 def test_derived_data_rule_writes_the_patterns_from_real_data(params, babi_root, tmp_path):
-    pid = next(d for d in dx.all_datasets(params) if d.startswith("patterns-"))
+    pid = next(d for d in dg.all_datasets(params) if d.startswith("patterns-"))
     manifest = io.read_json(dx.make_dataset(pid, params, babi_root, tmp_path, log=lambda s: None))
     assert {k: v["n"] for k, v in manifest["splits"].items() if k.startswith("pattern2")} == {
         "pattern2_train": 1200, "pattern2_val": 133, "pattern2_test": 333}
@@ -212,8 +213,8 @@ def test_derived_data_rule_writes_the_patterns_from_real_data(params, babi_root,
 
 def test_no_derived_data_from_an_empty_babi_file(params, tmp_path):
     """An empty task-16 file derives nothing and writes no manifest (the data step's "done")."""
-    pid = next(d for d in dx.all_datasets(params) if d.startswith("patterns-"))
-    variant = dx.all_datasets(params)[pid][1]["patterns"]["variant"]
+    pid = next(d for d in dg.all_datasets(params) if d.startswith("patterns-"))
+    variant = dg.all_datasets(params)[pid][1]["patterns"]["variant"]
     babi_dir = tmp_path / "babi" / variant
     babi_dir.mkdir(parents=True)
     for split in ("train", "test"):
@@ -228,10 +229,10 @@ def test_timing_benchmark_reads_the_pipelines_job_times_and_epochs(params, tmp_p
     stopping, and the two-core wall-time bound, rendered beside the step timings; a group never timed says so."""
     from nlpbench.timing import dmn as bench
     logs, runs = tmp_path / "logs", tmp_path / "runs"
-    tasks = dx.column_groups(params, "6.5")["DMN+ (ours)"]["dmn+"]
+    tasks = dg.column_groups(params, "6.5")["DMN+ (ours)"]["dmn+"]
     logs.mkdir()
     for item, seconds in (("task1", 1200.0), ("task2", 2400.0)):             # one benchmark file per job
-        (logs / f"{dx.job_id(tasks, item)}.benchmark.tsv").write_text(f"s\th:m:s\n{seconds}\t0:20:00\n")
+        (logs / f"{dg.job_id(tasks, item)}.benchmark.tsv").write_text(f"s\th:m:s\n{seconds}\t0:20:00\n")
     for epochs, best, item in ((23, 3, "task1"), (61, 41, "task2"), (40, 20, "task4")):
         io.write_json(runs / tasks.group_id / f"{item}-seed0" / "metrics.json",
                       {"status": "ok", "epochs": epochs, "best_epoch": best})
@@ -288,22 +289,22 @@ def test_each_item_of_a_group_is_a_pipeline_job_of_its_own(params):
     jobs of every item of its groups; a job's marker sits in its group's folder beside the runs."""
     from nlpbench import plan
     p = plan.make(params)
-    jobs = dx.jobs(params)
-    assert len(jobs) == sum(len(g.items) for g in dx.all_groups(params).values())
+    jobs = dg.jobs(params)
+    assert len(jobs) == sum(len(g.items) for g in dg.all_groups(params).values())
     assert {j for j in p.groups if p.owner[j] == "dmn"} == set(jobs)
     g, item = jobs[next(j for j in jobs if j.endswith(".task5"))]
     assert g.model in ("dmn+", "ff-dmn") and item == "task5"
-    assert Path(p.groups[dx.job_id(g, item)].done).parent == Path("runs") / g.group_id
+    assert Path(p.groups[dg.job_id(g, item)].done).parent == Path("runs") / g.group_id
     t65 = p.targets["shen-thesis/6.5"]
-    assert set(t65.groups) == {dx.job_id(g, i) for g in dx.table_groups(params, "6.5") for i in g.items}
+    assert set(t65.groups) == {dg.job_id(g, i) for g in dg.table_groups(params, "6.5") for i in g.items}
 
 
 def test_a_job_trains_its_item_only_and_writes_its_marker_last(params, tmp_path, monkeypatch):
     trained = []
     monkeypatch.setattr(dx, "train_run", lambda g, item, seed, *a, **k: trained.append((item, seed)) or
                         {"status": "ok", "train_wall_time_s": 2.0})
-    g = dx.column_groups(params, "6.5")["DMN+ (ours)"]["dmn+"]
+    g = dg.column_groups(params, "6.5")["DMN+ (ours)"]["dmn+"]
     summary = dx.train_item(g, "task4", tmp_path / "babi", tmp_path / "dmn", tmp_path / "runs")
     assert trained == [("task4", s) for s in g.seeds]
-    assert io.read_json(dx.job_done(g, "task4", tmp_path / "runs")) == summary
+    assert io.read_json(dg.job_done(g, "task4", tmp_path / "runs")) == summary
     assert summary["wall_time_s"] == 2.0 * len(g.seeds)

@@ -158,6 +158,7 @@ def test_squad_checksum_errors_say_what_to_do(tmp_path: Path, mirror_dir: Path):
 @pytest.mark.parametrize("how", ["questions", "truncate"])
 def test_an_edited_or_truncated_qg_file_stops_training(mirror_dir, tmp_path, capsys, how):
     from nlpbench.acvi import config as ac
+    from nlpbench.acvi import groups as ag
     if not (mirror_dir / "qg_du2017").is_dir():
         pytest.skip("no QG pairs in the mirror")
     rc, err = run_cli(capsys, tmp_path, "data", "acvi-qg")
@@ -165,7 +166,7 @@ def test_an_edited_or_truncated_qg_file_stops_training(mirror_dir, tmp_path, cap
     params = config.load(REPO / "params.yaml", {"scale": "smoke"})
     d = ac.data_dir(params, "acvi-qg", tmp_path / "data")
     edit(d / "dev.jsonl", how)
-    run = next(r for r in ac.all_runs(params).values() if r.task == "qg")
+    run = next(r for r in ag.all_runs(params).values() if r.task == "qg")
     rc, err = run_cli(capsys, tmp_path, "train", run.run_id)
     assert rc == 2
     assert_names(err, d / "dev.jsonl", "acvi-qg")
@@ -226,11 +227,11 @@ def test_a_warning_is_one_line_without_source(small_babi_mirror, tmp_path):
 
 # -- DMN -----------------------------------------------------------------------------------------------------
 def test_an_edited_dmn_data_set_stops_training_with_the_remedy(babi_root, tmp_path, capsys):
-    from nlpbench.dmn import experiments as dx
+    from nlpbench.dmn import groups as dg
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "babi").symlink_to(babi_root)
     params = config.load(REPO / "params.yaml", {"scale": "smoke"})
-    job, (group, _) = next((j, gi) for j, gi in dx.jobs(params).items() if gi[0].kind == "patterns")
+    job, (group, _) = next((j, gi) for j, gi in dg.jobs(params).items() if gi[0].kind == "patterns")
     pid = group.datasets()[0]
     rc, err = run_cli(capsys, tmp_path, "data", pid)
     assert rc == 0, err
@@ -262,7 +263,8 @@ def test_a_user_set_data_directory_without_its_layout_fails_its_step(tmp_path, c
 
 # -- single-file data step outputs: textgen's word2vec vectors, ACVI's released-output scores ---------------------
 def test_edited_word2vec_vectors_stop_their_data_step_and_training(mirror_dir, tmp_path):
-    from nlpbench.textgen.config import corpus_dir, embeddings_path, make_run
+    from nlpbench.textgen.config import corpus_dir, embeddings_path
+    from nlpbench.textgen.groups import make_run
     from nlpbench.textgen.corpora import CorpusConfig, prepare_corpus
     from nlpbench.textgen.train import prepare_embeddings, train_run
     params = config.load(REPO / "params.yaml", {"scale": "smoke"})

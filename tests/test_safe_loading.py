@@ -132,13 +132,14 @@ def test_dmn_resuming_refuses_a_planted_checkpoint(babi_root, tmp_path):
 
 def test_the_dmn_ensemble_refuses_a_planted_members_test_probabilities(tmp_path):
     from nlpbench.dmn import experiments as dx
-    runs = {m: tmp_path / m for m in dx.ENSEMBLE_MEMBERS}
+    from nlpbench.dmn import groups as dg
+    runs = {m: tmp_path / m for m in dg.ENSEMBLE_MEMBERS}
     gold = torch.tensor([0, 1])
-    for m in dx.ENSEMBLE_MEMBERS:
+    for m in dg.ENSEMBLE_MEMBERS:
         checkpoints.save({"answers": ["a", "b"], "probs": {"test": torch.eye(2)}, "gold": {"test": gold}},
                          runs[m] / "test_probs.pt")
     assert dx._ensemble_accuracy(runs, "1") == 1.0                  # the real files load
-    planted = runs[dx.ENSEMBLE_MEMBERS[1]] / "test_probs.pt"
+    planted = runs[dg.ENSEMBLE_MEMBERS[1]] / "test_probs.pt"
     plant(planted)
     with refused(planted):
         dx._ensemble_accuracy(runs, "1")
@@ -186,7 +187,8 @@ def textgen_root(mirror_dir: Path, tmp_path_factory: pytest.TempPathFactory, smo
 
 
 def test_textgen_resuming_and_reading_a_model_refuse_planted_files(textgen_root, smoke_params, tmp_path):
-    from nlpbench.textgen.config import embeddings_path, make_run
+    from nlpbench.textgen.config import embeddings_path
+    from nlpbench.textgen.groups import make_run
     from nlpbench.textgen.train import load_run_model, train_run
     params = copy.deepcopy(smoke_params)
     params["textgen"]["settings"]["snli"]["train"]["epochs"] = 1

@@ -73,7 +73,7 @@ def test_table_4_1_variants_parse() -> None:
     from pathlib import Path
 
     from nlpbench import config
-    from nlpbench.textgen.config import run_settings
+    from nlpbench.textgen.groups import run_settings
 
     params = config.load(Path(__file__).resolve().parents[1] / "params.yaml", {"scale": "paper"})
     got = {}

@@ -13,6 +13,7 @@ from nlpbench import build, config, plan, registry
 from nlpbench.config import ConfigError
 from nlpbench.family import Paths
 from nlpbench.squad import experiments as x
+from nlpbench.squad import groups as sg
 
 torch.set_num_threads(1)
 REPO = Path(__file__).resolve().parents[1]
@@ -26,12 +27,12 @@ def load(scale: str, overrides: dict | None = None) -> dict:
 def test_the_family_is_wired_with_nine_tables_and_shared_configurations():
     params = load("cpu")
     assert registry.get("squad").name == "squad"
-    assert tuple(x.tables_of(params)) == TABLES
-    configs = x.all_configs(params)
+    assert tuple(sg.tables_of(params)) == TABLES
+    configs = sg.all_configs(params)
     # 22 (Table 4.2) + 2 T-trilinear + RIG_2/4/5 + RIG_6 + proposed + 6 revised dims + 4 appendix A + DCN's = 40,
     # and Table 4.4's BiDAF, DCN and QANet, each with its own similarity and with T-trilinear
     assert len(configs) == 46
-    gid = lambda sim, out, ps=None, rd=None: x.group_id(params, x.Config(sim, out, ps, rd))  # noqa: E731
+    gid = lambda sim, out, ps=None, rd=None: sg.group_id(params, sg.Config(sim, out, ps, rd))  # noqa: E731
     # RIG_1 / RIG_3 of Table 5.2 are the trilinear O_1 / O_2 runs of Table 4.2 (spec §0.4), SAN's is general-3 O_1
     groups = {name: set(registry.get("squad").targets(params)[i].groups) for i, name in enumerate(TABLES)}
     assert gid("trilinear", "O_1") in groups["4.2"] & groups["5.2"] & groups["4.3"]
@@ -43,12 +44,12 @@ def test_the_family_is_wired_with_nine_tables_and_shared_configurations():
         ("qanet", "trilinear"), ("qanet", "T-trilinear")}
     assert all(g.startswith(("squad-bidaf-", "squad-dcn-", "squad-qanet-")) for g in full)
     # a model's own sizes are in its group's settings, so a scale that shrinks them gives other runs
-    bidaf = x.Config("trilinear", None, None, None, "bidaf")
-    assert x.group_id(params, bidaf) != x.group_id(load("cpu", {"squad.full_models.bidaf.model.hidden": 8}), bidaf)
-    assert x.group_settings(load("paper"), bidaf)["train"]["epochs"] == 12       # BiDAF's own 12 epochs
+    bidaf = sg.Config("trilinear", None, None, None, "bidaf")
+    assert sg.group_id(params, bidaf) != sg.group_id(load("cpu", {"squad.full_models.bidaf.model.hidden": 8}), bidaf)
+    assert sg.group_settings(load("paper"), bidaf)["train"]["epochs"] == 12       # BiDAF's own 12 epochs
     assert len(plan.make(params).groups) >= 40
     # the scales change the settings, hence the ids; the seeds are five at cpu and paper
-    assert x.group_id(load("smoke"), x.Config("trilinear", "O_1", None, None)) != gid("trilinear", "O_1")
+    assert sg.group_id(load("smoke"), sg.Config("trilinear", "O_1", None, None)) != gid("trilinear", "O_1")
     assert params["squad"]["seeds"] == load("paper")["squad"]["seeds"] == [0, 1, 2, 3, 4]
 
 
@@ -57,9 +58,9 @@ def test_the_heatmaps_train_their_own_configurations_when_no_table_does():
     params = load("smoke")
     params["tables"]["shen-thesis"] = {"5.4": params["tables"]["shen-thesis"]["5.4"]}   # no O_1 / O_2 table left
     params["outputs"]["shen-thesis"] = {k: v for k, v in params["outputs"]["shen-thesis"].items()
-                                        if v.get("kind") != "loss_curves"}                # they name those tables
-    gid = x.group_id(params, x.Config("T-trilinear", "O_2", None, None))
-    assert gid in x.all_configs(params) and gid in plan.make(params).groups
+                                        if v.get("kind") != "loss_curves"}                   # they name those tables
+    gid = sg.group_id(params, sg.Config("T-trilinear", "O_2", None, None))
+    assert gid in sg.all_configs(params) and gid in plan.make(params).groups
     target = plan.make(params).targets["shen-thesis/4.6"]
     assert gid in target.groups and len(target.groups) == 6
 
@@ -74,16 +75,16 @@ def test_bad_declarations_name_the_table_and_key():
         load("smoke", {"squad.train.optimizer": "sgd"})
 
 
-def _fake_run(runs: Path, params: dict, cfg: x.Config, em: dict[int, float]) -> None:
+def _fake_run(runs: Path, params: dict, cfg: sg.Config, em: dict[int, float]) -> None:
     for seed, value in em.items():
-        d = runs / x.group_id(params, cfg) / f"seed{seed}"
+        d = runs / sg.group_id(params, cfg) / f"seed{seed}"
         d.mkdir(parents=True)
         (d / "metrics.json").write_text(json.dumps({"em": value, "f1": value + 10, "device": "cpu"}))
 
 
 def test_a_cell_is_the_max_over_seeds_and_keeps_every_seed(tmp_path):
     params = load("cpu")
-    tri, bil = x.Config("trilinear", "O_1", None, None), x.Config("bilinear", "O_1", None, None)
+    tri, bil = sg.Config("trilinear", "O_1", None, None), sg.Config("bilinear", "O_1", None, None)
     _fake_run(tmp_path, params, tri, {0: 10.0, 1: 14.0, 2: 12.0, 3: 11.0})
     cells, per_seed = x.table_cells(params, "4.2", tmp_path)
     by = {(c.row, c.column): c for c in cells}
@@ -93,7 +94,7 @@ def test_a_cell_is_the_max_over_seeds_and_keeps_every_seed(tmp_path):
     assert per_seed[("trilinear", "O_1 / EM")] == {0: 10.0, 1: 14.0, 2: 12.0, 3: 11.0}
     cited, _ = x.table_cells(params, "3.1", tmp_path)
     assert {c.status for c in cited if c.column.startswith("Original")} == {"cited"}
-    assert bil not in x.table_configs(params, "4.3")
+    assert bil not in sg.table_configs(params, "4.3")
 
 
 def test_claims_say_whether_the_difference_exceeds_the_seed_spread():
@@ -176,7 +177,7 @@ def test_the_smoke_scale_builds_every_table_end_to_end(tmp_path, mirror_dir):
     assert record["kind"] == "benchmark" and record["files"] == ["squad-timing.md"]   # the index lists it
     # its epoch counts the questions a run trains on (those the passage cut keeps), as the runs record them
     row = next(line for line in bench.splitlines() if line.startswith("| baseline | smoke |"))
-    gid = x.group_id(params, x.Config("trilinear", "RIG_4", "second", None))
+    gid = sg.group_id(params, sg.Config("trilinear", "RIG_4", "second", None))
     trained = json.loads((paths.runs / gid / f"seed{params['squad']['seeds'][0]}" / "metrics.json").read_text())
     assert int(row.split("|")[11]) == trained["n_train"]
     # same seed, same numbers: one group trained again into a fresh folder

@@ -12,8 +12,8 @@ import torch
 
 from nlpbench import config, plan
 from nlpbench.config import ConfigError
-from nlpbench.squad import experiments as x
 from nlpbench.squad import figures
+from nlpbench.squad import groups as sg
 from nlpbench.squad.model import ModelConfig
 from nlpbench.squad.train import TrainConfig, encode, load_trained, run
 from squad_synthetic import marker_task
@@ -51,9 +51,9 @@ def test_block_means_keep_the_last_short_block():
     assert figures.block_means([2.0], 10) == [2.0]
 
 
-def _fake_history(runs: Path, params: dict, cfg: x.Config, losses: dict[int, list[float]]) -> None:
+def _fake_history(runs: Path, params: dict, cfg: sg.Config, losses: dict[int, list[float]]) -> None:
     for seed, values in losses.items():
-        d = runs / x.group_id(params, cfg) / f"seed{seed}"
+        d = runs / sg.group_id(params, cfg) / f"seed{seed}"
         d.mkdir(parents=True)
         (d / "metrics.json").write_text(json.dumps({"em": 1.0, "f1": 2.0}))
         (d / "history.json").write_text(json.dumps({"step_loss": values, "loss_log": [], "epochs": []}))
@@ -62,7 +62,7 @@ def _fake_history(runs: Path, params: dict, cfg: x.Config, losses: dict[int, lis
 def test_loss_curves_have_a_series_per_configuration_and_seed(tmp_path):
     params = load("cpu")
     decl = params["outputs"]["shen-thesis"]["fig4.4"]
-    tri, t_tri = x.Config("trilinear", "O_1", None, None), x.Config("T-trilinear", "O_1", None, None)
+    tri, t_tri = sg.Config("trilinear", "O_1", None, None), sg.Config("T-trilinear", "O_1", None, None)
     _fake_history(tmp_path, params, tri, {0: [float(v) for v in range(100, 0, -1)], 3: [1.0] * 100})
     _fake_history(tmp_path, params, t_tri, {1: [2.0] * 120})
     lines = figures.loss_curve_data(params, decl, tmp_path)
@@ -86,7 +86,7 @@ def test_loss_curves_have_a_series_per_configuration_and_seed(tmp_path):
 def test_the_figures_read_the_tables_runs_and_bad_declarations_are_named():
     params = load("cpu")
     targets = plan.make(params).targets
-    gid = lambda sim, out, ps=None, rd=None: x.group_id(params, x.Config(sim, out, ps, rd))  # noqa: E731
+    gid = lambda sim, out, ps=None, rd=None: sg.group_id(params, sg.Config(sim, out, ps, rd))  # noqa: E731
     assert all(f"shen-thesis/{name}" in targets for name in FIGURES)
     assert set(targets["shen-thesis/fig4.2"].groups) == {gid(s, o) for s in ("dot-product", "scaled dot-product",
                                                                              "cosine") for o in ("O_1", "O_2")}
@@ -95,7 +95,7 @@ def test_the_figures_read_the_tables_runs_and_bad_declarations_are_named():
     assert gid("trilinear", "O_1") in targets["shen-thesis/fig5.2-loss"].groups           # RIG_1
     assert set(targets["shen-thesis/figA.1-loss"].groups) == set(targets["shen-thesis/A.1"].groups)
     assert targets["shen-thesis/fig4.2"].files == ("results/shen-thesis/fig4.2.png", "results/shen-thesis/fig4.2.csv")
-    all_groups = set(x.all_configs(params))
+    all_groups = set(sg.all_configs(params))
     assert all(set(targets[f"shen-thesis/{n}"].groups) <= all_groups for n in FIGURES)   # no training of their own
     with pytest.raises(ConfigError, match=r"fig4.4.panels.O_1: table 4.3 has no cell \('nope', 'O_1 / EM'\)"):
         load("smoke", {"outputs.shen-thesis.fig4.4.panels": {"O_1": [{"table": "4.3", "rows": ["nope"],

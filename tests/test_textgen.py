@@ -209,7 +209,7 @@ def tiny(mirror_dir: Path, tmp_path_factory: pytest.TempPathFactory):
 
 
 def test_tiny_run_writes_its_files_and_resumes(tiny) -> None:
-    from nlpbench.textgen.config import make_run
+    from nlpbench.textgen.groups import make_run
     from nlpbench.textgen.train import train_run
 
     params, root = tiny
@@ -235,7 +235,7 @@ def test_tiny_run_writes_its_files_and_resumes(tiny) -> None:
 
 def test_a_killed_run_resumes_to_the_same_numbers(tiny, monkeypatch: pytest.MonkeyPatch) -> None:
     from nlpbench.textgen import train as textgen_train
-    from nlpbench.textgen.config import make_run
+    from nlpbench.textgen.groups import make_run
 
     params, root = tiny
     params = copy.deepcopy(params)
@@ -290,7 +290,7 @@ def test_a_bad_run_override_stops_naming_the_key(override: dict, message: str) -
 
 
 def test_run_ids_follow_the_settings_and_the_smoke_subset() -> None:
-    from nlpbench.textgen.config import all_runs, make_run
+    from nlpbench.textgen.groups import all_runs, make_run
 
     paper, cpu = config.load(REPO / "params.yaml", {"scale": "paper"}), config.load(REPO / "params.yaml", {"scale": "cpu"})
     assert make_run(paper, "snli-tanh-3000").run_id != make_run(cpu, "snli-tanh-3000").run_id

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from nlpbench import config, io, registry
+from nlpbench import config, io, registry, rundirs
 from nlpbench.config import ConfigError
 from nlpbench.data.shared import SHARED_STEPS
 from nlpbench.family import DataStep, Family, Target, TrainGroup
@@ -29,7 +29,7 @@ class Plan:
 
     def marker(self, target: Target, scale: str) -> str:
         """The per-scale file that says this clone built the target (results/ itself is committed)."""
-        return f"runs/_tables/{scale}/{target.source}/{target.name}.done"
+        return str(rundirs.run_dir(rundirs.RUNS, f"_tables/{scale}/{target.source}") / f"{target.name}.done")
 
 
 def rule_name(kind: str, key: str) -> str:

@@ -20,6 +20,8 @@ FAMILIES = {   # name -> "module:attribute" (imported on first use: the Snakefil
     "timing": "nlpbench.timing.targets:TIMING",    # the benchmarks of the families above (outputs, on demand)
 }
 
+MEASUREMENT = ("timing",)    # entries above that measure the model families rather than being one (no groups of runs)
+
 # Family packages whose models, data and metrics are built and tested but that do not implement the interface
 # yet (no tables declared): they are listed here so that nothing else mistakes them for core modules.
 NOT_YET_WIRED: tuple[str, ...] = ()    # none at present

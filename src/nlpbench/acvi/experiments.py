@@ -19,6 +19,7 @@ from pathlib import Path
 
 from nlpbench import config, io, paper, results_index, tables
 from nlpbench.acvi import config as ac
+from nlpbench.acvi import groups as ag
 from nlpbench.data.fetch import FetchError
 from nlpbench.data.prepared import prepared_output, verified_output
 from nlpbench.family import TableParts
@@ -125,7 +126,7 @@ def _needs_text(params: dict, step: str, data_root: Path) -> str:
 
 # -- training ------------------------------------------------------------------------------------------------
 
-def train_config(run: ac.AcviRun, device: str):
+def train_config(run: ag.AcviRun, device: str):
     from nlpbench.acvi.model import ModelConfig
     from nlpbench.acvi.train import TrainConfig
     t = dict(run.settings["train"])
@@ -133,7 +134,7 @@ def train_config(run: ac.AcviRun, device: str):
                        **{k: (v if k != "phases" else [list(p) for p in v]) for k, v in t.items()})
 
 
-def _pairs(run: ac.AcviRun, data_root: Path, params: dict) -> tuple[list, list]:
+def _pairs(run: ag.AcviRun, data_root: Path, params: dict) -> tuple[list, list]:
     if run.task == "qg":
         from nlpbench.acvi.data import read_qg
         d = ac.data_dir(params, "acvi-qg", data_root)
@@ -149,7 +150,7 @@ def _pairs(run: ac.AcviRun, data_root: Path, params: dict) -> tuple[list, list]:
     return pairs[:n], pairs[n:]                    # STAND-IN: mirror test articles (smoke scale only)
 
 
-def train_run(run: ac.AcviRun, params: dict, data_root: Path, runs_root: Path, device: str, log=print) -> dict:
+def train_run(run: ag.AcviRun, params: dict, data_root: Path, runs_root: Path, device: str, log=print) -> dict:
     import logging
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     out = run.run_dir(runs_root)
@@ -171,7 +172,7 @@ def train_run(run: ac.AcviRun, params: dict, data_root: Path, runs_root: Path, d
     return m
 
 
-def _metrics(run: ac.AcviRun, runs_root: Path) -> dict | None:
+def _metrics(run: ag.AcviRun, runs_root: Path) -> dict | None:
     path = run.run_dir(runs_root) / "metrics.json"
     return io.read_json(path) if path.exists() else None
 
@@ -224,18 +225,18 @@ def _cell(params: dict, row: str, col: str, spec: dict, data_root: Path, runs_ro
         if not (duc / "articles.jsonl").is_file():
             return tables.Cell(row, col, None, "needs_data", "DUC 2004: " + _needs_text(params, "acvi-duc2004",
                                                                                            data_root))
-        run = ac.make_run(params, spec["run"])
-        if not ac.trainable(params, run.task) or not (run.run_dir(runs_root) / "model.pt").is_file():
+        run = ag.make_run(params, spec["run"])
+        if not ag.trainable(params, run.task) or not (run.run_dir(runs_root) / "model.pt").is_file():
             return tables.Cell(row, col, None, "not_run", f"run {spec['run']} (trained on CNN/DM) not trained at "
                                "this scale: nothing to evaluate on DUC 2004")
         return tables.Cell(row, col, duc_scores(params, run, data_root, runs_root)[spec["metric"]])
-    run0 = ac.make_run(params, spec["run"])
-    if not ac.trainable(params, run0.task):
+    run0 = ag.make_run(params, spec["run"])
+    if not ag.trainable(params, run0.task):
         step = ac.TASK_DATA[run0.task]
         return tables.Cell(row, col, None, "needs_data", _needs_text(params, step, data_root))
     values = []
     for seed in seeds:
-        m = _metrics(ac.make_run(params, spec["run"], seed), runs_root)
+        m = _metrics(ag.make_run(params, spec["run"], seed), runs_root)
         if m is not None:
             v = _value(m, spec)
             if v is None:
@@ -258,7 +259,7 @@ def duc_protocol(params: dict) -> dict:
     return {"truncate_bytes": m["duc_truncate_bytes"], "measure": m["duc_measure"], "stem": m["rouge_stem"]}
 
 
-def duc_scores(params: dict, run: ac.AcviRun, data_root: Path, runs_root: Path, device: str = "cpu") -> dict:
+def duc_scores(params: dict, run: ag.AcviRun, data_root: Path, runs_root: Path, device: str = "cpu") -> dict:
     """Paper Table 4: the CNN/DM-trained run's final model decodes every prepared DUC 2004 document (no
     fine-tuning; the article truncated at the run's last encoder length, as its CNN/DM test articles), scored
     against the four human summaries with the configured protocol (acvi.metrics.duc_*). Cached in the run
@@ -312,7 +313,7 @@ def released_notes(params: dict, data_root: Path) -> list[str]:
     return [head + "; ".join(parts) + "." + tail]
 
 
-def provenance(params: dict, runs: list[ac.AcviRun], runs_root: Path) -> dict:
+def provenance(params: dict, runs: list[ag.AcviRun], runs_root: Path) -> dict:
     found = [(r, m) for r in runs for m in [_metrics(r, runs_root)] if m]
     train = sum(m.get("train_seconds_this_process", 0.0) for _, m in found)
     return {
@@ -322,11 +323,11 @@ def provenance(params: dict, runs: list[ac.AcviRun], runs_root: Path) -> dict:
         "code commit": code_commit(),
         "training wall time": f"{train / 60:.1f} min for {len(found)} run(s) (1 thread)",
         "generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "runs": ", ".join(f"runs/acvi/{r.run_id}" for r, _ in found) or "none",
+        "runs": ", ".join(str(r.run_dir()) for r, _ in found) or "none",
     }
 
 
-def reading_notes(params: dict, runs: list[ac.AcviRun], decl_parts: list[dict] = ()) -> list[str]:
+def reading_notes(params: dict, runs: list[ag.AcviRun], decl_parts: list[dict] = ()) -> list[str]:
     a = params["acvi"]
     notes = [f"ROUGE: rouge-score F1 x 100, ROUGE-L = rougeLsum (summary-level LCS over newline-split sentences, the "
              f"variant ROUGE-1.5.5 reports for multi-sentence summaries), stemming "
@@ -375,15 +376,15 @@ def table_parts(params: dict, source: str, name: str, data_root: Path, runs_root
     spec = tables.TableSpec(source=d.source, table=name, title=decl.get("title") or ref_title[(d.source, name)],
                             rows=list(decl["rows"]), columns=list(decl["columns"]), decimals=decl["decimals"],
                             diff_flag=decl.get("flag_points", 10.0), tolerance=decl.get("tolerance", 5.0))
-    seeds = ac.seeds_of(params, decl)
+    seeds = ag.seeds_of(params, decl)
     cells = [_cell(params, r, c, {**rv, **cv}, data_root, runs_root, seeds)
              for r, rv in decl["rows"].items() for c, cv in decl["columns"].items()]
-    runs = ac.active(params, ac.table_runs(params, decl))
+    runs = ag.active(params, ag.table_runs(params, decl))
     notes = list(decl.get("notes") or [])
     notes += [claim_verdict(params, decl, c, runs_root) for c in decl.get("claims") or []]
-    if any(p.get("released") in ("lead3", "pgn", "s2s") and name in ("20", "1") for p in ac._parts(decl)):
+    if any(p.get("released") in ("lead3", "pgn", "s2s") and name in ("20", "1") for p in ag._parts(decl)):
         notes += released_notes(params, data_root)
-    notes += reading_notes(params, ac.table_runs(params, decl), ac._parts(decl))   # the settings of every run, trained or not
+    notes += reading_notes(params, ag.table_runs(params, decl), ag._parts(decl))   # the settings of every run, trained or not
     return TableParts(spec, cells, provenance(params, runs, runs_root), notes)
 
 
@@ -392,11 +393,11 @@ def claim_verdict(params: dict, decl: dict, c: dict, runs_root: Path) -> str:
     the means exceeds the larger of the two seeds' sample standard deviations, is reversed when it is below minus
     that, and is not resolved otherwise."""
     col = decl["columns"][c["column"]]
-    seeds = ac.seeds_of(params, decl)
+    seeds = ag.seeds_of(params, decl)
     vals = {}
     for key in ("better", "worse"):
         spec = {**decl["rows"][c[key]], **col}
-        vals[key] = [v for s in seeds for m in [_metrics(ac.make_run(params, spec["run"], s), runs_root)] if m
+        vals[key] = [v for s in seeds for m in [_metrics(ag.make_run(params, spec["run"], s), runs_root)] if m
                      for v in [_value(m, spec)] if v is not None]
     if min(len(v) for v in vals.values()) < 2:
         return f"Claim \"{c['text']}\": not judged (fewer than two seeds of each run at this scale)."
@@ -461,10 +462,10 @@ def qualitative(params: dict, d, data_root: Path, runs_root: Path, results_dir: 
         out += [f"## Article {a.id}", "", f"**Article (first 60 tokens):** {' '.join(a.article_tokens[:60])} ...", "",
                 f"**Reference:** {text(a.reference)}", "", f"**Lead-3:** {text(a.article[:3])}", "",
                 f"**See et al. pointer-generator + coverage (released output):** {text(a.systems.get('pgn', []))}", ""]
-    runs = ac.table_runs(params, d.decl)
+    runs = ag.table_runs(params, d.decl)
     out += ["## Outputs of the runs trained at this scale", ""]
     for r in runs:
-        if not ac.trainable(params, r.task):
+        if not ag.trainable(params, r.task):
             out.append(f"- `{r.name}`: needs data ({'CNN/DM training split' if r.task == 'cnndm' else 'MSVD'}).")
             continue
         m = _metrics(r, runs_root)

@@ -3,7 +3,7 @@ structured, variational and ACVI attention) behind nlpbench.family.
 
 Data steps: the CNN/DM mirror subset (tokenised), the Du et al. QG pairs, the released outputs scored, and one step
 per data set the pipeline cannot fetch (CNN/DM training split, MSVD, DUC 2004: STATUS.json says how to obtain it).
-A group is one run (one seed) that this scale can train (acvi.config.active). Tables and outputs read them."""
+A group is one run (one seed) that this scale can train (acvi.groups.active). Tables and outputs read them."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pathlib import Path
 
 from nlpbench import config
 from nlpbench.acvi import config as ac
+from nlpbench.acvi import groups as ag
 from nlpbench.family import DataStep, Paths, TableParts, Target, TrainGroup
 
 
@@ -22,7 +23,7 @@ class AcviFamily:
     name = "acvi"
 
     def check(self, params: dict) -> None:
-        ac.check(params)
+        ag.check(params)
 
     def data_steps(self, params: dict) -> list[DataStep]:
         if self.name not in params:
@@ -35,8 +36,8 @@ class AcviFamily:
         return steps
 
     def groups(self, params: dict) -> list[TrainGroup]:
-        return [TrainGroup(r.run_id, str(r.run_dir() / "metrics.json"), ac.run_needs(params, r))
-                for r in ac.all_runs(params).values()]
+        return [TrainGroup(r.run_id, str(r.run_dir() / "metrics.json"), ag.run_needs(params, r))
+                for r in ag.all_runs(params).values()]
 
     def _needs(self, params: dict, decl: dict) -> tuple[str, ...]:
         needs = []
@@ -45,23 +46,23 @@ class AcviFamily:
             needs.append("acvi-released")
         if any(p.get("eval") == "duc2004" for p in parts):
             needs.append("acvi-duc2004")
-        for r in ac.table_runs(params, decl):
-            if not ac.trainable(params, r.task):
+        for r in ag.table_runs(params, decl):
+            if not ag.trainable(params, r.task):
                 needs.append(ac.TASK_DATA[r.task])
-            needs += ac.run_needs(params, r)
+            needs += ag.run_needs(params, r)
         return tuple(dict.fromkeys(needs))
 
     def targets(self, params: dict) -> list[Target]:
         out = []
         for d in config.declared(params, "tables", self.name):
             base = f"results/{d.source}/{d.name}"
-            groups = tuple(r.run_id for r in ac.active(params, ac.table_runs(params, d.decl)))
+            groups = tuple(r.run_id for r in ag.active(params, ag.table_runs(params, d.decl)))
             out.append(Target("tables", d.source, d.name, (f"{base}.md", f"{base}.csv", f"{base}.json"), groups,
                               self._needs(params, d.decl)))
         for d in config.declared(params, "outputs", self.name):
             base = f"results/{d.source}/{d.name}"
             kind = d.decl["kind"]
-            groups = tuple(r.run_id for r in ac.active(params, ac.table_runs(params, d.decl)))
+            groups = tuple(r.run_id for r in ag.active(params, ag.table_runs(params, d.decl)))
             needs = ("acvi-cnndm-mirror",) + self._needs(params, d.decl) if kind == "qualitative" else ()
             out.append(Target("outputs", d.source, d.name, (f"{base}.md",), groups, tuple(dict.fromkeys(needs))))
         return out
@@ -72,7 +73,7 @@ class AcviFamily:
 
     def train(self, group: str, params: dict, paths: Paths, device: str) -> None:
         from nlpbench.acvi.experiments import train_run
-        run = ac.all_runs(params)[group]
+        run = ag.all_runs(params)[group]
         m = train_run(run, params, paths.data, paths.runs, device)
         key = "rougeL" if "rougeL" in m else "test"
         print(f"{run.run_id}: {key} {m[key]}")

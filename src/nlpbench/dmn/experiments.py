@@ -4,14 +4,8 @@ Shen thesis ch. 6; spec seed-004 §1.3-1.5, §2.6-2.9, §3.2, §4.10-4.15.
 
 * Derived data (`make_dataset`): the six task-16 fact-order patterns and the augmented training set, written by
   nlpbench.dmn.fact_order under data/dmn/<id>/ (the id is a digest of the settings that shape it).
-* Groups (`DMNGroup`): the runs of one model on one kind of data (patterns, augmented, tasks) under one resolved
-  configuration. Each run is a pure function of the group's settings and its seed; its directory holds a
-  resumable checkpoint while it trains, then model.pt (the selected weights), config.json, history.json (the
-  training log), test_probs.pt and metrics.json (last).
-* Jobs (`jobs`): the pipeline trains each item of a group (a task, a pattern, the augmented set; all its seeds)
-  as a job of its own, `<group id>.<item>`, whose <item>.json summary under the group's folder is written last.
-  A DMN run is compute-bound and its length is set by early stopping, so one job per item lets the scheduler keep
-  every core busy to the end, where one job per group left one core with the long DMN+ task group.
+* Training (`train_item`): one job of nlpbench.dmn.groups (an item of a group, all its seeds), each run resumable;
+  the job's summary last.
 * Tables (`build_table`): every declared column reads its runs (or, for the ensemble, averages the softmax
   outputs of the ff-DMN and DMN+ runs, eqs. 6.20-6.21); cited columns keep the printed numbers. The notes state
   the readings used, what the scale cuts, and whether the thesis's claim for the table holds.
@@ -19,213 +13,34 @@ Shen thesis ch. 6; spec seed-004 §1.3-1.5, §2.6-2.9, §3.2, §4.10-4.15.
 
 from __future__ import annotations
 
-import copy
 import csv
 import dataclasses
 import functools
 import statistics
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 import torch
 
-from nlpbench import checkpoints, config, io, paper, results_index, tables
+from nlpbench import checkpoints, config, io, paper, results_index, rundirs, tables
 from nlpbench.data import babi
 from nlpbench.data.fetch import FetchError
 from nlpbench.dmn import fact_order
+from nlpbench.dmn.groups import (ENSEMBLE_MEMBERS, SOURCE, DMNGroup, _kind, _tasks_in_scale, all_datasets,
+                                 base_settings, column_groups, dmn_tables, job_done, table_groups, table_rows)
 from nlpbench.family import TableParts
 from nlpbench.provenance import code_commit, device_label, now_utc
 
-SOURCE = "shen-thesis"
-MODEL_SLUG = {"dmn+": "dmnplus", "modmn+": "modmnplus", "ff-dmn": "ffdmn"}
 MODEL_LABEL = {"dmn+": "DMN+", "modmn+": "MoDMN+", "ff-dmn": "ff-DMN"}
-ENSEMBLE_MEMBERS = ("ff-dmn", "dmn+")          # eq. 6.20: P^ = (P_ff-DMN + P_DMN+) / 2
 
 
-# -- settings -------------------------------------------------------------------------------------------------
-
-def dmn_tables(params: dict) -> dict[str, dict]:
-    """table -> declaration, for every table of params.yaml that this family fills."""
-    return {d.name: d.decl for d in config.declared(params, "tables", "dmn")}
-
-
-def base_settings(params: dict) -> dict:
-    """The dmn section's model/train/data/pattern settings (no table declarations)."""
-    d = params["dmn"]
-    return copy.deepcopy({k: d[k] for k in ("model", "train", "train_overrides", "data", "patterns", "augment")})
-
-
-def resolved_settings(params: dict, kind: str, model: str, overrides: dict | None = None, where: str = "dmn"
-                      ) -> dict:
-    """What a group of `model` on `kind` depends on: model, train (with the kind's, then the model's
-    train_overrides), the data keys it reads, and the pattern / augmentation settings its data derive from."""
-    s = base_settings(params)
-    for key, value in (overrides or {}).items():
-        config.set_dotted(s, key, value, f"{where}.overrides")
-    train = s["train"] | s["train_overrides"][kind] | s["train_overrides"][model]
-    out = {"model": s["model"], "train": train,
-           "data": {k: s["data"][k] for k in ("memory_size", "max_train", "max_val", "max_test")}}
-    if kind == "tasks":
-        out["data"] |= {k: s["data"][k] for k in ("variant", "n_val", "split_seed")}
-    else:
-        out["patterns"] = s["patterns"] | {"variant": s["data"]["variant"]}
-    if kind == "augmented":
-        out["augment"] = s["augment"]
-    return out
-
-
-# Settings added after runs existed: left out of the digests while they hold these neutral values, so earlier
-# data sets, groups and checkpoints keep their ids (as config.HASH_NEUTRAL for the memory networks).
-HASH_NEUTRAL = {("patterns", "distractor_order"): "keep"}
-
-
-def _hashed(settings: dict) -> dict:
-    return config.drop_neutral(settings, HASH_NEUTRAL)
-
-
-def dataset_id(kind: str, settings: dict) -> str:
-    """data/dmn/<id>: 'patterns-<digest>' or 'augmented-<digest>' of the settings that shape the data set."""
-    settings = _hashed(settings)
-    key = {"patterns": settings["patterns"]}
-    if kind == "augmented":
-        key["augment"] = settings["augment"]
-    return f"{kind}-{config.digest(key)}"
-
+# -- derived data ---------------------------------------------------------------------------------------------
 
 def pattern_config(settings: dict) -> fact_order.PatternConfig:
     p = {k: v for k, v in settings["patterns"].items() if k != "variant"}
     return fact_order.PatternConfig(**p)
 
-
-# -- groups of runs -------------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class DMNGroup:
-    """Runs of one model on one kind of data under one configuration: items x seeds."""
-
-    group_id: str
-    model: str                     # dmn+ | modmn+ | ff-dmn
-    kind: str                      # patterns | augmented | tasks
-    items: tuple[str, ...]         # pattern1..6 | augmented | task1..20
-    seeds: tuple[int, ...]
-    settings: dict
-
-    def run_name(self, item: str, seed: int) -> str:
-        return f"{item}-seed{seed}"
-
-    def run_dir(self, runs_root: Path, item: str, seed: int) -> Path:
-        return Path(runs_root) / self.group_id / self.run_name(item, seed)
-
-    def datasets(self) -> list[str]:
-        """The derived data sets this group reads (data/dmn/<id>/manifest.json); none for full tasks."""
-        if self.kind == "tasks":
-            return []
-        out = [dataset_id("patterns", self.settings)]
-        if self.kind == "augmented":
-            out.append(dataset_id("augmented", self.settings))
-        return out
-
-
-def _kind(data: str) -> str:
-    if data == "task":
-        return "tasks"
-    if data == "augmented":
-        return "augmented"
-    if data.startswith("pattern") and data[7:].isdigit() and int(data[7:]) in fact_order.PATTERNS:
-        return "patterns"
-    raise config.ConfigError(f"tables.{SOURCE}: column data {data!r} is not task, augmented or pattern1..6")
-
-
-def table_rows(params: dict, table: str) -> list[str]:
-    rows = dmn_tables(params)[table]["rows"]
-    return [str(k) for k in fact_order.PATTERNS] if rows == "patterns" else [str(t) for t in rows]
-
-
-def _tasks_in_scale(params: dict, rows: list) -> list[int]:
-    subset = params.get("task_subset")
-    return [int(t) for t in rows if subset is None or int(t) in subset]
-
-
-def _column_members(column: dict) -> list[str]:
-    return list(ENSEMBLE_MEMBERS) if column["model"] == "ensemble" else [column["model"]]
-
-
-def _group_key(model: str, kind: str, overrides: dict) -> str:
-    return f"{model}|{kind}|{config.digest({'o': overrides})}"
-
-
-def all_groups(params: dict) -> dict[str, DMNGroup]:
-    """group_key -> DMNGroup over every declared table; runs shared between tables fall in one group."""
-    wanted: dict[str, dict] = {}
-    for table, decl in dmn_tables(params).items():
-        if decl["rows"] != "patterns" and decl["rows"] and not isinstance(decl["rows"], list):
-            raise config.ConfigError(f"tables.{SOURCE}.{table}.rows: expected 'patterns' or a list of task numbers")
-        for name, col in decl["columns"].items():
-            kind = _kind(col["data"])
-            if kind == "tasks" and decl["rows"] == "patterns":
-                raise config.ConfigError(f"tables.{SOURCE}.{table}.columns.{name}: data 'task' needs task rows")
-            if kind != "tasks" and decl["rows"] != "patterns":
-                raise config.ConfigError(f"tables.{SOURCE}.{table}.columns.{name}: pattern data needs rows: patterns")
-            if col["model"] == "ensemble" and kind != "tasks":
-                raise config.ConfigError(f"tables.{SOURCE}.{table}.columns.{name}: the ensemble is per task (data: task)")
-            over = col.get("overrides") or {}
-            items = ([f"task{t}" for t in _tasks_in_scale(params, decl["rows"])] if kind == "tasks"
-                     else [col["data"]])
-            for model in _column_members(col):
-                w = wanted.setdefault(_group_key(model, kind, over),
-                                      {"model": model, "kind": kind, "overrides": over, "items": set(),
-                                       "where": f"tables.{SOURCE}.{table}.columns.{name}"})
-                w["items"].update(items)
-    seeds = tuple(params["dmn"]["seeds"])
-    groups = {}
-    for key, w in wanted.items():
-        settings = resolved_settings(params, w["kind"], w["model"], w["overrides"], w["where"])
-        order = {f"pattern{k}": k for k in fact_order.PATTERNS} | {f"task{t}": 100 + t for t in range(1, 21)}
-        items = tuple(sorted(w["items"], key=lambda i: order.get(i, 0)))
-        digest = config.digest({"model": w["model"], "kind": w["kind"], "items": items, "seeds": seeds,
-                                         "settings": _hashed(settings)})
-        gid = f"dmn-{MODEL_SLUG[w['model']]}-{w['kind']}-d{settings['model']['dim']}-{digest}"
-        groups[key] = DMNGroup(gid, w["model"], w["kind"], items, seeds, settings)
-    return groups
-
-
-def groups_by_id(params: dict) -> dict[str, DMNGroup]:
-    return {g.group_id: g for g in all_groups(params).values()}
-
-
-def column_groups(params: dict, table: str) -> dict[str, dict[str, DMNGroup]]:
-    """column -> {member model -> its group} for one table."""
-    groups = all_groups(params)
-    out = {}
-    for name, col in dmn_tables(params)[table]["columns"].items():
-        kind, over = _kind(col["data"]), col.get("overrides") or {}
-        out[name] = {m: groups[_group_key(m, kind, over)] for m in _column_members(col)}
-    return out
-
-
-def table_groups(params: dict, table: str) -> list[DMNGroup]:
-    """Every group a table reads (its own columns, and the table its claim compares with)."""
-    seen: dict[str, DMNGroup] = {}
-    decl = dmn_tables(params)[table]
-    for t in [table] + ([decl["compare_with"]] if decl.get("compare_with") else []):
-        for members in column_groups(params, t).values():
-            for g in members.values():
-                seen[g.group_id] = g
-    return list(seen.values())
-
-
-def all_datasets(params: dict) -> dict[str, tuple[str, dict]]:
-    """data id -> (kind, settings) of every derived data set the groups read."""
-    out = {}
-    for g in all_groups(params).values():
-        for did in g.datasets():
-            out[did] = (did.split("-", 1)[0], g.settings)
-    return out
-
-
-# -- derived data ---------------------------------------------------------------------------------------------
 
 def make_dataset(data_id: str, params: dict, data_root: Path, out_root: Path,
                  log: Callable[[str], None] = print) -> Path:
@@ -344,20 +159,6 @@ def train_run(group: DMNGroup, item: str, seed: int, data_root: Path, dmn_data_r
     log(f"{run_id}: best epoch {best['epoch']} of {trainer.epoch}, val acc {best['val_acc']:.3f}, test "
         + ", ".join(f"{k} {v:.3f}" for k, v in test_acc.items()))
     return metrics
-
-
-def jobs(params: dict) -> dict[str, tuple[DMNGroup, str]]:
-    """Pipeline job id -> (group, item): one job per item of every group (all the item's seeds)."""
-    return {job_id(g, item): (g, item) for g in all_groups(params).values() for item in g.items}
-
-
-def job_id(group: DMNGroup, item: str) -> str:
-    return f"{group.group_id}.{item}"
-
-
-def job_done(group: DMNGroup, item: str, runs_root: Path | str = "runs") -> Path:
-    """The summary a job writes last (the pipeline's marker that the item's runs are complete)."""
-    return Path(runs_root) / group.group_id / f"{item}.json"
 
 
 def train_item(group: DMNGroup, item: str, data_root: Path, dmn_data_root: Path, runs_root: Path,
@@ -697,7 +498,7 @@ def table_parts(params: dict, table: str, runs_root: Path, data_root: Path | Non
                               "(sum of the runs' training epochs; shared runs count once per table)",
         "generated": now_utc(),
         "torch": torch.__version__,
-        "runs": ", ".join(f"runs/{g.group_id}" for g in groups),
+        "runs": ", ".join(str(rundirs.run_dir(rundirs.RUNS, g.group_id)) for g in groups),
     }
     notes = reading_notes(params, groups) + order_cue_notes(groups, data_root) + claim_notes(params, table, cells,
                                                                                           runs_root)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from nlpbench import config
+from nlpbench.dmn import groups as dg
 from nlpbench.family import DataStep, Paths, TableParts, Target, TrainGroup
 
 
@@ -19,14 +20,14 @@ class DMNFamily:
     name = "dmn"
 
     def check(self, params: dict) -> None:
-        _x().all_groups(params)          # column data, rows and overrides are checked where groups are made
+        dg.all_groups(params)          # column data, rows and overrides are checked where groups are made
 
     def data_steps(self, params: dict) -> list[DataStep]:
-        return [DataStep(did, f"data/dmn/{did}/manifest.json", ("babi",)) for did in sorted(_x().all_datasets(params))]
+        return [DataStep(did, f"data/dmn/{did}/manifest.json", ("babi",)) for did in sorted(dg.all_datasets(params))]
 
-    def groups(self, params: dict) -> list[TrainGroup]:     # one job per item of a group (experiments.jobs)
-        return [TrainGroup(jid, str(_x().job_done(g, item)), ("babi",) + tuple(g.datasets()))
-                for jid, (g, item) in _x().jobs(params).items()]
+    def groups(self, params: dict) -> list[TrainGroup]:     # one job per item of a group (groups.jobs)
+        return [TrainGroup(jid, str(dg.job_done(g, item)), ("babi",) + tuple(g.datasets()))
+                for jid, (g, item) in dg.jobs(params).items()]
 
     def targets(self, params: dict) -> list[Target]:
         out = []
@@ -35,7 +36,7 @@ class DMNFamily:
             files = (f"{base}.md", f"{base}.csv", f"{base}.json")
             if d.decl.get("figure"):
                 files += (f"results/{d.source}/fig{d.decl['figure']}.png",)
-            groups = tuple(_x().job_id(g, item) for g in _x().table_groups(params, d.name) for item in g.items)
+            groups = tuple(dg.job_id(g, item) for g in dg.table_groups(params, d.name) for item in g.items)
             out.append(Target("tables", d.source, d.name, files, groups))
         return out
 
@@ -48,7 +49,7 @@ class DMNFamily:
         x = _x()
         if params["dmn"].get("threads"):          # dmn.threads caps the job's threads (these ops are too small)
             torch.set_num_threads(params["dmn"]["threads"])
-        g, item = x.jobs(params)[group]
+        g, item = dg.jobs(params)[group]
         x.train_item(g, item, paths.data / "babi", paths.data / "dmn", paths.runs, device)
 
     def table(self, source: str, name: str, params: dict, paths: Paths) -> TableParts:

@@ -16,7 +16,7 @@ from typing import Callable
 
 import torch
 
-from nlpbench import checkpoints, config, io, paper, tables
+from nlpbench import checkpoints, config, io, paper, rundirs, tables
 from nlpbench.config import Declared
 from nlpbench.memnet import claims
 from nlpbench.family import TableParts
@@ -118,7 +118,7 @@ def train_group(group: Group, data_root: Path, runs_root: Path, device: str = "c
     finished ones included (a killed retrain resumes from its checkpoint when asked again); the summary's wall
     time is then this training's alone."""
     s = group.settings
-    group_dir = Path(runs_root) / group.group_id
+    group_dir = rundirs.run_dir(runs_root, group.group_id)
     summary_path = group_dir / "group.json"
     checkpoint = group_dir / "_checkpoint.pt"
     resumed = checkpointed_runs(checkpoint)
@@ -260,7 +260,7 @@ def table_parts(params: dict, d: Declared, runs_root: Path, with_claims: bool = 
     cells, wall, devices, commits, dofs, reads, kernels, hop_kernels = [], 0.0, set(), set(), [], set(), set(), set()
     for column, col in exp["columns"].items():
         group = groups[column_key(col)]
-        summary_path = Path(runs_root) / group.group_id / "group.json"
+        summary_path = rundirs.run_dir(runs_root, group.group_id) / "group.json"
         if summary_path.exists():
             summary = io.read_json(summary_path)
             devices.add(summary["device"])
@@ -308,7 +308,7 @@ def table_parts(params: dict, d: Declared, runs_root: Path, with_claims: bool = 
                 dofs.append((task, chosen["dof"]))
     n_trained = 0                      # runs trained, not declared: a task without data ("needs data") trains none
     for group in groups.values():
-        summary_path = Path(runs_root) / group.group_id / "group.json"
+        summary_path = rundirs.run_dir(runs_root, group.group_id) / "group.json"
         if summary_path.exists():
             summary = io.read_json(summary_path)
             wall += summary["wall_time_s"]
@@ -322,7 +322,7 @@ def table_parts(params: dict, d: Declared, runs_root: Path, with_claims: bool = 
                               f"runs in {len(groups)} vectorised groups",
         "generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "torch": torch.__version__,
-        "runs": ", ".join(f"runs/{g.group_id}" for g in groups.values()),
+        "runs": ", ".join(str(rundirs.run_dir(rundirs.RUNS, g.group_id)) for g in groups.values()),
     }
     # the t-MEM-NN group's settings carry the bayes section (with this experiment's overrides applied)
     settings = next((g.settings for g in groups.values() if "bayes" in g.settings),

@@ -9,17 +9,12 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
-from nlpbench import config
+from nlpbench import config, rundirs
 from nlpbench.config import ConfigError, Declared
 from nlpbench.family import DataStep, Paths, TableParts, Target, TrainGroup
 from nlpbench.memnet import groups as mg
 
 SOURCE = "tolias-thesis"
-
-
-def _game_groups(params: dict) -> dict:
-    from nlpbench.memnet.game import game_groups
-    return game_groups(params)
 
 
 def _files(d: Declared) -> tuple[str, ...]:
@@ -84,8 +79,11 @@ class MemNetFamily:
                 check(table, rows, column, f"{d.where}.notes.{i}")
 
     def groups(self, params: dict) -> list[TrainGroup]:
-        out = [TrainGroup(gid, f"runs/{gid}/group.json", ("babi",)) for gid in mg.all_groups(params)]
-        out += [TrainGroup(gid, f"runs/{gid}/group.json") for gid in _game_groups(params)]
+        def done(gid: str) -> str:
+            return str(rundirs.run_dir(rundirs.RUNS, gid) / "group.json")
+
+        out = [TrainGroup(gid, done(gid), ("babi",)) for gid in mg.all_groups(params)]
+        out += [TrainGroup(gid, done(gid)) for gid in mg.game_groups(params)]
         return out
 
     def _reads(self, params: dict, d: Declared) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -96,7 +94,7 @@ class MemNetFamily:
             decls = [d] + [config.declaration(params, "tables", d.source, t) for t in referenced_tables(d.decl, d.name)]
             return tuple(dict.fromkeys(g.group_id for x in decls for g in mg.declaration_groups(params, x).values())), ()
         if kind in ("game", "transcript"):
-            return tuple(_game_groups(params)), ()
+            return tuple(mg.game_groups(params)), ()
         if kind == "attention":
             source = config.declaration(params, "tables", d.source, d.decl["from"])
             return tuple(g.group_id for g in mg.declaration_groups(params, source).values()), ("babi",)
@@ -126,7 +124,7 @@ class MemNetFamily:
         if again:
             raise SystemExit(f"nlpbench train --again: {group} is a guess-the-number group; only bAbI groups retrain")
         from nlpbench.memnet.game import train_game_group
-        train_game_group(_game_groups(params)[group], params, paths.runs, device)
+        train_game_group(mg.game_groups(params)[group], params, paths.runs, device)
 
     def retrain(self, group: str, params: dict, paths: Paths, device: str) -> None:
         self.train(group, params, paths, device, again=True)

@@ -8,16 +8,15 @@ metrics.json, ...) plus its test-game transcripts; the tables read those.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
 import torch
 
-from nlpbench import config, io, paper, results_index, tables
+from nlpbench import config, io, paper, results_index, rundirs, tables
 from nlpbench.family import TableParts
-from nlpbench.memnet.groups import memnet_settings, own_settings, settings_digest
+from nlpbench.memnet.groups import GameGroup, game_groups
 from nlpbench.data import babi
 from nlpbench.memnet import claims, guess_number as gn
 from nlpbench.memnet.data import tensors_from_samples
@@ -31,34 +30,6 @@ COLUMNS = {"Baseline / MemN2N": ("memn2n", 1), "t-MEM-NN / 1 sample": ("tmemnn",
            "t-MEM-NN / 10 samples": ("tmemnn", 10)}
 SIZE_LABEL = {100: "100", 1000: "1k", 10000: "10k"}
 METRICS = {"accuracy": "Accuracy", "success": "Success", "rounds": "Rounds"}
-
-
-@dataclass(frozen=True)
-class GameGroup:
-    group_id: str
-    model: str
-    train_size: int
-    ranges: tuple[tuple[str, int, int], ...]     # (table, lo, hi)
-    seeds: tuple[int, ...]
-    settings: dict                               # the memnet section with the game's overrides
-
-    def run_dir(self, runs_root: Path, lo: int, hi: int, seed: int) -> Path:
-        return Path(runs_root) / self.group_id / f"range{lo}-{hi}-seed{seed}"
-
-
-def game_groups(params: dict) -> dict[str, GameGroup]:
-    g = params["memnet"]["game"]
-    ranges = tuple((t, lo, hi) for t, (lo, hi) in sorted(g["ranges"].items()))
-    out = {}
-    for model in ("memn2n", "tmemnn"):
-        settings = own_settings(model, memnet_settings(params, g.get("overrides", {}), "memnet.game.overrides"))
-        for size in g["train_sizes"]:
-            key = {"model": model, "size": size, "ranges": ranges, "seeds": g["seeds"],
-                   "game": g,
-                   "settings": settings}
-            gid = f"game-{model}-n{size}-{settings_digest(key)}"
-            out[gid] = GameGroup(gid, model, size, ranges, tuple(g["seeds"]), settings)
-    return out
 
 
 def game_data(lo: int, hi: int, n_examples: int, game: dict, memory_size: int):
@@ -95,8 +66,8 @@ def _rounds_json(transcript: list[gn.Round]) -> list[dict]:
 def train_game_group(group: GameGroup, params: dict, runs_root: Path, device: str = "cpu",
                      log: Callable[[str], None] = print) -> dict:
     game, s = params["memnet"]["game"], group.settings
-    summary_path = Path(runs_root) / group.group_id / "group.json"
-    checkpoint = Path(runs_root) / group.group_id / "_checkpoint.pt"
+    summary_path = rundirs.run_dir(runs_root, group.group_id) / "group.json"
+    checkpoint = rundirs.run_dir(runs_root, group.group_id) / "_checkpoint.pt"
     resumed = checkpointed_runs(checkpoint)
     datasets, runs, pending = [], [], []
     for table, lo, hi in group.ranges:
@@ -165,7 +136,7 @@ def game_table_parts(params: dict, table: str, runs_root: Path) -> TableParts:
                 ok = value == value   # NaN rounds: no game won
                 cells.append(tables.Cell(f"{size} / {label}", column, value if ok else None, "ok" if ok else "failed",
                                          f"{m['n_success']} of {m['n_games']} games won" if key == "rounds" else ""))
-        path = Path(runs_root) / g.group_id / "group.json"
+        path = rundirs.run_dir(runs_root, g.group_id) / "group.json"
         if path.exists():
             summary = io.read_json(path)
             wall += summary["wall_time_s"]
@@ -183,7 +154,7 @@ def game_table_parts(params: dict, table: str, runs_root: Path) -> TableParts:
                   **execution_provenance(reads, hop_kernels, kernels),
                   "generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "torch": torch.__version__,
                   "training wall time": f"{wall / 60:.1f} min ({len(groups)} groups, both ranges)",
-                  "runs": ", ".join(f"runs/{g}" for g in groups)}
+                  "runs": ", ".join(str(rundirs.run_dir(rundirs.RUNS, g)) for g in groups)}
     notes = [
         f"Scale `{params['scale']}`, seed {seed}, {game['test_games']} fixed test games (targets uniform in "
         f"{lo}-{hi}, seed {gn.TEST_SEED}), at most {game['max_tries']} guesses each. Model settings as Table 2 "
@@ -210,12 +181,14 @@ def write_transcript(params: dict, runs_root: Path, results_dir: Path) -> Path:
     group = next(g for g in game_groups(params).values() if g.model == t["model"] and g.train_size == t["train_size"])
     games = _run_json(group, runs_root, lo, hi, game["seeds"][0], "games.json")
     if games is None:
-        raise FileNotFoundError(f"runs/{group.group_id}: no test games yet (train the group first)")
+        raise FileNotFoundError(f"{rundirs.run_dir(runs_root, group.group_id)}: no test games yet "
+                                "(train the group first)")
     rounds = [gn.Round(**r) for r in games[f"S{t['samples']}"]["transcripts"][t["game"]]]
     name = "t-MEM-NN" if t["model"] == "tmemnn" else "MemN2N"
     text = gn.format_transcript(rounds, name, lo, hi, t["train_size"])
     header = (f"# Table 18: sample output of the guess-the-number game (reproduced)\n\nTest game #{t['game']} of "
-              f"runs/{group.group_id}, S = {t['samples']}, scale `{params['scale']}`, code commit {code_commit()}. The "
+              f"{rundirs.run_dir(rundirs.RUNS, group.group_id)}, S = {t['samples']}, scale `{params['scale']}`, "
+              f"code commit {code_commit()}. The "
               "thesis's game (target 57, 8 rounds, accuracy 0.75) is replayed exactly by the package's tests "
               "(tests/test_guess_number.py); this one is our model's.\n\n")
     out = Path(results_dir) / "tolias-thesis" / "18.md"

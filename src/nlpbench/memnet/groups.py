@@ -1,7 +1,9 @@
 """From table declarations to groups of memory-network runs (seed 000 ch. 6).
 
 A run is a pure function of its resolved configuration; runs that differ only in task and seed form a group
-that trains in one vectorised pass (nlpbench.memnet.train). No torch here: the Snakefile reads this module.
+that trains in one vectorised pass (nlpbench.memnet.train). The guess-the-number groups (Tables 16-18) are made
+here too, from the game's settings (nlpbench.memnet.game trains and plays them). No torch here: the plan and the
+Snakefile read this module.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from nlpbench import config
+from nlpbench import config, rundirs
 from nlpbench.config import Declared
 
 # model name -> its fixed model settings: MemN2N, t-MEM-NN (Student-t posteriors, eqs. 48-62), and the
@@ -58,7 +60,7 @@ class Group:
         return f"joint-seed{seed}" if self.joint else f"qa{task}-seed{seed}"
 
     def run_dir(self, runs_root: Path, task: int, seed: int) -> Path:
-        return Path(runs_root) / self.group_id / self.run_name(task, seed)
+        return rundirs.run_dir(runs_root, f"{self.group_id}/{self.run_name(task, seed)}")
 
 
 # Settings added after runs existed: left out of a group's hash while they hold these neutral values, so the
@@ -143,6 +145,38 @@ def all_groups(params: dict) -> dict[str, Group]:
         for g in declaration_groups(params, d).values():
             groups[g.group_id] = g
     return groups
+
+
+# -- guess the number (Tables 16-18) ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class GameGroup:
+    """One model and training size of the game: its runs are the number ranges x seeds (memnet.game trains them)."""
+
+    group_id: str
+    model: str
+    train_size: int
+    ranges: tuple[tuple[str, int, int], ...]     # (table, lo, hi)
+    seeds: tuple[int, ...]
+    settings: dict                               # the memnet section with the game's overrides
+
+    def run_dir(self, runs_root: Path, lo: int, hi: int, seed: int) -> Path:
+        return rundirs.run_dir(runs_root, f"{self.group_id}/range{lo}-{hi}-seed{seed}")
+
+
+def game_groups(params: dict) -> dict[str, GameGroup]:
+    g = params["memnet"]["game"]
+    ranges = tuple((t, lo, hi) for t, (lo, hi) in sorted(g["ranges"].items()))
+    out = {}
+    for model in ("memn2n", "tmemnn"):
+        settings = own_settings(model, memnet_settings(params, g.get("overrides", {}), "memnet.game.overrides"))
+        for size in g["train_sizes"]:
+            key = {"model": model, "size": size, "ranges": ranges, "seeds": g["seeds"],
+                   "game": g,
+                   "settings": settings}
+            gid = f"game-{model}-n{size}-{settings_digest(key)}"
+            out[gid] = GameGroup(gid, model, size, ranges, tuple(g["seeds"]), settings)
+    return out
 
 
 def dof_by_role(dof: dict[str, float]) -> dict[str, float]:

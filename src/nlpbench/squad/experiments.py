@@ -13,140 +13,22 @@ max EM / max F1 over the seeds (squad.best_of_runs, spec §3.1); all seeds are k
 
 from __future__ import annotations
 
-import re
 import statistics
 import time
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 
-from nlpbench import config, io, paper, tables
+from nlpbench import config, io, paper, rundirs, tables
 from nlpbench.config import ConfigError
 from nlpbench.family import TableParts
 from nlpbench.provenance import code_commit, now_utc
+from nlpbench.squad.groups import (MODEL_NAMES, SOURCE, Config, all_configs, cell_part, cells_of, data_id, group_id,
+                                   group_settings, heatmap_configs, row_names, run_dir, table_configs, tables_of)
 
-SOURCE = "shen-thesis"
-PART_KEYS = ("similarity", "output", "passage_summary", "revised_dim_D", "model", "metric", "cited")
-MODEL_NAMES = {"bidaf": "BiDAF", "dcn": "DCN", "qanet": "QANet"}     # the full models of Table 4.4 (models.py)
-MODELS = ("baseline", *MODEL_NAMES)
-SUMMARY_OUTPUTS = ("RIG_2", "RIG_4", "RIG_5", "RIG_6", "proposed", "revised", "A1-O_1", "A1-O_2")
 VECTORS = ("glove-840B-300d", "glove-6B-50d")
 
 
-# -- the trained configurations ---------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Config:
-    """One trained configuration (all seeds train it): the baseline model's, or a full model's (Table 4.4) with
-    output = passage_summary = revised_dim_D = None."""
-
-    similarity: str
-    output: str | None
-    passage_summary: str | None      # None where the output formation has no passage summary
-    revised_dim_D: int | None        # None except for the revised method
-    model: str = "baseline"          # | bidaf | dcn | qanet
-
-    def model_settings(self, params: dict) -> dict:
-        if self.model != "baseline":     # the shared word input (squad.model), then the model's own settings
-            shared = {k: params["squad"]["model"][k] for k in ("embed_adjust", "adjust_activation")}
-            return {"arch": self.model, "similarity": self.similarity, **shared,
-                    **params["squad"]["full_models"][self.model]["model"]}
-        m = dict(params["squad"]["model"])
-        D = 2 * m["hidden"]
-        m.update(similarity=self.similarity, output=self.output,
-                 passage_summary=self.passage_summary or m["passage_summary"],
-                 revised_dim=None if self.revised_dim_D is None else self.revised_dim_D * D)
-        return m
-
-    def train_settings(self, params: dict) -> dict:
-        """squad.train, with a full model's own training settings (squad.full_models.<model>.train) over it."""
-        if self.model == "baseline":
-            return params["squad"]["train"]
-        return {**params["squad"]["train"], **(params["squad"]["full_models"][self.model].get("train") or {})}
-
-    def label(self) -> str:
-        if self.model != "baseline":
-            return f"{MODEL_NAMES[self.model]} / {self.similarity}"
-        parts = [self.similarity, self.output]
-        if self.passage_summary:
-            parts.append(f"{self.passage_summary}-order")
-        if self.revised_dim_D is not None:
-            parts.append(f"d*={self.revised_dim_D}D")
-        return " / ".join(parts)
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "", text.lower())
-
-
-def tables_of(params: dict) -> dict[str, dict]:
-    return {d.name: d.decl for d in config.declared(params, "tables", "squad")}
-
-
-def cell_part(decl: dict, row: str, column: str) -> dict:
-    """fixed <- row <- column (later wins)."""
-    rows = decl["rows"]
-    row_part = {decl["row_key"]: row} if isinstance(rows, list) else dict(rows[row] or {})
-    return {**(decl.get("fixed") or {}), **row_part, **dict(decl["columns"][column] or {})}
-
-
-def row_names(decl: dict) -> list[str]:
-    return [str(r) for r in decl["rows"]] if isinstance(decl["rows"], list) else list(decl["rows"])
-
-
-def config_of(params: dict, part: dict, where: str) -> Config:
-    """The trained configuration a (non-cited, baseline) cell reads; ConfigError naming `where` if incomplete."""
-    from nlpbench.squad.output import OUTPUTS
-    from nlpbench.squad.similarity import SIMILARITIES
-
-    for key in ("similarity",) if part.get("model", "baseline") != "baseline" else ("similarity", "output"):
-        if key not in part:
-            raise ConfigError(f"params.yaml: {where}: no {key} (set it in the row, the column or `fixed`)")
-    if part["similarity"] not in SIMILARITIES:
-        raise ConfigError(f"params.yaml: {where}: unknown similarity {part['similarity']!r} "
-                          f"(known: {', '.join(SIMILARITIES)})")
-    if "metric" not in part:
-        raise ConfigError(f"params.yaml: {where}: no metric (em or f1)")
-    if part.get("model", "baseline") != "baseline":
-        extra = {"output", "passage_summary", "revised_dim_D"} & set(part)
-        if extra:
-            raise ConfigError(f"params.yaml: {where}: the {MODEL_NAMES[part['model']]} model has no {sorted(extra)} "
-                              "to set (its own attention and output layers; settings in squad.full_models)")
-        return Config(part["similarity"], None, None, None, part["model"])
-    if part["output"] not in OUTPUTS:
-        raise ConfigError(f"params.yaml: {where}: unknown output {part['output']!r} (known: {', '.join(OUTPUTS)})")
-    summary = part.get("passage_summary", params["squad"]["model"]["passage_summary"])
-    revised = part.get("revised_dim_D", params["squad"]["revised_dim_D"]) if part["output"] == "revised" else None
-    return Config(part["similarity"], part["output"], summary if part["output"] in SUMMARY_OUTPUTS else None,
-                  revised)
-
-
-def cells_of(params: dict, name: str) -> list[tuple[str, str, dict, Config | None]]:
-    """(row, column, part, config or None for cited cells) over the table's grid."""
-    decl = tables_of(params)[name]
-    out = []
-    for row in row_names(decl):
-        for column in decl["columns"]:
-            part = cell_part(decl, row, column)
-            where = f"tables.{SOURCE}.{name} row {row!r} column {column!r}"
-            unknown = set(part) - set(PART_KEYS)
-            if unknown:
-                raise ConfigError(f"params.yaml: {where}: unknown key(s) {sorted(unknown)} (known: {PART_KEYS})")
-            if part.get("model", "baseline") not in MODELS:
-                raise ConfigError(f"params.yaml: {where}: model {part['model']!r} (known: {MODELS})")
-            if part.get("cited"):
-                out.append((row, column, part, None))
-            else:
-                out.append((row, column, part, config_of(params, part, where)))
-    return out
-
-
-def data_id(params: dict) -> str:
-    d = params["squad"]["data"]
-    if d["source"] == "official":
-        return "official"
-    return f"dev-split-{config.digest({'split': d['split']})}"
-
+# -- data ----------------------------------------------------------------------------------------------------
 
 def data_dir(params: dict, data_root: Path) -> Path:
     return Path(data_root) / "squad" / data_id(params)
@@ -155,72 +37,6 @@ def data_dir(params: dict, data_root: Path) -> Path:
 def vectors_file(params: dict, data_root: Path) -> Path:
     return data_dir(params, data_root) / f"vectors-{params['squad']['data']['vectors']}.npz"
 
-
-def group_settings(params: dict, cfg: Config) -> dict:
-    sq = params["squad"]
-    return {"data": data_id(params), "vectors": sq["data"]["vectors"],
-            "max_train_questions": sq["data"]["max_train_questions"],
-            "max_test_questions": sq["data"]["max_test_questions"],
-            "model": cfg.model_settings(params), "train": cfg.train_settings(params), "seeds": sq["seeds"]}
-
-
-def group_id(params: dict, cfg: Config) -> str:
-    if cfg.model != "baseline":
-        return f"squad-{cfg.model}-{_slug(cfg.similarity)}-{config.digest(group_settings(params, cfg))}"
-    parts = [cfg.similarity, cfg.output] + ([cfg.passage_summary] if cfg.passage_summary else []) \
-        + ([f"r{cfg.revised_dim_D}D"] if cfg.revised_dim_D is not None else [])
-    return "squad-" + "-".join(_slug(p) for p in parts) + "-" + config.digest(group_settings(params, cfg))
-
-
-def table_configs(params: dict, name: str) -> list[Config]:
-    return list(dict.fromkeys(c for _, _, _, c in cells_of(params, name) if c is not None))
-
-
-def all_configs(params: dict) -> dict[str, Config]:
-    """group id -> configuration, over every declared squad table and heatmap output."""
-    out = {}
-    for name in tables_of(params):
-        for cfg in table_configs(params, name):
-            out[group_id(params, cfg)] = cfg
-    for d in config.declared(params, "outputs", "squad"):
-        if d.decl["kind"] in ("heatmap", "histogram"):
-            for cfg in heatmap_configs(d.decl):
-                out.setdefault(group_id(params, cfg), cfg)
-    return out
-
-
-def check(params: dict) -> None:
-    from nlpbench.squad.train import TrainConfig
-
-    sq = params["squad"]
-    try:
-        TrainConfig.from_dict({**sq["train"], "model": {k: v for k, v in sq["model"].items()}})
-    except (TypeError, ValueError) as e:
-        raise ConfigError(f"params.yaml: squad.train / squad.model: {e}") from None
-    for model in MODEL_NAMES:
-        cfg = Config("trilinear", None, None, None, model)
-        try:
-            TrainConfig.from_dict({**cfg.train_settings(params), "model": cfg.model_settings(params)})
-        except (TypeError, ValueError) as e:
-            raise ConfigError(f"params.yaml: squad.full_models.{model}: {e}") from None
-    for d in config.declared(params, "outputs", "squad"):
-        if d.decl["kind"] in ("heatmap", "histogram"):
-            for cfg in heatmap_configs(d.decl):
-                config_of(params, {"similarity": cfg.similarity, "output": cfg.output, "metric": "em"}, d.where)
-        elif d.decl["kind"] == "loss_curves":
-            loss_lines(params, d.decl, d.where)
-    for name, decl in tables_of(params).items():
-        if isinstance(decl["rows"], list) and "row_key" not in decl:
-            raise ConfigError(f"params.yaml: tables.{SOURCE}.{name}: rows is a list, so row_key must say what a "
-                              "row name sets (similarity, output, passage_summary)")
-        cells_of(params, name)
-        for claim in decl.get("claims") or []:
-            for r in claim["rows"]:
-                if r not in row_names(decl):
-                    raise ConfigError(f"params.yaml: tables.{SOURCE}.{name}.claims: unknown row {r!r}")
-            for c in claim["columns"]:
-                if c not in decl["columns"]:
-                    raise ConfigError(f"params.yaml: tables.{SOURCE}.{name}.claims: unknown column {c!r}")
 
 
 # -- training one group --------------------------------------------------------------------------------------
@@ -248,13 +64,13 @@ def train_group(params: dict, gid: str, data_root: Path, runs_root: Path, device
     test_set = _subset(load_prepared(ddir, "test"), sq["data"]["max_test_questions"])
     saved = np.load(vfile, allow_pickle=False)
     vocab, matrix = [str(w) for w in saved["vocab"]], saved["matrix"]
-    group_dir = Path(runs_root) / gid
+    group_dir = rundirs.run_dir(runs_root, gid)
     t0, per_seed = time.monotonic(), {}
     for seed in sq["seeds"]:
         tc = TrainConfig.from_dict({**cfg.train_settings(params), "model": cfg.model_settings(params), "seed": seed,
                                     "device": device})
         print(f"{gid}: {cfg.label()}, seed {seed}", flush=True)
-        m = run(tc, train_set, test_set, matrix, vocab, group_dir / f"seed{seed}",
+        m = run(tc, train_set, test_set, matrix, vocab, run_dir(runs_root, gid, seed),
                 log=lambda line: print(f"  {line}", flush=True))
         per_seed[str(seed)] = {"em": m["em"], "f1": m["f1"], "train_seconds": m["train_seconds"]}
     summary = {"group": gid, "config": cfg.label(), "settings": group_settings(params, cfg), "seeds": per_seed,
@@ -266,10 +82,10 @@ def train_group(params: dict, gid: str, data_root: Path, runs_root: Path, device
 # -- reading a table ----------------------------------------------------------------------------------------
 
 def seed_values(params: dict, cfg: Config, metric: str, runs_root: Path) -> dict[int, float]:
-    group_dir = Path(runs_root) / group_id(params, cfg)
+    gid = group_id(params, cfg)
     out = {}
     for seed in params["squad"]["seeds"]:
-        path = group_dir / f"seed{seed}" / "metrics.json"
+        path = run_dir(runs_root, gid, seed) / "metrics.json"
         if path.is_file():
             out[seed] = float(io.read_json(path)[metric])
     return out
@@ -517,11 +333,11 @@ def table_parts(params: dict, name: str, runs_root: Path, data_root: Path) -> Ta
     groups = [group_id(params, c) for c in table_configs(params, name)]
     wall, devices = 0.0, set()
     for g in groups:
-        summary = Path(runs_root) / g / "group.json"
+        summary = rundirs.run_dir(runs_root, g) / "group.json"
         if summary.is_file():
             wall += io.read_json(summary)["wall_time_s"]
         for seed in params["squad"]["seeds"]:
-            mpath = Path(runs_root) / g / f"seed{seed}" / "metrics.json"
+            mpath = run_dir(runs_root, g, seed) / "metrics.json"
             if mpath.is_file():
                 devices.add(io.read_json(mpath)["device"])
     provenance = {
@@ -534,7 +350,7 @@ def table_parts(params: dict, name: str, runs_root: Path, data_root: Path) -> Ta
         "torch": torch.__version__,
     }
     if groups:
-        provenance["runs"] = ", ".join(f"runs/{g}" for g in groups)
+        provenance["runs"] = ", ".join(str(rundirs.run_dir(rundirs.RUNS, g)) for g in groups)
     notes = setting_notes(params, data_root) + full_model_notes(params, name) + resolution_note(per_seed) + claim_notes(params, name, per_seed) \
         + list(decl.get("notes") or [])
     after = []
@@ -598,46 +414,7 @@ def draw_boxes(params: dict, name: str, figure: str, per_seed: dict, results_dir
     return out
 
 
-# -- the runs the figure outputs read: attention heatmaps (Figures 4.5 / 4.6), loss curves (4.4, 5.2, A.1) ------
-
-def heatmap_configs(decl: dict) -> list[Config]:
-    """The (similarity, output) configurations a heatmap or histogram output reads: every similarity it names
-    under each of its `outputs` (default O_1 and O_2), Table 4.2's configurations."""
-    return [Config(sim, out, None, None) for out in decl.get("outputs", ("O_1", "O_2")) for sim in decl["similarities"]]
-
-
-def loss_lines(params: dict, decl: dict, where: str) -> list[tuple[str, str, Config]]:
-    """(panel, line label, configuration) for every line, from the cells each panel's selections name."""
-    if not isinstance(decl.get("panels"), dict) or not decl["panels"]:
-        raise ConfigError(f"params.yaml: {where}: `panels` must map panel titles to selections of table cells")
-    tables = tables_of(params)
-    out = []
-    for panel, selections in decl["panels"].items():
-        for sel in selections:
-            table = str(sel.get("table"))
-            if table not in tables:
-                raise ConfigError(f"params.yaml: {where}.panels.{panel}: unknown squad table {table!r}")
-            cells = {(r, c): cfg for r, c, _, cfg in cells_of(params, table)}
-            rows = [str(r) for r in sel.get("rows") or row_names(tables[table])]
-            columns = list(sel.get("columns") or [])
-            if not columns:
-                raise ConfigError(f"params.yaml: {where}.panels.{panel}: a selection names no columns")
-            for r in rows:
-                for c in columns:
-                    if (r, c) not in cells:
-                        raise ConfigError(f"params.yaml: {where}.panels.{panel}: table {table} has no cell "
-                                          f"({r!r}, {c!r})")
-                    if cells[(r, c)] is None:
-                        raise ConfigError(f"params.yaml: {where}.panels.{panel}: ({r!r}, {c!r}) is cited, not run")
-                    head = c.split(" / ")[0]
-                    label = r if len(columns) == 1 else head if len(rows) == 1 else f"{r}, {head}"
-                    out.append((panel, label, cells[(r, c)]))
-    return out
-
-
-def loss_configs(params: dict, decl: dict) -> list[Config]:
-    return list(dict.fromkeys(cfg for _, _, cfg in loss_lines(params, decl, "outputs")))
-
+# -- attention heatmaps (Figures 4.5 / 4.6) -------------------------------------------------------------------
 
 def load_vectors(params: dict, data_root: Path) -> tuple[list[str], "object"]:
     """(vocabulary, embedding matrix) of this scale's prepared data (`nlpbench data squad-vectors`)."""
@@ -659,7 +436,7 @@ def load_best_seed(params: dict, cfg: Config, runs_root: Path, data_root: Path, 
     if not em:
         return None
     seed = max(em, key=lambda s: (em[s], -s))
-    model, run_vocab = load_trained(Path(runs_root) / group_id(params, cfg) / f"seed{seed}", matrix)
+    model, run_vocab = load_trained(run_dir(runs_root, group_id(params, cfg), seed), matrix)
     if run_vocab != vocab:
         raise ConfigError(f"{runs_root}/{group_id(params, cfg)}: trained on another vocabulary than "
                           f"{vectors_file(params, data_root)}")

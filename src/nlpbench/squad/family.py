@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nlpbench import config
+from nlpbench import config, rundirs
 from nlpbench.config import ConfigError
 from nlpbench.family import DataStep, Paths, TableParts, Target, TrainGroup
+from nlpbench.squad import groups as sg
 
 
 def _x():
@@ -26,7 +27,7 @@ class SquadFamily:
     name = "squad"
 
     def check(self, params: dict) -> None:
-        _x().check(params)
+        sg.check(params)
 
     def data_steps(self, params: dict) -> list[DataStep]:
         x = _x()
@@ -35,28 +36,29 @@ class SquadFamily:
                 DataStep("squad-vectors", str(x.vectors_file(params, Path("data"))), ("squad",))]
 
     def groups(self, params: dict) -> list[TrainGroup]:
-        return [TrainGroup(gid, f"runs/{gid}/group.json", ("squad", "squad-vectors"))
-                for gid in _x().all_configs(params)]
+        return [TrainGroup(gid, str(rundirs.run_dir(rundirs.RUNS, gid) / "group.json"), ("squad", "squad-vectors"))
+                for gid in sg.all_configs(params)]
 
     def targets(self, params: dict) -> list[Target]:
-        x, out = _x(), []
+        out = []
         for d in config.declared(params, "tables", self.name):
             base = f"results/{d.source}/{d.name}"
             files = (f"{base}.md", f"{base}.csv", f"{base}.json")
             if d.decl.get("figure"):
                 files += (f"results/{d.source}/fig{d.decl['figure']}.png",)
-            groups = tuple(x.group_id(params, c) for c in x.table_configs(params, d.name))
+            groups = tuple(sg.group_id(params, c) for c in sg.table_configs(params, d.name))
             out.append(Target("tables", d.source, d.name, files, groups, ("squad",)))
         for d in config.declared(params, "outputs", self.name):
             if d.decl["kind"] == "heatmap":
-                groups = tuple(x.group_id(params, c) for c in x.heatmap_configs(d.decl))
+                groups = tuple(sg.group_id(params, c) for c in sg.heatmap_configs(d.decl))
                 out.append(Target("outputs", d.source, d.name, (f"results/{d.source}/fig{d.name}.png",), groups,
                                   ("squad", "squad-vectors")))
             elif d.decl["kind"] in ("histogram", "loss_curves"):     # Figure 4.2; Figures 4.4, 5.2, A.1
-                configs = x.heatmap_configs(d.decl) if d.decl["kind"] == "histogram" else x.loss_configs(params, d.decl)
+                configs = (sg.heatmap_configs(d.decl) if d.decl["kind"] == "histogram"
+                           else sg.loss_configs(params, d.decl))
                 files = (f"results/{d.source}/{d.name}.png", f"results/{d.source}/{d.name}.csv")
                 out.append(Target("outputs", d.source, d.name, files,
-                                  tuple(dict.fromkeys(x.group_id(params, c) for c in configs)),
+                                  tuple(dict.fromkeys(sg.group_id(params, c) for c in configs)),
                                   ("squad", "squad-vectors") if d.decl["kind"] == "histogram" else ("squad",)))
             else:
                 raise ConfigError(f"params.yaml: {d.where}: kind {d.decl['kind']!r} "

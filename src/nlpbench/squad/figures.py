@@ -26,6 +26,8 @@ from pathlib import Path
 from nlpbench import io, results_index
 from nlpbench.config import ConfigError
 from nlpbench.squad import experiments as x
+from nlpbench.squad import groups as sg
+from nlpbench.squad.groups import loss_lines
 
 HISTOGRAM_KEYS = {"family", "kind", "similarities", "outputs", "questions", "bins", "title"}
 LOSS_KEYS = {"family", "kind", "panels", "points", "title"}
@@ -94,9 +96,9 @@ def histogram_data(params: dict, decl: dict, data_root: Path, runs_root: Path) -
     built, items = sample_items(params, decl, data_root, vocab)
     n_pairs = sum(len(it["passage"]) * len(it["question"]) for it in items)
     panels = []
-    for cfg in x.heatmap_configs(decl):
+    for cfg in sg.heatmap_configs(decl):
         best = x.load_best_seed(params, cfg, runs_root, data_root, vocab, matrix)
-        panel = {"config": cfg, "group": x.group_id(params, cfg), "seed": None, "em": None, "scores": None}
+        panel = {"config": cfg, "group": sg.group_id(params, cfg), "seed": None, "em": None, "scores": None}
         if best is not None:
             model, panel["seed"], panel["em"] = best
             panel["scores"] = similarity_scores(model, items)
@@ -161,12 +163,12 @@ def draw_histograms(params: dict, decl: dict, source: str, name: str, data_root:
 
 # -- Figures 4.4, 5.2, A.1: training-loss curves ---------------------------------------------------------------
 
-def seed_losses(params: dict, cfg: x.Config, runs_root: Path) -> dict[int, list[float]]:
+def seed_losses(params: dict, cfg: sg.Config, runs_root: Path) -> dict[int, list[float]]:
     """seed -> the batch loss of every optimizer step (history.json step_loss); runs trained before it was
     recorded give their `loss_log` (every loss_log_every steps) instead."""
     out = {}
     for seed in params["squad"]["seeds"]:
-        path = Path(runs_root) / x.group_id(params, cfg) / f"seed{seed}" / "history.json"
+        path = sg.run_dir(runs_root, sg.group_id(params, cfg), seed) / "history.json"
         if (path.parent / "metrics.json").is_file() and path.is_file():
             history = io.read_json(path)
             out[seed] = list(history.get("step_loss") or [v for _, v in history.get("loss_log", [])])
@@ -183,9 +185,9 @@ def loss_curve_data(params: dict, decl: dict, runs_root: Path, where: str = "out
     means and their mean, min and max (over the seeds, on the steps every seed has)."""
     points = int(decl.get("points", 40))
     out = []
-    for panel, label, cfg in x.loss_lines(params, decl, where):
+    for panel, label, cfg in loss_lines(params, decl, where):
         losses = {s: v for s, v in seed_losses(params, cfg, runs_root).items() if v}
-        line = {"panel": panel, "label": label, "config": cfg, "group": x.group_id(params, cfg), "seeds": losses}
+        line = {"panel": panel, "label": label, "config": cfg, "group": sg.group_id(params, cfg), "seeds": losses}
         if losses:
             steps = min(len(v) for v in losses.values())
             size = max(1, math.ceil(steps / points))

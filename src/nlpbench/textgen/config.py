@@ -1,19 +1,13 @@
-"""params.yaml `textgen:` (seed 001, Bahuleyan thesis chs. 4-6): runs, their resolved settings, ids and paths.
-
-A run is declared once under `textgen.runs` (its corpus and dotted overrides of `textgen.settings.<corpus>`);
-its id is the run name plus a digest of everything that determines it (corpus preparation, embeddings, model,
-training and evaluation settings, seed), so a changed setting is a new run and an unchanged one is reused.
-No torch here: the Snakefile imports this module.
+"""params.yaml `textgen:` (seed 001, Bahuleyan thesis chs. 4-6): the declared tables and outputs, and where the
+prepared corpora, their word vectors and the outputs lie (the runs are made in nlpbench.textgen.groups).
+No torch here: the plan imports this module.
 """
 
 from __future__ import annotations
 
-import copy
-from dataclasses import dataclass
 from pathlib import Path
 
-from nlpbench import config
-from nlpbench.config import ConfigError, set_dotted
+from nlpbench import config, rundirs
 
 SOURCE = "bahuleyan-thesis"
 CORPORA = ("snli", "qg", "dialog")
@@ -52,9 +46,9 @@ def embeddings_step(corpus: str) -> str:
     return f"embeddings-{corpus}"
 
 
-def embeddings_path(params: dict, corpus: str, runs_root: str | Path = "runs") -> Path:
+def embeddings_path(params: dict, corpus: str, runs_root: str | Path = rundirs.RUNS) -> Path:
     """The word2vec vectors of a prepared corpus: built by the pipeline (not part of the DVC data stage)."""
-    return (Path(runs_root) / "textgen" / "_embeddings" /
+    return (rundirs.run_dir(runs_root, "textgen/_embeddings") /
             f"{corpus_dir(params, corpus).name}-word2vec-{digest(params['textgen']['embeddings'])}.pt")
 
 
@@ -62,99 +56,3 @@ def output_file(params: dict, key: str, results: str | Path = "results") -> Path
     spec = tg_outputs(params)[key]
     ext = "png" if spec["kind"] in ("iterations", "epochs") else "md"
     return Path(results) / SOURCE / f"{key}.{ext}"
-
-
-@dataclass(frozen=True)
-class TextRun:
-    name: str
-    run_id: str
-    corpus: str
-    label: str
-    settings: dict            # model / train / eval, overrides applied
-    seed: int
-
-    def run_dir(self, runs_root: str | Path = "runs") -> Path:
-        return Path(runs_root) / "textgen" / self.run_id
-
-
-def run_settings(params: dict, name: str) -> dict:
-    tg = params["textgen"]
-    spec = tg["runs"][name]
-    settings = copy.deepcopy(tg["settings"][spec["corpus"]])
-    for key, value in (spec.get("overrides") or {}).items():
-        set_dotted(settings, key, value, f"textgen.runs.{name}.overrides")
-    return settings
-
-
-def make_run(params: dict, name: str) -> TextRun:
-    tg = params["textgen"]
-    if name not in tg["runs"]:
-        raise ConfigError(f"textgen.runs: no run {name!r} (known: {', '.join(sorted(tg['runs']))})")
-    spec = tg["runs"][name]
-    settings = run_settings(params, name)
-    key = {"corpus": spec["corpus"], "prep": corpus_key(params, spec["corpus"]), "embeddings": tg["embeddings"],
-           "settings": settings, "seed": tg["seed"]}
-    return TextRun(name, f"{name}-{digest(key)}", spec["corpus"], spec.get("label", name), settings, tg["seed"])
-
-
-def active(params: dict, names: list[str]) -> list[str]:
-    """The names that the scale trains: all, or those in `textgen.run_subset` (the smoke scale's few runs)."""
-    subset = params["textgen"].get("run_subset")
-    return [n for n in names if subset is None or n in subset]
-
-
-def all_runs(params: dict) -> dict[str, TextRun]:
-    """run name -> TextRun, for every run some table, qualitative table or figure needs (a declared run that
-    nothing reads is not trained)."""
-    if "textgen" not in params:
-        return {}
-    names = [n for t in tg_tables(params) for n in table_runs(params, t)] + [n for o in tg_outputs(params)
-                                                                               for n in output_runs(params, o)]
-    return {name: make_run(params, name) for name in active(params, list(dict.fromkeys(names)))}
-
-
-def runs_by_id(params: dict) -> dict[str, TextRun]:
-    return {r.run_id: r for r in all_runs(params).values()}
-
-
-def table_runs(params: dict, table: str) -> list[str]:
-    """Names of the runs one table reads (rows and columns may each name a run)."""
-    spec = tg_tables(params)[table]
-    names = [v["run"] for part in ("rows", "columns") for v in spec[part].values() if v.get("run")]
-    return list(dict.fromkeys(names))
-
-
-def output_runs(params: dict, output: str) -> list[str]:
-    spec = tg_outputs(params)[output]
-    return list(dict.fromkeys(spec.get("runs") or []))
-
-
-def check(params: dict) -> None:
-    """What the schema cannot check: every run's overrides (keys and values, against the schema's settings
-    definition) and the runs every table and output names."""
-    if "textgen" not in params:
-        return
-    import jsonschema
-    import yaml
-    from nlpbench.config import SCHEMA
-
-    schema = yaml.safe_load(SCHEMA.read_text())
-    settings_schema = {**schema["$defs"]["tg_settings"], "$defs": schema["$defs"]}
-    tg = params["textgen"]
-    for name in tg.get("run_subset") or []:
-        if name not in tg["runs"]:
-            raise ConfigError(f"textgen.run_subset: unknown run {name!r}")
-    for name in tg["runs"]:
-        run = make_run(params, name)
-        errors = list(jsonschema.Draft202012Validator(settings_schema).iter_errors(run.settings))
-        if errors:
-            e = errors[0]
-            raise ConfigError(f"textgen.runs.{name}.overrides: {'.'.join(map(str, e.path))}: {e.message}")
-    for table in tg_tables(params):
-        for run in table_runs(params, table):
-            if run not in tg["runs"]:
-                raise ConfigError(f"tables.{SOURCE}.{table}: unknown run {run!r} (not in textgen.runs)")
-    for output in tg_outputs(params):
-        for run in output_runs(params, output):
-            if run not in tg["runs"]:
-                raise ConfigError(f"outputs.{SOURCE}.{output}: unknown run {run!r} (not in textgen.runs)")

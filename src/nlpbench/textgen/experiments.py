@@ -15,7 +15,8 @@ from nlpbench import io, paper, results_index, tables
 from nlpbench.textgen.prep import TextRules, preprocess
 from nlpbench.provenance import code_commit, resolve_device
 from nlpbench.family import TableParts
-from nlpbench.textgen.config import SOURCE, make_run, tg_outputs, tg_tables
+from nlpbench.textgen.config import SOURCE, tg_outputs, tg_tables
+from nlpbench.textgen.groups import make_run
 
 DIVERSITY = ("entropy", "distinct1", "distinct2")
 SCALE_TEXT = {
@@ -72,7 +73,7 @@ def provenance(params: dict, names: list[str], runs_root: Path) -> tuple[dict, l
                               f"{len(found)} run(s)",
         "generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "torch": torch.__version__,
-        "runs": ", ".join(f"runs/textgen/{make_run(params, n).run_id}" for n in names),
+        "runs": ", ".join(str(make_run(params, n).run_dir()) for n in names),
     }
     return prov, found
 

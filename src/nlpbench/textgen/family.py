@@ -10,13 +10,14 @@ from nlpbench import config
 from nlpbench.config import ConfigError
 from nlpbench.family import DataStep, Paths, TableParts, Target, TrainGroup
 from nlpbench.textgen import config as tgc
+from nlpbench.textgen import groups as tgg
 
 
 class TextgenFamily:
     name = "textgen"
 
     def check(self, params: dict) -> None:
-        tgc.check(params)
+        tgg.check(params)
 
     def data_steps(self, params: dict) -> list[DataStep]:
         """Every configured corpus (a step nothing reads is never run by `all`, but `nlpbench data` can)."""
@@ -28,20 +29,20 @@ class TextgenFamily:
 
     def groups(self, params: dict) -> list[TrainGroup]:
         return [TrainGroup(r.run_id, str(r.run_dir() / "metrics.json"), (r.corpus, tgc.embeddings_step(r.corpus)))
-                for r in tgc.all_runs(params).values()]
+                for r in tgg.all_runs(params).values()]
 
     def targets(self, params: dict) -> list[Target]:
         out = []
         for d in config.declared(params, "tables", self.name):
             base = f"results/{d.source}/{d.name}"
-            runs = tgc.active(params, tgc.table_runs(params, d.name))
+            runs = tgg.active(params, tgg.table_runs(params, d.name))
             out.append(Target("tables", d.source, d.name, (f"{base}.md", f"{base}.csv", f"{base}.json"),
-                              tuple(tgc.make_run(params, n).run_id for n in runs)))
+                              tuple(tgg.make_run(params, n).run_id for n in runs)))
         for d in config.declared(params, "outputs", self.name):
-            runs = tgc.active(params, tgc.output_runs(params, d.name))
-            corpora = sorted({tgc.make_run(params, n).corpus for n in runs})
+            runs = tgg.active(params, tgg.output_runs(params, d.name))
+            corpora = sorted({tgg.make_run(params, n).corpus for n in runs})
             out.append(Target("outputs", d.source, d.name, (str(tgc.output_file(params, d.name)),),
-                              tuple(tgc.make_run(params, n).run_id for n in runs), tuple(corpora)))
+                              tuple(tgg.make_run(params, n).run_id for n in runs), tuple(corpora)))
         return out
 
     def prepare(self, step: str, params: dict, paths: Paths, mirror: str | None) -> str:
@@ -63,7 +64,7 @@ class TextgenFamily:
 
     def train(self, group: str, params: dict, paths: Paths, device: str) -> None:
         from nlpbench.textgen.train import train_run
-        run = tgc.runs_by_id(params)[group]
+        run = tgg.runs_by_id(params)[group]
         m = train_run(run, params, paths.data, paths.runs, device, log=lambda line: print(line, flush=True))
         print(f"{run.run_id}: MAP BLEU-4 {m['map']['bleu4']:.2f}")
 

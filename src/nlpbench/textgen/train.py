@@ -28,7 +28,8 @@ from nlpbench.textgen.model import Seq2SeqConfig, TextSeq2Seq
 from nlpbench.progress import Progress
 from nlpbench.provenance import device_label
 from nlpbench.textgen.schedules import kl_schedule, word_dropout_schedule
-from nlpbench.textgen.config import TextRun, corpus_dir, embeddings_path, embeddings_step
+from nlpbench.textgen.config import corpus_dir, embeddings_path, embeddings_step
+from nlpbench.textgen.groups import TextRun
 from nlpbench.data.prepared import prepared_output, verified_output
 
 LOG_FIELDS = ("iteration", "epoch", "lambda", "word_dropout", "rec", "rec_per_token", "kl", "lambda_kl",

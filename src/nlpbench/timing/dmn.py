@@ -23,9 +23,9 @@ from pathlib import Path
 import torch
 from torch.nn import functional as F
 
-from nlpbench import io, results_index
+from nlpbench import io, results_index, rundirs
 from nlpbench.data import babi
-from nlpbench.dmn import experiments as dx
+from nlpbench.dmn import groups as dg
 from nlpbench.dmn.model import DMNConfig
 from nlpbench.dmn.train import DMNTrainConfig, DMNTrainer, batch_of, build_data
 from nlpbench.family import Paths
@@ -66,7 +66,7 @@ def measure_steps(params: dict, data_root: Path, steps: int) -> list[dict]:
     rows = []
     for task in range(1, 21):
         for model in MODELS:
-            s = dx.resolved_settings(params, "tasks", model)
+            s = dg.resolved_settings(params, "tasks", model)
             try:
                 train, test = babi.load_task(data_root, s["data"]["variant"], task)
             except babi.MissingDataError:
@@ -89,9 +89,9 @@ def pipeline_costs(params: dict, logs: Path, runs_root: Path) -> list[dict]:
     None where none is there), the longest of them, and, from the runs' metrics, epochs trained and the selected
     epoch (sorted)."""
     out = []
-    for gid, g in sorted(dx.groups_by_id(params).items(), key=lambda kv: (kv[1].kind, kv[1].model)):
-        seconds = [s for s in (job_seconds(logs, dx.job_id(g, item)) for item in g.items) if s is not None]
-        ok = [m for m in (io.read_json(p) for p in (runs_root / gid).glob("*/metrics.json")) if m["status"] == "ok"]
+    for gid, g in sorted(dg.groups_by_id(params).items(), key=lambda kv: (kv[1].kind, kv[1].model)):
+        seconds = [s for s in (job_seconds(logs, dg.job_id(g, item)) for item in g.items) if s is not None]
+        ok = [m for m in (io.read_json(p) for p in rundirs.run_dir(runs_root, gid).glob("*/metrics.json")) if m["status"] == "ok"]
         out.append({"group": gid, "model": g.model, "kind": g.kind, "runs": len(g.items) * len(g.seeds),
                     "trained": len(ok), "seconds": sum(seconds) if seconds else None, "jobs": len(g.items),
                     "jobs_timed": len(seconds), "longest": max(seconds, default=None),

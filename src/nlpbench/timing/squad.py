@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from nlpbench import config, io, results_index
+from nlpbench import config, io, results_index, rundirs
 from nlpbench.family import Paths
 from nlpbench.provenance import code_commit, device_label, now_utc, resolve_device
 
@@ -27,7 +27,7 @@ VECTOR_DIM = {"glove-840B-300d": 300, "glove-6B-50d": 50}
 def timed_config(model: str):
     """The configuration the benchmark times for a model: the baseline's trilinear + O_1, a full model with the
     similarity its settings class defaults to (its paper's own)."""
-    from nlpbench.squad.experiments import Config
+    from nlpbench.squad.groups import Config
     from nlpbench.squad.models import ARCHITECTURES
 
     own = ARCHITECTURES[model][0]().similarity
@@ -86,6 +86,7 @@ def time_scale(params: dict, scale_params: dict, steps: int, device: str, items:
 
 def benchmark(params: dict, decl: dict, source: str, name: str, paths: Paths) -> Path:
     from nlpbench.squad import experiments as x
+    from nlpbench.squad import groups as sg
     from nlpbench.squad.data import load_prepared
     from nlpbench.squad.train import encode
 
@@ -94,7 +95,7 @@ def benchmark(params: dict, decl: dict, source: str, name: str, paths: Paths) ->
     index = {w: i for i, w in enumerate(vocab)}
     train = load_prepared(x.data_dir(params, paths.data), "train")
     items = encode(train, index, 10**9, 10**9, drop_unreachable=False)
-    configs = list(x.all_configs(params).values())
+    configs = list(sg.all_configs(params).values())
     models = decl.get("models") or ["baseline"]
     lines = [f"# {source} {name}: training throughput of the squad models", "",
              f"- device: {device_label(device)}; code commit {code_commit()}; generated {now_utc()}",
@@ -135,5 +136,5 @@ def benchmark(params: dict, decl: dict, source: str, name: str, paths: Paths) ->
     results_index.register_output(paths.results, source, name, "squad timing benchmark: training throughput and "
                                   "device-hours of each model at each scale", "benchmark", [out.name],
                                   f"measured on {device_label(device)}", params["scale"])
-    io.write_json(paths.runs / "_bench" / f"{name}.json", results)
+    io.write_json(rundirs.run_dir(paths.runs, "_bench") / f"{name}.json", results)
     return out
