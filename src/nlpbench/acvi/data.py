@@ -13,7 +13,7 @@ addition table trains on dev and tests on test (params.yaml tables.tolias-thesis
 
 Video: `synthetic_video_features` makes 24 x 1024 tensors for smoke tests only (GoogLeNet features of MSVD are not
 available offline); every output says "synthetic". A user-supplied MSVD copy is read by `prepare_msvd`, DUC 2004
-task 1 by `prepare_duc2004` (layouts: acvi/README.md and the comments above them).
+task 1 by `prepare_duc2004` (layouts: docs/acvi.md and the comments above them).
 """
 
 from __future__ import annotations

@@ -69,7 +69,7 @@ class TrainConfig:
     n_train: int | None = None
     n_eval: int | None = None
     mirror: str | None = None
-    device: str = "cpu"                 # "cuda" for paper scale (CPU times: acvi/README.md)
+    device: str = "cpu"                 # "cuda" for paper scale (CPU times: docs/acvi.md)
     copy_task: dict = field(default_factory=lambda: {"n_train": 2000, "n_eval": 50, "length": [4, 8],
                                                       "n_words": 30, "n_oov_words": 20})
 
