@@ -9,12 +9,12 @@ that the copy mechanism uses (eq. 68) and that coverage accumulates (eq. 69), an
   "asa"          additive soft attention (eqs. 64-65): a_t = softmax(e_t), c_t = sum_i a_t^i h_i.
   "acvi_thesis"  thesis §7.3: component means MLP_mu(h_i), log-variances MLP_sigma(h_i) (eqs. 78-80); sample
                  c_t = sum_i a mu + sqrt(sum_i a^2 sigma^2) eps (eqs. 85-87); KL of that Gaussian from N(0, I),
-                 the closed form of eq. 84 with its sign corrected (spec §1.4, B-3).
+                 the closed form of eq. 84 with its sign corrected (reading B-3, docs/acvi.md).
   "acvi_paper"   paper §3: component means h_i (P-eq. 16), log sigma^2 = ReLU(W h + b) (P-eq. 17); the moment
                  heuristic (P-eq. 24) before the Gumbel phase, then z ~ Gumbel-Softmax(a, tau 0.5) and
                  c_t = sum_i z_i (h_i + sigma_i eps_i) (P-eqs. 22-23); KL by a one-sample Monte-Carlo estimate
                  log q(c_t) - log N(c_t; 0, I), q the mixture of P-eq. 18.
-  "structured"   Kim et al. 2017 linear-chain CRF over source positions with binary z_i (the reading of spec
+  "structured"   Kim et al. 2017 linear-chain CRF over source positions with binary z_i (reading
                  B-4): unary potentials e_t^i, learned 2x2 transition potentials, marginals p(z_i = 1) by
                  forward-backward (as the gradient of log Z); a_t = marginals / their sum so copying and
                  coverage still get a distribution.
@@ -73,7 +73,7 @@ class SoftAttention(nn.Module):
 
 
 def gaussian_kl_std_normal(m: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """KL(N(m, diag v) || N(0, I)) = 1/2 sum_d (v + m^2 - 1 - log v); = minus thesis eq. 84 (spec B-3)."""
+    """KL(N(m, diag v) || N(0, I)) = 1/2 sum_d (v + m^2 - 1 - log v); = minus thesis eq. 84 (reading B-3)."""
     return 0.5 * (v + m * m - 1.0 - torch.log(v)).sum(-1)
 
 

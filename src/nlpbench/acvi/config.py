@@ -32,12 +32,12 @@ EXTERNAL = {
         "https://github.com/yaoli/arctic-capgen-vid); the mirror has the split lists only. Set acvi.data.msvd_dir "
         "to a directory holding captions/<one>.csv (the MSR Video Description Corpus CSV with its header: VideoID, "
         "Start, End, ..., Language, Description) and features/<clip>.npy (float32 24 x 1024 per clip, <clip> = "
-        "<VideoID>_<Start>_<End> as in the split lists, or its vidN name); acvi/README.md")),
+        "<VideoID>_<Start>_<End> as in the split lists, or its vidN name); docs/acvi.md")),
     "acvi-duc2004": ("duc2004", "duc2004_dir", (
         "DUC 2004 task 1 (500 documents, 4 human summaries each) is licensed by NIST: request it at "
         "https://duc.nist.gov/data.html (Past DUC data, agreement forms), then set acvi.data.duc2004_dir to the "
         "directory holding docs/<cluster>/<DOCNO> (with <DOCNO> and <TEXT>) and eval/models/1/ (the task-1 model "
-        "summaries, named like D30001.P.10.T.A.APW19981016.0240); acvi/README.md")),
+        "summaries, named like D30001.P.10.T.A.APW19981016.0240); docs/acvi.md")),
 }
 TASK_DATA = {"cnndm": "acvi-cnndm-full", "video": "acvi-msvd"}
 

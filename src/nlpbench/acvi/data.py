@@ -1,6 +1,6 @@
 """Data of the ACVI family: the CNN/DM mirror subset, Du et al. QG pairs, lead-3, synthetic video features.
 
-CNN/DM (spec §3.3). The full See et al. corpus (287k/13k/11k) is not reachable offline. The mirror holds 250 real
+CNN/DM (thesis §7.4.1). The full See et al. corpus (287k/13k/11k) is not reachable offline. The mirror holds 250 real
 test articles (artidoro/frank), each with the untokenised article lines, the lower-cased tokenised reference
 highlights and the outputs of 5 released systems, among them `pgn` = See et al.'s pointer-generator. We load them,
 verify each file against the mirror's MANIFEST.tsv sha256, and tokenise the articles as See et al. did
@@ -13,7 +13,7 @@ addition table trains on dev and tests on test (params.yaml tables.tolias-thesis
 
 Video: `synthetic_video_features` makes 24 x 1024 tensors for smoke tests only (GoogLeNet features of MSVD are not
 available offline); every output says "synthetic". A user-supplied MSVD copy is read by `prepare_msvd`, DUC 2004
-task 1 by `prepare_duc2004` (layouts: acvi/README.md and the comments above them).
+task 1 by `prepare_duc2004` (layouts: docs/acvi.md and the comments above them).
 """
 
 from __future__ import annotations
@@ -300,7 +300,7 @@ def read_cnndm_split(out_dir: str | os.PathLike, split: str) -> list[tuple[list[
 
 
 # ------------------------------------------------------------------------------- user-supplied MSVD and DUC 2004
-# MSVD (spec §3.5). The user's directory (acvi.data.msvd_dir):
+# MSVD (thesis §7.4.2, paper §4.2 and appendix B). The user's directory (acvi.data.msvd_dir):
 #   captions/<one>.csv    the Microsoft Research Video Description Corpus ("MSR Video Description Corpus.csv"):
 #                         header row with at least VideoID, Start, End, Language, Description; English rows used
 #   features/<clip>.npy   float32 (frames, feat_dim) = 24 x 1024 GoogLeNet pool5, <clip> either the YouTube clip id
@@ -316,7 +316,7 @@ MSVD_COLUMNS = ("VideoID", "Start", "End", "Language", "Description")
 def msvd_split_lists(mirror: str | os.PathLike | None = None) -> tuple[dict[str, list[str]], dict[str, str]]:
     """({split: clip ids in vidN order}, {clip id: vidN}) from the mirror, verified against its manifest. The lists
     are not ordered; their splits are vid1-1200 / vid1201-1300 / vid1301-1970, so each split is put in the standard
-    clip order (vidN), where "the first n clips" means what the spec says (§3.5; a clip without a vidN goes last)."""
+    clip order (vidN), where "the first n clips" means the standard split's (a clip without a vidN goes last)."""
     folder = mirror_dir(mirror) / VIDEO_FOLDER
     manifest = read_manifest(folder)
     mapping = dict(line.split()[:2] for line in verified_bytes(folder, MSVD_MAPPING, manifest).decode("utf-8")
@@ -404,7 +404,7 @@ def read_msvd_split(out_dir: str | os.PathLike, split: str) -> tuple[torch.Tenso
     return d["features"], d["captions"]
 
 
-# DUC 2004 task 1 (spec §3.4), NIST layout under acvi.data.duc2004_dir:
+# DUC 2004 task 1 (paper §4.3), NIST layout under acvi.data.duc2004_dir:
 #   docs/<cluster>/<DOCNO>          SGML-ish newswire: <DOC><DOCNO> APW19981016.0240 </DOCNO> ... <TEXT> ... </TEXT>
 #   eval/models/1/<name>            task-1 human summaries named <cluster>.<type>.<length>.<T>.<assessor>.<DOCNO>,
 #                                   e.g. D30001.P.10.T.A.APW19981016.0240 (four assessors per document)

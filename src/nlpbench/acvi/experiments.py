@@ -76,7 +76,7 @@ def prepare(step: str, params: dict, data_root: Path, mirror: str | None) -> str
     raise KeyError(step)
 
 
-# folders a user-supplied directory must hold, and the layout they belong to (acvi/README.md)
+# folders a user-supplied directory must hold, and the layout they belong to (docs/acvi.md)
 EXPECTED = {"acvi-cnndm-full": ("cnn/stories", "dailymail/stories"), "acvi-msvd": ("captions", "features"),
             "acvi-duc2004": ("docs", "eval/models/1")}
 LAYOUT = {
@@ -335,7 +335,7 @@ def reading_notes(params: dict, runs: list[ag.AcviRun], decl_parts: list[dict] =
              f"See et al. used, pass no -m); METEOR 1.5 jar, exact-match (-m exact) and full (stem/syn/para) modes."]
     atts = {r.settings["model"]["attention"] for r in runs}
     if atts & {"acvi_thesis", "acvi_paper"}:
-        notes.append("ACVI readings (spec §8-B; nlpbench/acvi/README.md): the thesis's KL (eq. 84) is minimised with "
+        notes.append("ACVI readings (docs/acvi.md): the thesis's KL (eq. 84) is minimised with "
                      "the sign corrected (B-3); thesis form: MLP mean and variance of size dim(h) with the closed-form "
                      "KL; paper form: the encoding as mean, log sigma^2 = ReLU(W h + b) taken literally (B-2), one-sample "
                      "KL against the mixture, Gumbel-Softmax (tau acvi.model.gumbel_tau) for the last "

@@ -2,10 +2,10 @@
 
 Notation of the thesis: h_i encoder states (BiLSTM, dim 2 x hidden), s_t decoder state, e_t scores, a_t attention,
 c_t context vector, P_vocab, p_gen, P_t over the extended vocabulary, k_t coverage.
-Details the documents leave open follow See et al.'s code [ext] (spec §1.3): input feeding x_t = Linear([emb(y);
+Details the documents leave open follow See et al.'s code [ext]: input feeding x_t = Linear([emb(y);
 c_{t-1}]), initial decoder state ReLU(Linear([h_fwd_N; h_bwd_1])), s_t = [h_dec; c_dec] in attention and p_gen.
 
-VED (Bahuleyan et al. 2018; paper §4, spec §5 "VED"), on when latent_dim > 0: deterministic attention plus one latent
+VED (Bahuleyan et al. 2018; paper §4, "VED"), on when latent_dim > 0: deterministic attention plus one latent
 xi per source sequence, prior N(0, I), posterior N(mu, diag sigma^2) from dense layers over the final BiLSTM state
 [h_fwd_N; h_bwd_1]; "both the context vector c and the latent xi are fed to the final softmax layer": eq. 66 becomes
 V [s_t; c_t; xi] + b. Two readings the documents leave open are config keys (latent_kl_scale, latent_test).
@@ -228,5 +228,5 @@ def expand_memory(mem: dict, rows: int) -> dict:
 
 
 def coverage_loss(a_t: torch.Tensor, k_t: torch.Tensor) -> torch.Tensor:
-    """covloss_t = sum_i min(a_t^i, k_t^i) (thesis eq. 71 with c = the coverage k; spec B-8), (B,)."""
+    """covloss_t = sum_i min(a_t^i, k_t^i) (thesis eq. 71 with c = the coverage k; reading B-8), (B,)."""
     return torch.minimum(a_t, k_t).sum(-1)

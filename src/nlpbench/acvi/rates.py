@@ -1,4 +1,4 @@
-"""Thesis Table 25 / paper Table 2 rates. The documents do not define them (spec §6, B-10); readings:
+"""Thesis Table 25 / paper Table 2 rates. The documents do not define them (reading B-10, docs/acvi.md); readings:
 
   novel-word rate   % of generated tokens (punctuation excluded) that do not occur in the source article,
                     micro-averaged over the test set.

@@ -1,6 +1,6 @@
 """See et al.'s CNN/DM text preprocessing: lower-cased Stanford PTB tokens, missing periods fixed, sentences.
 
-See et al. (abisee/cnn-dailymail make_datafiles.py [ext], spec §3.3) run CoreNLP's PTBTokenizer with
+See et al. (abisee/cnn-dailymail make_datafiles.py [ext]; thesis §7.4.1) run CoreNLP's PTBTokenizer with
 `-preserveLines` over each story, lower-case the result, add " ." to lines that lack a final punctuation mark
 (`fix_missing_period`), and join the article lines into one token sequence.
 
@@ -128,6 +128,6 @@ _WORDPUNCT = re.compile(r"\w+|[^\w\s]+")
 
 
 def wordpunct_tokenize(text: str) -> list[str]:
-    """The MSVD captions' tokenizer (spec §3.5: NLTK's wordpunct, case kept): runs of word characters and runs of
+    """The MSVD captions' tokenizer (thesis §7.4.2: NLTK's wordpunct, case kept): runs of word characters and runs of
     other non-space characters, the pattern NLTK's WordPunctTokenizer documents."""
     return _WORDPUNCT.findall(text)

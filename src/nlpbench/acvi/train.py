@@ -3,7 +3,7 @@
 Schedule (thesis Table 19 = paper Table 5): phases of (end iteration, max encoder steps, max decoder steps), then
 `coverage_iters` more iterations with coverage on (eq. 70-71, lambda = 1) at the last phase's lengths. The paper's
 Gumbel-Softmax sampling (acvi_paper) is on for the last `gumbel_fraction` of all iterations, coverage ones included
-(the literal "last 10% of training iterations"; spec B-15).
+(the literal "last 10% of training iterations"; reading B-15).
 Adam with default settings, global gradient-norm clipping at 2 (T §7.4.1).
 
 Determinism: one seed fixes the initial weights (torch.manual_seed), the batch order (a permutation per epoch from
@@ -69,7 +69,7 @@ class TrainConfig:
     n_train: int | None = None
     n_eval: int | None = None
     mirror: str | None = None
-    device: str = "cpu"                 # "cuda" for paper scale (CPU times: acvi/README.md)
+    device: str = "cpu"                 # "cuda" for paper scale (CPU times: docs/acvi.md)
     copy_task: dict = field(default_factory=lambda: {"n_train": 2000, "n_eval": 50, "length": [4, 8],
                                                       "n_words": 30, "n_oov_words": 20})
 

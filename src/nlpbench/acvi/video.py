@@ -1,7 +1,7 @@
 """Video captioning seq2seq (thesis §7.2.2 / §7.4.2, paper §4.2): BiLSTM over frame features, LSTM decoder,
 P = softmax(V' tanh(V [s_t; c_t] + b) + b') (eq. 66 without pointer or coverage), any attention of attention.py.
 
-Paper settings (spec §4.4): 24 frames x 1024-d GoogLeNet pool5 features, 1000-d LSTMs (per direction: reading C-2),
+Paper settings (paper §4.2): 24 frames x 1024-d GoogLeNet pool5 features, 1000-d LSTMs (per direction: reading C-2),
 attention projection 100, 256-d word embeddings, dropout 0.5 on the non-recurrent connections (Zaremba et al.),
 at most 20 decoding steps. The real features are not available offline: a user-supplied MSVD copy is prepared by
 data.prepare_msvd (data step acvi-msvd); smoke runs and tests otherwise use the synthetic stand-in.

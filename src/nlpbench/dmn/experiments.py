@@ -1,6 +1,6 @@
 """From params.yaml (section `dmn`) to trained DMN+ / MoDMN+ / ff-DMN runs, and Tables 6.2-6.7 with their figures.
 
-Shen thesis ch. 6; spec seed-004 §1.3-1.5, §2.6-2.9, §3.2, §4.10-4.15.
+Shen thesis ch. 6; §6.2-6.6 (the models §6.2, §6.4.2, §6.5.2, §6.6; training §6.3.2; data §6.3.3-6.3.4).
 
 * Derived data (`make_dataset`): the six task-16 fact-order patterns and the augmented training set, written by
   nlpbench.dmn.fact_order under data/dmn/<id>/ (the id is a digest of the settings that shape it).
@@ -405,7 +405,7 @@ def reading_notes(params: dict, groups: list[DMNGroup]) -> list[str]:
     kinds = {g.kind for g in groups}
     models = {g.model for g in groups}
     out = [scale_note(params, groups),
-           f"Training (§3.2): Adam lr {t['lr']} [T], Glorot uniform weights, embeddings U[-sqrt 3, sqrt 3] [T], "
+           f"Training (§6.3.2): Adam lr {t['lr']} [T], Glorot uniform weights, embeddings U[-sqrt 3, sqrt 3] [T], "
            f"{m['hops']} hops [T]; d = {m['dim']}, batch {t['batch_size']}, up to {t['max_epochs']} epochs with "
            f"early stopping after {t['patience']} epochs without a lower validation loss, keeping the epoch "
            f"selected by `{t['select_by']}`, L2 {t['l2']} on every non-bias weight, dropout {m['input_dropout']} "
@@ -413,23 +413,23 @@ def reading_notes(params: dict, groups: list[DMNGroup]) -> list[str]:
            "(several: validation accuracy picks the reported one)."
            + "".join(f" Training overrides for {k} at this scale: {v}." for k, v in s["train_overrides"].items()
                      if v and (k in kinds or k in models)),
-           f"Position encoding: `{m['pe_index']}` (MemN2N form with the sentence's own length, spec ambiguity 26); "
+           f"Position encoding: `{m['pe_index']}` (MemN2N form, the sentence's own length, [D]); "
            f"story cap `memory_size` = {d['memory_size']} most recent facts (null: none); "
            "training/validation/test questions capped at "
            + "/".join(str(d[k] or "all") for k in ("max_train", "max_val", "max_test")) + "."]
     if "ff-dmn" in models:
         out.append(f"ff-DMN (§6.5.2): f_t = ReLU(W PE(x_t) + b), q = ReLU(W_q PE(question) + b_q) with "
                    f"{'a shared' if m['share_ffn'] else 'a separate'} question FNN, c^i = sum_t g_t^i f_t (6.16), "
-                   "m^i = ReLU(W^(i) c^i + b) (no m^{i-1}, no q), m^0 = q (spec ambiguity 27).")
+                   "m^i = ReLU(W^(i) c^i + b) (no m^{i-1}, no q), m^0 = q [D].")
     if models & {"dmn+", "modmn+"}:
         out.append(f"DMN+/MoDMN+: m^0 = q, m^i = ReLU(W^(i)[m^(i-1); c^i; q] + b) with "
                    f"{'one tied' if m['tie_update'] else 'untied per-hop'} W^(i); answer softmax(W^(a)[q; m^I]) "
                    f"{'with' if m['answer_bias'] else 'without'} bias (eq. 6.5).")
     if kinds & {"patterns", "augmented"}:
-        out.append(f"Patterns (§1.4, §4.10): blocks of {p['block_size']} en-10k task-16 training questions in "
+        out.append(f"Patterns (§6.3.3): blocks of {p['block_size']} en-10k task-16 training questions in "
                    f"`{p['block_order']}` order, F1/F2/F3 from the supporting-fact annotation written into the "
                    f"facts' own line slots in the pattern's order; test {p['test_size'] or 'floor(' + str(p['test_fraction']) + ' x block)'} "
-                   f"per pattern (the printed accuracies' granularity implies 300, spec ambiguity 21), the rest split "
+                   f"per pattern (the printed accuracies' granularity implies 300), the rest split "
                    f"{1 - p['val_fraction']:.0%}/{p['val_fraction']:.0%} train/validation (seed {p['seed']}); "
                    f"unique_test_content {p['unique_test_content']}: test stories are drawn only from stories whose "
                    "content occurs once in the file, so no re-ordered copy of a test story is trained on; "
@@ -437,9 +437,9 @@ def reading_notes(params: dict, groups: list[DMNGroup]) -> list[str]:
                        "each distractor entity's species and colour facts swap lines with probability 1/2, so that "
                        "fact order alone does not single out the answer entity; our reading, see the order-cue note"
                        if p["distractor_order"] == "shuffle" else
-                       "distractors keep their lines, the spec's reading; see the order-cue note") + ").")
+                       "distractors keep their lines; see the order-cue note") + ").")
     if "augmented" in kinds:
-        out.append(f"Augmentation (§1.5, spec ambiguity 23): `{a['source']}`, every story in all 6 fact orders; "
+        out.append(f"Augmentation (§6.3.4, [D]): `{a['source']}`, every story in all 6 fact orders; "
                    f"validation augmented too: {a['augment_val']}.")
     if "tasks" in kinds:
         out.append(f"Full tasks: bAbI {d['variant']}, {d['n_val']} of the 10,000 training questions held out "

@@ -1,6 +1,6 @@
 """bAbI task 16 re-ordered into the six fact-order patterns of Table 6.1, and the augmented training set.
 
-Shen (2022) thesis §6.3.3-6.3.4; spec seed-004 §1.4, §1.5, §4.10, §4.11 and ambiguity notes 20-23.
+Shen (2022) thesis §6.3.3-6.3.4; the readings where it is silent: docs/dmn.md.
 F1, F2, F3 are the three supporting facts in annotation order (the order they must be found: F1 = the queried
 entity's species, F2 = another entity of that species, F3 = that entity's colour). A pattern is the order in
 which F1, F2, F3 stand in the story. Patterns are *constructed*: the three supporting sentences are written
@@ -46,21 +46,21 @@ _SUFFIX = " (pattern "
 
 @dataclass(frozen=True)
 class PatternConfig:
-    """How the six pattern data sets are cut from the 10,000 en-10k task-16 training questions (§1.4, §4.10).
+    """How the six pattern data sets are cut from the 10,000 en-10k task-16 training questions (§6.3.3).
 
     block_size: questions per pattern [T: 1,666]; 6 x 1,666 = 9,996, the last 4 questions are dropped.
-    block_order: "file" cuts consecutive blocks in file order (spec §4.10 step 2, default); "shuffled" cuts
-        them from a seeded permutation (the spec's D-option).
+    block_order: "file" cuts consecutive blocks in file order (default); "shuffled" cuts
+        them from a seeded permutation.
     test_size: test questions per pattern. None = floor(test_fraction * block_size) = 333, the text's 20 %
-        [T]; 300 is the size the reported accuracies' granularity implies (spec §0.7, ambiguity 21).
+        [T]; 300 is the size the reported accuracies' granularity implies.
     val_fraction: share of the rest (1,333) held out for validation, rounded: 133 val, 1,200 train [T: 9:1].
     unique_test_content: the test questions of every pattern are drawn only from questions whose story
         content (the multiset of facts plus question and answer, order ignored) occurs once among all the
         file's questions. The file repeats 155 stories up to order; a re-ordered copy of a test story in some
         pattern's training set would be a leak, so duplicates always go to train/validation. Not in the
-        spec (our reading); False draws test questions from the whole block.
+        thesis (our reading); False draws test questions from the whole block.
     seed: seeds the splits (numpy Generator([seed, pattern]) per pattern) and the "shuffled" block order.
-    distractor_order: "keep" (default, spec §4.10: distractors keep their lines) or "shuffle": the two facts
+    distractor_order: "keep" (default: distractors keep their lines) or "shuffle": the two facts
         of every distractor entity (species and colour) swap lines with probability 1/2. In en-10k task 16
         every entity's species fact precedes its colour fact, so in patterns 2, 5 and 6 (F3 before F2) the
         answer entity is the only one in reverse order, a cue an order-aware model can read the answer from;
@@ -85,9 +85,9 @@ class PatternConfig:
 
 @dataclass(frozen=True)
 class AugmentConfig:
-    """The augmented training set of §1.5 / §4.11 (the thesis gives no recipe; spec ambiguity 23).
+    """The augmented training set of §6.3.4 (the thesis gives no recipe; our reading).
 
-    source: "all_patterns" (default, spec §4.11): pool the training portions of the six patterns (6 x 1,200)
+    source: "all_patterns" (default): pool the training portions of the six patterns (6 x 1,200)
         and write every story in all 6 orders: 43,200 questions; "pattern1" (option B): only pattern 1's
         training portion x 6 orders = 7,200.
     augment_val: the validation portions are pooled and augmented the same way (6 x 133 x 6 = 4,788);
@@ -113,7 +113,7 @@ def supporting_positions(sample: Sample) -> tuple[int, int, int]:
 
 
 def natural_pattern(sample: Sample) -> int:
-    """The Table 6.1 pattern a sample already has (diagnostic, spec §0.6 and ambiguity 20)."""
+    """The Table 6.1 pattern a sample already has (diagnostic: the file's natural orders are far from balanced)."""
     pos = supporting_positions(sample)
     order = tuple(sorted(range(3), key=pos.__getitem__))
     return next(k for k, v in PATTERNS.items() if v == order)

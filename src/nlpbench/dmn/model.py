@@ -1,4 +1,4 @@
-"""DMN+, MoDMN+, ff-DMN and their ensemble (Shen 2022 thesis ch. 6; spec seed-004 §2.6-2.9, §3.2).
+"""DMN+, MoDMN+, ff-DMN and their ensemble (Shen 2022 thesis §6.2, §6.4.2, §6.5.2, §6.6).
 
 Shapes: B questions, M facts per story (padding after the n_facts real ones), L words per fact, Lq words per
 question, d = the embedding and hidden size, A = answer classes. Word id 0 is the nil (padding) word.
@@ -25,14 +25,14 @@ VARIANTS = ("dmn+", "modmn+", "ff-dmn")
 
 @dataclass(frozen=True)
 class DMNConfig:
-    """One config for the three models; `variant` picks the model. Defaults: spec §2.6-2.8 and §3.2."""
+    """One config for the three models; `variant` picks the model. Defaults: §6.3.2, [D] docs/dmn.md."""
 
     n_words: int                  # vocabulary rows, nil (row 0) included
     n_answers: int                # answer classes of the task (eq. 6.5's output size)
     variant: str = "dmn+"         # "dmn+" | "modmn+" | "ff-dmn"
     dim: int = 80                 # d: embedding and hidden size [D: DMN+ paper]
     hops: int = 3                 # I [T]
-    pe_index: str = "one_based"   # k = 1..d in the PE (MemN2N form, spec §2.6 [D]); "zero_based": k = 0..d-1 (eq. 6.2)
+    pe_index: str = "one_based"   # k = 1..d in the PE (MemN2N form [D]); "zero_based": k = 0..d-1 (eq. 6.2)
     input_dropout: float = 0.1    # on the sentence encodings s_t [D: DMN+ keep 0.9]
     answer_dropout: float = 0.1   # on the answer input [q; m^I] [D: DMN+ keep 0.9]
     tie_update: bool = False      # one memory-update layer for all hops (default: W^(i) untied per hop [D])

@@ -1,4 +1,4 @@
-"""Training and evaluation of DMN+ / MoDMN+ / ff-DMN on one bAbI data set (Shen thesis §6.3.2; spec §3.2).
+"""Training and evaluation of DMN+ / MoDMN+ / ff-DMN on one bAbI data set (Shen thesis §6.3.2).
 
 Adam at 0.001 [T]; batch 128, up to 256 epochs, early stop when the validation loss has not improved for 20
 epochs and keep the epoch with the lowest validation loss, L2 0.001 on every non-bias weight [D: DMN+ paper].
@@ -31,7 +31,7 @@ CHECKPOINT_FORMAT = "nlpbench-dmn-checkpoint/1"
 
 @dataclass
 class DMNTrainConfig:
-    """Training settings; the ones the thesis leaves open take the spec's suggested values (§3.2)."""
+    """Training settings; the ones the thesis leaves open take the DMN+ paper's values (docs/dmn.md)."""
 
     lr: float = 0.001              # Adam [T]
     batch_size: int = 128          # [D]
@@ -72,7 +72,7 @@ def build_data(splits: Mapping[str, Sequence[Sample]], vocab: Vocab | None = Non
                answers: Sequence[str] | None = None, memory_size: int | None = None) -> DMNData:
     """Vectorise every split. The vocabulary and the answer classes (sorted) come from all the splits unless
     given; give both models of an ensemble the same `answers`. memory_size None: no cap on the facts
-    (spec §1.3); otherwise the most recent `memory_size` facts are kept."""
+    (§6.3.2); otherwise the most recent `memory_size` facts are kept."""
     if "train" not in splits or "val" not in splits:
         raise ValueError(f"DMN data needs 'train' and 'val' splits, got {sorted(splits)}")
     every = [s for samples in splits.values() for s in samples]

@@ -278,9 +278,9 @@ def table_parts(params: dict, d: Declared, runs_root: Path, with_claims: bool = 
             if not ok:
                 cells.append(tables.Cell(str(task), column, None, "not_run"))
                 continue
-            reads.update(m.get("memory_read", "gather") for m in ok)     # runs before issue 16's read: gathered
+            reads.update(m.get("memory_read", "gather") for m in ok)     # runs trained before the key existed: gathered
             hop_kernels.update(m.get("hop_kernels", "eager") for m in ok)     # runs before the key: eager
-            kernels.update(m.get("posterior_kernels", "eager") for m in ok       # t-MEM-NN runs; before issue 16's
+            kernels.update(m.get("posterior_kernels", "eager") for m in ok       # t-MEM-NN runs; before the key existed
                            if MODELS.get(m.get("model"), {}).get("posterior") == "student_t")   # kernels: eager
             if exp.get("report") in ("validation", "test_mean"):   # every seed counts: a reading pilot never
                 split = "val" if exp["report"] == "validation" else "test"   # reads test, an explanation selects no run

@@ -45,7 +45,7 @@ def game_data(lo: int, hi: int, n_examples: int, game: dict, memory_size: int):
 
 def play(run_dir: Path, lo: int, hi: int, S: int, game: dict, device: str = "cpu") -> list[list[gn.Round]]:
     """The run plays the fixed test games; its guess is the argmax over the number tokens of the S-sample
-    averaged prediction (spec §3.2)."""
+    averaged prediction (§6.6)."""
     pred = RunPredictor(run_dir, device)
     numbers = gn.number_tokens(lo, hi)
     ids = torch.tensor([pred.vocab.stoi[t] for t in numbers])
@@ -159,7 +159,7 @@ def game_table_parts(params: dict, table: str, runs_root: Path) -> TableParts:
         f"Scale `{params['scale']}`, seed {seed}, {game['test_games']} fixed test games (targets uniform in "
         f"{lo}-{hi}, seed {gn.TEST_SEED}), at most {game['max_tries']} guesses each. Model settings as Table 2 "
         "(3 hops, delta 20, the memnet section of params.yaml).",
-        "Reading A-7 (spec §3.2): a training example is one game state (the history of guesses and hints as facts, "
+        "Reading A-7 (§6.6): a training example is one game state (the history of guesses and hints as facts, "
         "'range lo hi' first, query 'next guess') labelled with the next move of a student that guesses uniformly "
         "inside the current bounds; a training size counts states; 10% are held out for validation. The model's "
         "guess is the argmax over the number tokens of the S-sample averaged prediction.",

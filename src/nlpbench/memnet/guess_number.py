@@ -2,7 +2,7 @@
 
 A teacher picks an integer target in [lo, hi] (inclusive; the paper's scenarios are 0-10 and 0-100); the
 student guesses until it finds the target or `max_tries` (100 in the paper) guesses are spent. Rules, recovered
-exactly from the transcript of Table 18 (spec §3.2):
+exactly from the transcript of Table 18 (§6.6):
 
 * exclusive bounds `(min_num, max_num)` start at `(lo - 1, hi + 1)`;
 * a guess g is "correct" (within bounds) iff `min_num < g < max_num`; the winning guess counts as correct;
@@ -11,7 +11,7 @@ exactly from the transcript of Table 18 (spec §3.2):
   out-of-bound guesses change nothing;
 * running accuracy = in-bound guesses / guesses, shown truncated to 2 decimals (2/3 -> 0.66, 5/7 -> 0.71).
 
-Encoding as memory-network input (the paper does not give one; spec §8 A-7, reading of §3.2):
+Encoding as memory-network input (the thesis does not give one; our reading A-7, docs/memnet.md):
 facts = `range <lo> <hi>` followed by one `guess <g> smaller|larger` sentence per past (non-winning) round;
 query = `next guess`; answer = the number token `str(g)` of the next guess. Each game state is one example.
 """
@@ -28,7 +28,7 @@ from nlpbench.data import babi
 
 MAX_TRIES = 100  # thesis §6.6: "The maximum number of tries is set to 100 for both scenarios"
 N_TEST_GAMES = 100  # thesis §6.6: "100 distinct test games, in all cases"
-TEST_SEED = 606  # fixed, arbitrary seed of the test targets (not in the paper; spec §3.2 "a fixed seed")
+TEST_SEED = 606  # fixed, arbitrary seed of the test targets (not in the thesis, which says only "a fixed seed")
 
 HINTS = ("smaller", "larger")
 HINT_TEXT = {"smaller": "Target is a smaller number", "larger": "Target is a larger number"}
@@ -133,14 +133,14 @@ def state_sample(game: Game, answer: int | None, source: str) -> babi.Sample:
 
 
 def _uniform_move(rng: np.random.Generator, game: Game) -> int:
-    """A uniform integer strictly inside the current bounds (the simulated student of spec §3.2)."""
+    """A uniform integer strictly inside the current bounds (the simulated student of §6.6)."""
     return int(rng.integers(game.min_num + 1, game.max_num))
 
 
 def training_samples(
     lo: int, hi: int, n_examples: int, seed: int, max_tries: int = MAX_TRIES
 ) -> list[babi.Sample]:
-    """Exactly `n_examples` (state -> next guess) examples from simulated games (spec §3.2 reading of §6.6).
+    """Exactly `n_examples` (state -> next guess) examples from simulated games (our reading of §6.6).
 
     Targets are uniform in [lo, hi] and moves uniform inside the open bounds, all from `default_rng(seed)`;
     states are taken from whole games in order (the last game may be cut), so a smaller set with the same seed

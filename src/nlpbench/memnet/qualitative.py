@@ -22,7 +22,7 @@ COLUMNS = {"MemN2N": ("memn2n", "point", 1), "t-MEM-NN / 1 sample": ("tmemnn", "
 
 
 def paper_attention() -> dict[tuple[str, str, str], tuple[str, str]]:
-    """(table, row, column) -> (paper text, note), from the packaged transcription of spec §5.2."""
+    """(table, row, column) -> (paper text, note), from the packaged transcription of the thesis's Tables 3-5."""
     text = resources.files("nlpbench").joinpath("reference/tolias-thesis/attention.csv").read_text()
     return {(r["table"], r["row"], r["column"]): (r["paper"], r["note"]) for r in csv.DictReader(text.splitlines())}
 
@@ -41,7 +41,7 @@ def _selected_run_dir(params: dict, runs_root: Path, group: Group, task: int, me
 def attention_table(params: dict, d: Declared, data_root: Path, runs_root: Path, results_dir: Path) -> Path:
     """Table 3, 4 or 5: the fact each model attends to most on each hop, against the supporting facts.
 
-    `d` names the task, the story (0-based question index into the en-1k test file, spec §5.2) and the table
+    `d` names the task, the story (0-based question index into the en-1k test file) and the table
     (`from`: the thesis's Table 2, per-task en-1k runs, 3 hops, delta 20) whose selected runs are read."""
     table, task, story = d.name, d.decl["task"], d.decl["story"]
     _, test = babi.load_task(data_root, "en", task)
@@ -97,8 +97,8 @@ def attention_table(params: dict, d: Declared, data_root: Path, runs_root: Path,
               "- Hop k shows argmax_i of the attention varpi_i^k (eq. 33). t-MEM-NN draws weights from the posterior "
               "q (A-5); the 10-sample column uses the mean of the 10 per-sample attentions and the mean predictive "
               "distribution; the 1-sample column one draw.",
-              "- Story ids are 0-based question indices into the en-1k test file (spec §5.2, verified on the facts).",
-              "- The paper column is the thesis's table as transcribed in the spec (`reference/tolias-thesis/"
+              "- Story ids are 0-based question indices into the en-1k test file (verified on the facts).",
+              "- The paper column is the thesis's table as transcribed (`reference/tolias-thesis/"
               "attention.csv`)."]
     io.write_text(out, "\n".join(lines) + "\n")
     csv_lines = ["row,column,reproduced,paper,supporting_or_right,note"]

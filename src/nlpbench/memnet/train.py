@@ -1,6 +1,6 @@
 """Training and MC-sampled evaluation of MemN2N / t-MEM-NN, many runs in one vectorised pass.
 
-Spec seed-000-002 §4.1: Adagrad, eta = 0.01 halved every 25 epochs, 100 epochs, batch size 32, 900/100
+Thesis §6.4.1: Adagrad, eta = 0.01 halved every 25 epochs, 100 epochs, batch size 32, 900/100
 train/validation split, N(0, 0.1^2) initialisation; t-MEM-NN trains on one MC sample from the escort
 (eqs. 60-62) and predicts with the average over S samples (§6.3.3). Each run keeps its own generators, data
 order, optimiser state and clipping, so a run trained in a group gives the numbers it gives alone.
@@ -60,7 +60,7 @@ class BayesConfig:
     test_samples: tuple[int, ...] = (1, 10)
     test_sampling: str = "posterior"     # "posterior" (q, §6.3.3) or "escort" (q~, as in training)
     test_draws: str = "sequential"       # S test draws: "sequential" (S draw calls) or "batched" (one per run and
-                                         # matrix: the same distribution, other numbers; issue 16's S = 10 timing)
+                                         # matrix: the same distribution, other numbers; the S = 10 timing benchmark)
     divergence_weight: float = 0.1       # multiplies sum_Theta D_t / N_train (reading A-4)
 
 

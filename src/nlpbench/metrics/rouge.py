@@ -1,10 +1,10 @@
 """ROUGE for summarization (See et al. 2017 as the ACVI tables report it) and coco METEOR / CIDEr / ROUGE-L.
 
-Summarization (thesis Table 20, paper Tables 1 and 4; spec §6):
+Summarization (thesis Table 20, paper Tables 1 and 4):
   ROUGE-1/2/L **F1 x 100**, macro-averaged over documents, ROUGE-L summary-level (rouge-score's `rougeLsum`)
   with each summary split into sentences by "\\n" (we split; rouge-score's own splitter needs NLTK punkt).
   The published numbers come from pyrouge / ROUGE-1.5.5 with pyrouge's default options, which have **no** `-m`
-  (Porter stemming) flag (spec §6). `stem` is therefore a parameter, default False; the brief asked for stemming,
+  (Porter stemming) flag. `stem` is therefore a parameter, default False; the brief asked for stemming,
   so callers that want the stemmed variant pass stem=True and say so in the table notes. rouge-score differs from
   ROUGE-1.5.5 by a few tenths either way.
 

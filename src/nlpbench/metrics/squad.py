@@ -1,4 +1,4 @@
-"""SQuAD v1.1 exact match (EM) and F1, the official evaluation's rules (thesis Eqs. 3.23-3.25; spec §7).
+"""SQuAD v1.1 exact match (EM) and F1, the official evaluation's rules (thesis Eqs. 3.23-3.25).
 
 An answer is normalised before comparison: lower case, every ASCII punctuation character deleted, the whole words
 a/an/the deleted, whitespace runs collapsed. Per question the score is the best over its gold answers; the corpus

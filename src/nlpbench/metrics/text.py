@@ -1,9 +1,9 @@
-"""Text-generation metrics of seed 001 (spec §6): corpus BLEU-1..4, entropy and distinct-1/2.
+"""Text-generation metrics of seed 001 (thesis §4.6.3, Eqs. 5.1-5.3): corpus BLEU-1..4, entropy and distinct-1/2.
 
 Inputs are token sequences (a string is split on whitespace). BLEU values are fractions in [0, 1]; tables
 print 100x.
 
-BLEU (thesis §4.6.3, Eq. 4.16; spec §6.1). The published numbers come from the authors' NLTK `corpus_bleu`
+BLEU (thesis §4.6.3, Eq. 4.16). The published numbers come from the authors' NLTK `corpus_bleu`
 (tf-var-attention utils/eval_utils.py): corpus-level cumulative BLEU, one reference per hypothesis, no smoothing,
 brevity penalty exp(1 - r/c) when c < r, weights (1), (1/2, 1/2), (0.34, 0.33, 0.33), (1/4 x 4). sacrebleu
 (tokenize="none", smooth_method="none", max_ngram_order=n) does not reproduce that in two respects, so the
@@ -24,7 +24,7 @@ from typing import Iterable, Sequence, Union
 
 Tokens = Union[str, Sequence[str]]
 
-# The authors' NLTK weights (tf-var-attention utils/eval_utils.py; spec §6.1).
+# The authors' NLTK weights (tf-var-attention utils/eval_utils.py).
 BLEU_WEIGHTS: dict[int, tuple[float, ...]] = {
     1: (1.0,),
     2: (0.5, 0.5),
@@ -144,7 +144,7 @@ def entropy(sentences: Iterable[Tokens]) -> float:
 
 
 def distinct_n(sentences: Iterable[Tokens], n: int, variant: str = "code") -> float:
-    """Distinct-n of one set of sentences (Eqs. 5.2-5.3; spec §6.3 / A7). 0 when there is nothing to count.
+    """Distinct-n of one set of sentences (Eqs. 5.2-5.3; reading A7, docs/textgen.md). 0 when there is nothing to count.
 
     "eq": distinct n-grams / total n-grams, n-grams taken inside each sentence (the equation).
     "code": the authors' code: sentences concatenated into one stream (n-grams cross sentence boundaries),

@@ -40,7 +40,7 @@ class _GammaRuns(torch.autograd.Function):
 
 def standard_t_noise_runs(df: torch.Tensor, rows: list[int], d: int,
                           generators: list[torch.Generator]) -> torch.Tensor:
-    """eps ~ t(0, 1, df_k) elementwise (unit *scale*, spec reading A-12) for K runs: run k draws (rows[k], d)
+    """eps ~ t(0, 1, df_k) elementwise (unit *scale*, reading A-12) for K runs: run k draws (rows[k], d)
     values from its own generator; returns them stacked, (sum(rows), d). Reparameterised in df.
 
     A t variate is z / sqrt(g), z ~ N(0, 1), g ~ Gamma(df/2, rate=df/2) (the scale mixture of eqs. 43-45);
@@ -170,7 +170,7 @@ def t_divergence(
 
     Returns a tensor shaped like `mu`; sum it over the elements of a matrix. Psi is computed in log space
     (eqs. 57-58) and t = 1 + 2/(1 + nu_q) (eq. 59), so 1/(1 - t) = -(1 + nu_q)/2. The value is 0 when
-    q == p; the form is exact only when nu_q == nu_p (spec A-11), which we use literally as the regulariser.
+    q == p; the form is exact only when nu_q == nu_p (reading A-11), which we use literally as the regulariser.
     """
     one_over_1mt = -(1 + nu_q) / 2
     psi_q = torch.exp(log_psi(nu_q, log_sigma))

@@ -1,4 +1,4 @@
-"""BiDAF (Seo, Kembhavi, Farhadi, Hajishirzi, ICLR 2017), the first model of Table 4.4 (thesis §4.3; spec §2.5).
+"""BiDAF (Seo, Kembhavi, Farhadi, Hajishirzi, ICLR 2017), the first model of Table 4.4 (thesis §4.3).
 
   word input        [frozen GloVe -> adjustment FNN (model.WordInput, shared with the baseline); char-CNN
                     (model.CharCNN, 8-d characters, 100 filters of width 5; char_dim 0 = none)] -> highway  §2.1-2.2

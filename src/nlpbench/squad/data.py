@@ -1,11 +1,11 @@
 """SQuAD v1.1: fetch (official URL or mirror, verified), tokenise with character offsets, split, prepare.
 
-Tokeniser [D, spec §1.1]: a word is a run of letters/digits/underscore; every other non-space character is a
+Tokeniser [D]: a word is a run of letters/digits/underscore; every other non-space character is a
 token by itself (so "Levi's" -> Levi ' s, "7,000" -> 7 , 000). Each token keeps its (start, end) character
 offsets, so an answer's character span maps to the first and last token it overlaps, and a predicted token
 span maps back to the passage text between the start token's start and the end token's end.
 
-Training labels use the first gold answer (spec §1.1). The offline mirror holds only a dev set rebuilt from the
+Training labels use the first gold answer [D]. The offline mirror holds only a dev set rebuilt from the
 explorer pages, whose answer_start is the FIRST occurrence of the answer text in the passage (the official offset
 may point at a later occurrence); on that file the training label is that first occurrence. EM/F1 use only the
 answer texts, so evaluation is unaffected. STATUS.json records which file was used.

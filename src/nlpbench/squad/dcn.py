@@ -1,4 +1,4 @@
-"""DCN, the Dynamic Coattention Network (Xiong, Zhong, Socher, ICLR 2017), the second model of Table 4.4 (spec §2.5).
+"""DCN, the Dynamic Coattention Network (Xiong, Zhong, Socher, ICLR 2017), the second model of Table 4.4 (thesis §4.3).
 
 The paper writes sequences as columns (D in R^{l x (m+1)}); here they are rows, batch first.
 

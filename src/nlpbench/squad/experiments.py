@@ -8,7 +8,7 @@ A cell of a table declaration (params.yaml tables.shen-thesis.<name>, family squ
     metric (em | f1), cited (true: the thesis copied the number from other work; never run here).
 Every distinct trained configuration (model, similarity, output, passage summary, d*) is one training group: its runs
 are one per seed in squad.seeds (the same seeds for every configuration, so runs pair by seed). A cell reads
-max EM / max F1 over the seeds (squad.best_of_runs, spec §3.1); all seeds are kept in the CSV's note column.
+max EM / max F1 over the seeds (squad.best_of_runs, thesis §3.3.2); all seeds are kept in the CSV's note column.
 """
 
 from __future__ import annotations
@@ -392,7 +392,7 @@ def draw_boxes(params: dict, name: str, figure: str, per_seed: dict, results_dir
                 if pv is not None:
                     crosses.append((pos, pv))
                 labels.append((pos, f"{row}\n{column.split(' / ')[0]}" if len(columns) > 1 else row))
-        if data:   # as the thesis's figures: red circle = mean, orange line = median (spec §6)
+        if data:   # as the thesis's figures: red circle = mean, orange line = median (Figures 4.1, 4.3, 5.1-5.3, A.1)
             ax.boxplot(data, positions=positions, widths=0.7, showmeans=True,
                        meanprops={"marker": "o", "markerfacecolor": "red", "markeredgecolor": "red", "markersize": 4})
         if crosses:   # the printed best-of-five on its own axis, so that the boxes keep their scale
@@ -449,7 +449,7 @@ def _find_question(built: dict, question: str) -> dict | None:
 
 def draw_heatmaps(params: dict, decl: dict, source: str, name: str, data_root: Path, runs_root: Path,
                   results_root: Path) -> Path:
-    """S = [phi(h_i, u_j)] of the thesis's example (spec §4.4: "What day was the game played on?", Super Bowl 50)
+    """S = [phi(h_i, u_j)] of the thesis's example (§4.3.2, our choice: "What day was the game played on?", Super Bowl 50)
     for each similarity under O_1 (top row) and O_2 (bottom row), from the best seed (max EM) of each configuration;
     passage words within `window` tokens of the gold answer. Where the question is not in this scale's data, the
     first test question is drawn instead, and the title says so."""

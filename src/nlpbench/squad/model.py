@@ -1,4 +1,4 @@
-"""The baseline reading-comprehension model of Figure 3.7 (thesis §3.2; spec §2.1).
+"""The baseline reading-comprehension model of Figure 3.7 (thesis §3.2).
 
   e^p_t, e^q_t   frozen word vectors (GloVe; OOV = 0)                               §3.2.1
   w_t = FNN(e_t) adjustment layer v -> 100, shared by passage and question            §3.2.1, Fig. 3.8(b)

@@ -8,7 +8,7 @@ Passage summary H~ (§5.1.1.2):
 Output formations o_i (Eq. 5.8, Table 5.1; Eqs. 5.9-5.10; Table A.1), D = dim(h_i):
   O_1 = RIG_1 = [h; u~]                         O_2 = RIG_3 = [h; u~; h o u~]
   RIG_2 = [h; u~; h~]                            RIG_4 = [h; u~; h o u~; h o h~]
-  RIG_5 = [h; u~; h o u~; h~ o u~]               RIG_6 = FNN_ReLU(RIG_5), output 4D [spec §9.14]
+  RIG_5 = [h; u~; h o u~; h~ o u~]               RIG_6 = FNN_ReLU(RIG_5), output 4D [D]
   proposed (5.9) = [h; u~; h o u~; h~ o u~; |h - u~|; |h~ - u~|]
   revised (5.10) = ReLU(W b_i + b), W: 6D -> d* (d* = 6D by default; Table 5.5 varies it)
   A1-O_1 = [h; h~], A1-O_2 = [h; h~; h o h~] (appendix A; passage summary first- or second-order)
@@ -91,7 +91,7 @@ class OutputFormation(nn.Module):
         concat_dim = len(self.terms) * D
         self.fnn = None
         if name == "RIG_6":
-            self.fnn = nn.Linear(concat_dim, 4 * D)  # FNN_ReLU, output size = input size 4D [spec §9.14]
+            self.fnn = nn.Linear(concat_dim, 4 * D)  # FNN_ReLU, output size = input size 4D [D]
         elif name == "revised":
             self.fnn = nn.Linear(concat_dim, revised_dim or concat_dim)  # (5.10), d* = 6D unless given
         self.dropout = nn.Dropout(dropout)

@@ -1,4 +1,4 @@
-"""QANet (Yu, Dohan, Luong, Zhao, Chen, Norouzi, Le, ICLR 2018), the third model of Table 4.4 (spec §2.5):
+"""QANet (Yu, Dohan, Luong, Zhao, Chen, Norouzi, Le, ICLR 2018), the third model of Table 4.4 (thesis §4.3):
 "a recurrency-free version of BiDAF" (thesis §4.3). Section numbers are the paper's §2.2.
 
   1. input embedding    [frozen GloVe -> adjustment FNN (model.WordInput, shared with the baseline); char-CNN

@@ -2,7 +2,7 @@
 
 Every module maps H (B, M, D) and U (B, N, D) to S (B, M, N). h_i, u_j in R^D (D = 200 at paper scale, the
 biLSTM output). Lower-case w are trainable vectors, upper-case W trainable matrices, f = ReLU. Internal sizes
-the thesis leaves open (D_a, D') are D [spec §9.8]. No biases unless the thesis writes one.
+the thesis leaves open (D_a, D') are D [D]. No biases unless the thesis writes one.
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ class Cosine(nn.Module):
 
 
 class ScaledDotProduct(nn.Module):
-    """#7 scaled dot-product: h_i^T u_j / sqrt(d), d = D [spec §9.9]."""
+    """#7 scaled dot-product: h_i^T u_j / sqrt(d), d = D [D]."""
 
     def __init__(self, D: int):
         super().__init__()

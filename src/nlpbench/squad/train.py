@@ -1,4 +1,4 @@
-"""One training run of a squad model: the baseline (thesis §3.3.2; spec §3.1) or a full model of Table 4.4
+"""One training run of a squad model: the baseline (thesis §3.3.2) or a full model of Table 4.4
 (models.py; their settings may change the optimizer, epochs, batch and EMA below through squad.full_models).
 
 Adadelta (lr 0.5, rho 0.95, eps 1e-6), batch 60, dropout 0.2, an exponential moving average (0.999) of the
@@ -6,7 +6,7 @@ trainable weights used at evaluation, loss (3.20). The EMA decay is min(0.999, (
 TensorFlow num_updates rule BiDAF's code used], so short runs are not dominated by the initial weights.
 
 Training data: passages longer than `max_passage_len` are cut and examples whose answer ends beyond the cut are
-dropped; questions are cut to `max_question_len` [D, spec §1.1]. Test passages are cut at `eval_max_passage_len`.
+dropped; questions are cut to `max_question_len` [D]. Test passages are cut at `eval_max_passage_len`.
 
 Reproducible: the seed fixes the initial weights (torch global RNG, also used by dropout) and a separate
 generator fixes batch order; both RNG states go into the checkpoint written after every epoch, so a run killed

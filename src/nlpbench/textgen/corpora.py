@@ -1,4 +1,4 @@
-"""The three corpora of issue 5 (thesis chs. 4-6; spec seed-001 §3, §4): SNLI sentences, SQuAD question generation
+"""The three corpora of the thesis (chs. 4-6, §4.5.2): SNLI sentences, SQuAD question generation
 (Du et al. 2017 split, as the authors' CSVs) and Cornell Movie-Dialogs pairs.
 
 Each preparation takes its files from a mirror directory or the official URL, verifies them against
@@ -6,7 +6,7 @@ text_manifest.tsv, preprocesses them (textgen.prep), and writes `out_dir/` atomi
 
     train.tsv valid.tsv test.tsv   columns src, tgt, ref: space-joined tokens. src/tgt are the model's words
                                    (length-limited, out-of-vocabulary -> <unk>); ref is the untruncated target
-                                   without <unk> (the BLEU reference of the authors' QG/dialog evaluation, spec §6.1)
+                                   without <unk> (the BLEU reference of the authors' QG/dialog evaluation)
     vocab.tsv                      token<TAB>training count, id = line number, specials first
     STATUS.json                    version full | mirror, present / missing splits, sources and checksums
 
@@ -57,7 +57,7 @@ SPLITS = ("train", "valid", "test")
 # --- Configuration ---------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class CorpusConfig:
-    """Preprocessing and split settings of one corpus (defaults: spec §3 and §4 tables)."""
+    """Preprocessing and split settings of one corpus (defaults: thesis §4.5.2, §4.6.3 and §6.5)."""
 
     corpus: str
     vocab_size: int  # including the 4 special tokens (= softmax width |V|)
@@ -202,7 +202,7 @@ def _prepare_paired(fetch: SourceFetcher, config: CorpusConfig, files: Sequence[
 
 
 def _cornell_fallback(fetch: SourceFetcher, config: CorpusConfig) -> dict | None:
-    """Thesis split (180k / 10k / rest, spec §3.3 and A3) of the official corpus, when the authors' train CSV is
+    """Thesis split (180k / 10k / rest, reading A3) of the official corpus, when the authors' train CSV is
     unavailable but the official archive is."""
     archive = fetch.get(CORNELL_ZIP, CORNELL_URL, "all")
     if archive is None:

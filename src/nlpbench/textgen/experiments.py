@@ -79,7 +79,7 @@ def provenance(params: dict, names: list[str], runs_root: Path) -> tuple[dict, l
 
 
 def reading_notes(params: dict, names: list[str]) -> list[str]:
-    """The readings of the thesis's ambiguities in force (spec §8): each corpus's base settings, then each run's
+    """The readings of the thesis's ambiguities in force (docs/textgen.md): each corpus's base settings, then each run's
     overrides of them (params.yaml textgen.settings / textgen.runs)."""
     notes = []
     for corpus in dict.fromkeys(make_run(params, n).corpus for n in names):

@@ -8,7 +8,7 @@ Which model it is follows from four config values (params.yaml `textgen.settings
   otherwise from zeros;
 * ``attention``: none | deterministic (Luong multiplicative, Eqs. 6.3-6.8) | variational (§6.4: c_j ~ N(c_j^det,
   sigma_cj^2), sigma_cj from a tanh layer and a linear layer on c_j^det, prior N(0, I) or N(h_bar, I));
-* ``deterministic_latent``: z = mu with no sigma (the other reading of the deterministic AE, spec A5).
+* ``deterministic_latent``: z = mu with no sigma (the other reading of the deterministic AE, reading A5).
 
 So: the VAEs of ch. 4 = latent; the bypass VAE = latent + hidden_init; DED = hidden_init; DED+DAttn =
 hidden_init + deterministic attention; VED+DAttn = latent + deterministic; VED+VAttn = latent + variational.
@@ -39,9 +39,9 @@ class Seq2SeqConfig:
     hidden_init: bool = False
     attention: str = "none"
     attention_prior: str = "hbar"
-    input_feeding: bool = True        # a_{j-1} joins the decoder input ([C]; spec A13)
+    input_feeding: bool = True        # a_{j-1} joins the decoder input ([C]; reading A13)
     attention_tanh: bool = True       # a_j = tanh(W_c [c_j; h_j]) (Eq. 6.7); False: linear, as [C]
-    bidirectional: bool = False       # spec A4
+    bidirectional: bool = False       # reading A4
     input_dropout: float = 0.0        # dropout on the LSTM inputs ([C]: keep 0.8)
     trainable_embeddings: bool = False
     pad_id: int = 0
@@ -137,7 +137,7 @@ class TextSeq2Seq(nn.Module):
         """Attention vectors a_j (B, T, D) for decoder outputs h (B, T, D), and the context KL per step (B, T)."""
         B, T, _ = h.shape
         kl = torch.zeros(B, T, device=h.device)
-        if not attention_on:   # 2-stage training, phase 1: the context is masked, c_j = 0 (spec A14)
+        if not attention_on:   # 2-stage training, phase 1: the context is masked, c_j = 0 (reading A14)
             c = torch.zeros(B, T, self.enc_dim, device=h.device)
         else:
             scores = torch.bmm(h, self.W(enc.outputs).transpose(1, 2))                  # Eq. 6.4: h_j^T W h_i

@@ -1,4 +1,4 @@
-"""Sentence preprocessing for the variational text-generation corpora (thesis §4.5.2; spec seed-001 §3).
+"""Sentence preprocessing for the variational text-generation corpora (thesis §4.5.2).
 
 Normalisation (lowercase, punctuation filter), NLTK word tokenisation, the frequency-ranked vocabulary with the
 four special tokens, and the length limit with `</s>` handling. Pure functions; no file access except Vocab I/O.
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 PAD, UNK, BOS, EOS = "<pad>", "<unk>", "<s>", "</s>"
-# Ids 0..3, in the order of the authors' code (PAD=0, UNK=1, GO=2, EOS=3; spec §3.2).
+# Ids 0..3, in the order of the authors' code (PAD=0, UNK=1, GO=2, EOS=3).
 SPECIALS: tuple[str, ...] = (PAD, UNK, BOS, EOS)
 
 # Tokens ending in "." that do not end a sentence (stand-in for the abbreviation list of NLTK's punkt model).

@@ -1,5 +1,5 @@
-"""KL-weight annealing (thesis §4.6.1, §4.6.4, Eqs. 4.15-4.18; spec seed-001 §1.3) and word-dropout (thesis
-§4.6.2; spec §1.4) schedules, as pure functions of the training iteration, chosen by config strings.
+"""KL-weight annealing (thesis §4.6.1, §4.6.4, Eqs. 4.15-4.18) and word-dropout (thesis
+§4.6.2) schedules, as pure functions of the training iteration, chosen by config strings.
 
 KL weight λ_i, i = minibatch updates counted from 1 across epochs (λ_0 is defined too):
     const-<λ>       λ_i = λ  (alias none-<λ>)      (ADAM-NoAnneal-1.0λ: const-1.0, -0.001λ: const-0.001, DAE: const-0)

@@ -1,4 +1,4 @@
-"""Where the issue-5 text corpora come from (spec seed-001 §3): official URLs, mirror paths, the packaged
+"""Where the text corpora come from (thesis §4.5.2, ch. 6): official URLs, mirror paths, the packaged
 checksum manifest text_manifest.tsv, verification, and readers of the raw files.
 
 A mirror directory ($NLPBENCH_MIRROR) has the layout of the manifest paths; whatever it lacks is downloaded from
@@ -48,7 +48,7 @@ CORNELL_ZIP = "cornell/cornell_movie_dialogs_corpus.zip"
 _CORNELL_TOP = "cornell movie-dialogs corpus/"
 _CORNELL_SEP = " +++$+++ "
 
-# The Du et al. (2017) QG split as the thesis authors' CSVs (HareeshBahuleyan/tf-var-attention, MIT; spec §3.2).
+# The Du et al. (2017) QG split as the thesis authors' CSVs (HareeshBahuleyan/tf-var-attention, MIT).
 _TFVA = "https://raw.githubusercontent.com/HareeshBahuleyan/tf-var-attention/master/"
 _TFVA_DIR = "vae_sentences/HareeshBahuleyan-tf-var-attention/"
 
@@ -70,7 +70,7 @@ DIALOG_FILES = tuple(
                f"{_PNLG}dialog/data/CornellMovieDialog/df_movie_{name}.csv")
     for split, name in (("train", "train"), ("valid", "valid"), ("test", "test"))
 )
-# CSV columns (source, target) of the authors' files: QG `answer` holds the source sentence (spec §3.2).
+# CSV columns (source, target) of the authors' files: QG `answer` holds the source sentence.
 QG_COLUMNS = ("answer", "question")
 DIALOG_COLUMNS = ("line", "reply")
 
@@ -229,7 +229,7 @@ def read_snli_zip(path: Path) -> list[str]:
 
 
 def read_cornell_zip(path: Path) -> list[tuple[str, str]]:
-    """(line, reply) for every two consecutive utterances of every conversation (spec §3.3), in file order."""
+    """(line, reply) for every two consecutive utterances of every conversation (thesis ch. 6), in file order."""
     try:
         with zipfile.ZipFile(path) as zf:
             lines_text = zf.read(_CORNELL_TOP + "movie_lines.txt").decode("iso-8859-1")

@@ -1,4 +1,4 @@
-"""Training and evaluation of one text-generation run (Bahuleyan thesis chs. 4-6; spec seed-001 §1-§6).
+"""Training and evaluation of one text-generation run (Bahuleyan thesis chs. 4-6).
 
 `train_run` trains a run's model with its KL annealing (Eqs. 4.15-4.18), word dropout (§4.6.2), attention KL
 weight gamma_a (Eq. 6.11) and optional 2-stage attention switch, logging every iteration (KL, lambda, lambda*KL,
