@@ -9,7 +9,7 @@ import torch
 
 from nlpbench.memnet.data import load_task_tensors
 from nlpbench.memnet.train import BayesConfig, GroupTrainer, Run, TrainConfig, learning_rate
-from nlpbench.memnet.model import MemNetConfig, position_weights
+from nlpbench.memnet.engine import MemNetConfig, position_weights
 
 
 def test_position_encoding_is_the_papers_formula():
@@ -881,7 +881,7 @@ def test_a_joint_batch_embeds_only_the_rows_it_reads_and_gets_the_whole_tables_n
     embeds only those rows (MemNet._batch_rows). Each embedded row is the same sum in the same order and the
     rows it leaves out would only add zeros to the gradient, so loss and gradients are bit for bit those of
     embedding the whole table."""
-    import nlpbench.memnet.model as model_module
+    import nlpbench.memnet.engine as model_module
     from nlpbench.memnet.data import gather
     data = [load_task_tensors(babi_root, "en", [1, 2, 3, 4, 5, 6], 50, 100, 0)]
     runs = [Run("s0", 0, 0), Run("s1", 0, 1)]

@@ -13,7 +13,7 @@ import torch
 from nlpbench import checkpoints
 from nlpbench.data import babi
 from nlpbench.memnet.data import TaskTensors, stack_sentences, stack_split
-from nlpbench.memnet.model import MemNet, MemNetConfig
+from nlpbench.memnet.engine import MemNet, MemNetConfig
 
 
 class RunPredictor:

@@ -21,7 +21,7 @@ from torch.nn import functional as F
 from nlpbench import checkpoints
 from nlpbench.progress import Progress
 from nlpbench.memnet.data import TaskTensors, gather, stack_sentences, stack_split
-from nlpbench.memnet.model import MemNet, MemNetConfig
+from nlpbench.memnet.engine import MemNet, MemNetConfig
 
 PURPOSES = {"init": 0, "data": 1, "noise": 2, "eval": 3}
 DRAW_RUNS = 32      # at evaluation, weight draws side by side up to this many pseudo-runs (draws x runs) per pass
