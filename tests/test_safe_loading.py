@@ -79,7 +79,7 @@ def test_memnet_training_refuses_a_planted_group_checkpoint_from_the_command_lin
 
 def test_memnet_resuming_refuses_a_planted_checkpoint(babi_root, tmp_path):
     from nlpbench.memnet.data import load_task_tensors
-    from nlpbench.memnet.engine import MemNetConfig
+    from nlpbench.memnet.model import MemNetConfig
     from nlpbench.memnet.train import GroupTrainer, Run, TrainConfig
     data = [load_task_tensors(babi_root, "en", [1], 50, 100, 0)]
     trainer = GroupTrainer([Run("a", 0, 0)], data, MemNetConfig(n_words=0), TrainConfig(epochs=1), None,

@@ -1,6 +1,11 @@
-"""End-to-end memory networks (MemN2N) and t-MEM-NN, for K runs trained together.
+"""The grouped execution engine of MemN2N / t-MEM-NN: K runs (tasks, seeds, or weight draws as pseudo-runs)
+in one vectorised pass.
 
-Tolias thesis ch. 3 (eqs. 8-11) and ch. 6 (eqs. 33-36, 48-62); spec seed-000-002 §1.1-1.2.
+It computes the function of the readable model in memnet.model (`MemN2N`, the thesis's equations; a test keeps
+the two equal) at a fraction of its cost: each run's distinct sentences embedded once per step by one sparse
+product (or only the rows a batch reads), the memory read slot by slot or against each run's whole sentence
+table, only the slots some story fills computed (the empty ones enter the softmax as one logit, in one of five
+ways, see `memory_hops`), and the hops and the Student-t draw run op by op or as compiled kernels.
 Shapes: K runs, B questions per run, M memory slots, L words per sentence, V vocabulary rows, d = delta.
 The vocabulary rows are [nil, words..., padding..., time_1 .. time_M]: rows past a run's own vocabulary are
 masked, so a run trained in a group computes exactly what it computes alone.
@@ -10,60 +15,16 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
+from nlpbench.memnet.model import MemNetConfig
 from nlpbench.nn.gaussian import GaussianMatrix
 from nlpbench.nn.kernels import check as check_kernels, resolve as resolve_kernels, run_as
 from nlpbench.nn.position import position_weights, position_weights_code, position_weights_code_published
 from nlpbench.nn.student_t import StudentTMatrix
-
-
-@dataclass(frozen=True)
-class MemNetConfig:
-    n_words: int                 # rows for nil + words (max over the group)
-    memory_size: int = 50
-    embedding_dim: int = 20      # delta
-    hops: int = 3
-    tying: str = "layerwise"     # "layerwise": A, B, C shared by all hops + W; "adjacent": A^{k+1} = C^k, B = A^1, W^T = C^K
-    position_encoding: bool = True
-    temporal_encoding: bool = True
-    mask_empty_memory: bool = False
-    memory_slots: str = "fixed"  # "fixed": memory_size slots, the empty ones with logit 0; "longest_story": min(memory_size,
-                                 # the run's longest story) slots, as the footnoted code sizes its memory per task
-    position_form: str = "paper" # "paper": l_kj of thesis ch. 3 over the sentence's own J; "code": the footnoted code's form
-    t_sampler: str = "gamma"     # t-MEM-NN's Student-t noise: "gamma" (z / sqrt(Gamma / df), implicit gradient) or
-                                 # "polar" (Bailey's polar method: the same distribution, other numbers)
-    memory_read: str = "gather"  # how a pass reads the memory slots (the same numbers up to float summation order):
-                                 # "gather" each slot's row, "whole_table" products with each run's whole sentence
-                                 # table, "auto" whichever is cheaper per bucket of runs (GroupTrainer)
-    posterior_kernels: str = "eager"   # t-MEM-NN's Student-t draw and divergence: "eager" (op by op), "compiled"
-                                 # (fused by torch.compile; needs a C++ compiler on a CPU) or "auto" (compiled where it
-                                 # can be): the same formulas, the numbers equal up to float rounding (nn.kernels)
-    hop_kernels: str = "eager"   # the memory hops (eqs. 33-35, `memory_hops`), likewise: "eager", "compiled" or "auto"
-    nil_row: str = "zero"        # "zero": padding is no word; "learned": the nil row is a learned embedding, sentences
-                                 # are position-encoded over the data's padded length, empty slots hold the nil sentence
-    init_std: float = 0.1
-    bayesian: bool = False       # t-MEM-NN: Student-t posteriors over the embedding matrices
-    posterior: str = "student_t" # "student_t" (t-MEM-NN) or "gaussian" (KL-VI ablation, eqs. 38-40)
-    prior_sigma: float = 1.0     # scale of the zero-mean prior (Gaussian posterior only)
-    sigma_init: float = 0.01
-    dof_init: float = 100.0
-    dof_min: float = 1.0         # floor on the learned nu_Theta (not in the thesis; keeps samples finite)
-
-    @property
-    def n_rows(self) -> int:
-        return self.n_words + self.memory_size
-
-    def matrix_names(self) -> list[str]:
-        if self.tying == "layerwise":
-            return ["A", "B", "C"]
-        if self.tying == "adjacent":
-            return [f"E{k}" for k in range(self.hops + 1)]
-        raise ValueError(f"model.tying: unknown value {self.tying!r} (expected 'layerwise' or 'adjacent')")
 
 
 HOP_KERNELS_KEY = "model.hop_kernels"     # the setting that runs the memory hops op by op or compiled, named in errors
@@ -119,7 +80,7 @@ def memory_hops(u: torch.Tensor, memory: dict[str, torch.Tensor], time_rows: dic
     computed ones (`empty_slots`): "longest_story" (extra (K, B, 1) = log of each story's empty slots, the unfilled
     computed slots masked), "count" (extra = log of their count, `count`), "learned_nil" (they hold the nil
     sentence's rows nil[E]; extra = log count), "masked" (dropped) or "none". A plain function of tensors, so that
-    MemNet can run it op by op or compiled (`model.hop_kernels`)."""
+    GroupedMemNet can run it op by op or compiled (`model.hop_kernels`)."""
     if whole_tables:
         # u^T against every sentence of the run's table in one product, then each slot picks its sentence's score;
         # sum_i p_i c_i as each sentence's summed weight times its row (the gathered slots' numbers up to float
@@ -141,7 +102,7 @@ def memory_hops(u: torch.Tensor, memory: dict[str, torch.Tensor], time_rows: dic
     for a, c in hops:
         scores = match(u, a)                                            # u^T m_i
         if temporal:
-            scores = scores + MemNet._time_scores(u, time_rows[a], rev, filled)
+            scores = scores + GroupedMemNet._time_scores(u, time_rows[a], rev, filled)
         p_empty = None
         if empty_slots == "longest_story":
             p_all = torch.softmax(torch.cat([scores.masked_fill(~filled, float("-inf")), extra], -1), dim=-1)
@@ -159,7 +120,7 @@ def memory_hops(u: torch.Tensor, memory: dict[str, torch.Tensor], time_rows: dic
             p = torch.softmax(scores, dim=-1)                                  # eq. 33
         o = weigh(p, c)                                                 # eq. 35: o = sum_i varpi_i c_i (empty: c_i = 0)
         if temporal:
-            o = o + MemNet._time_output(p, time_rows[c], rev, filled)
+            o = o + GroupedMemNet._time_output(p, time_rows[c], rev, filled)
         u = u + o                                                       # u^{k+1} = u^k + o^k
         if empty_slots == "learned_nil":
             u = u + count * p_empty * nil[c].unsqueeze(1)               # the empty slots' c_0
@@ -168,8 +129,9 @@ def memory_hops(u: torch.Tensor, memory: dict[str, torch.Tensor], time_rows: dic
     return u, tuple(per_hop)
 
 
-class MemNet(nn.Module):
-    """MemN2N (bayesian=False) or t-MEM-NN (bayesian=True) for K runs at once."""
+class GroupedMemNet(nn.Module):
+    """MemN2N (bayesian=False) or t-MEM-NN (bayesian=True) for K runs at once: memnet.model.MemN2N's function,
+    run by run."""
 
     def __init__(self, cfg: MemNetConfig, vocab_sizes: list[int], generators: list[torch.Generator],
                  time_rows: list[int] | None = None):

@@ -25,7 +25,7 @@ from nlpbench.provenance import code_commit, device_label
 from nlpbench.data import babi
 from nlpbench.memnet.data import load_task_tensors
 from nlpbench.memnet.train import BayesConfig, GroupTrainer, Run, TrainConfig
-from nlpbench.memnet.engine import MemNetConfig
+from nlpbench.memnet.model import MemNetConfig
 
 
 def _n_val(settings: dict, variant: str) -> int:
