@@ -105,8 +105,8 @@ class MemN2N(nn.Module):
         # the rows each matrix has (B: no time rows), and those a draw gives noise: the words and the longest
         # story's time rows (no other row reaches the answer; these are the rows the engine draws for)
         self.register_buffer("rows", torch.stack([word if n == "B" else word | (row >= n_words) for n in self.names]))
-        self.noisy = [torch.cat([torch.arange(n_words)] + ([] if n == "B" else [n_words + torch.arange(min(longest_story, M))]))
-                      for n in self.names]
+        times = n_words + torch.arange(min(longest_story, M))
+        self.noisy = [torch.arange(n_words) if n == "B" else torch.cat([torch.arange(n_words), times]) for n in self.names]
         mu = lambda: nn.Parameter(torch.randn(V, d, generator=generator) * cfg.init_std)   # N(0, 0.1^2) (§6.4.1)
         self.mu = nn.ParameterDict({n: mu() for n in self.names})       # MemN2N: the matrices; else their means
         if cfg.bayesian:
@@ -181,14 +181,14 @@ class MemN2N(nn.Module):
         i = torch.arange(self.slots)
         filled = i < n_facts.unsqueeze(1)                                           # the slots holding facts
         time = torch.where(filled, self.n_words + n_facts.unsqueeze(1) - 1 - i, 0)  # T(1): the most recent
-        te = filled.unsqueeze(-1) if self.cfg.temporal_encoding else torch.zeros_like(filled).unsqueeze(-1)
+        te = (filled & self.cfg.temporal_encoding).unsqueeze(-1)                    # facts have time rows, if TE
         l_x, l_q = self.position_encoding(x), self.position_encoding(queries)
         u = (l_q * E[self.question][queries]).sum(-2)                               # u^1 = sum_j l_j . B q_j
         attention = []
         for A, C in self.hops:
             m = (l_x * E[A][x]).sum(-2) + E[A][time] * te                           # m_i = sum_j l_j . A x_ij + T_A(i)
             c = (l_x * E[C][x]).sum(-2) + E[C][time] * te                           # c_i = sum_j l_j . C x_ij + T_C(i)
-            p = torch.softmax((m @ u.unsqueeze(-1)).squeeze(-1), dim=-1)            # (33): varpi_i
+            p = torch.softmax((m @ u.unsqueeze(-1)).squeeze(-1), dim=-1)            # (33): varpi_i = softmax(u^T m_i)
             o = (p.unsqueeze(-1) * c).sum(1)                                        # (35): o = sum_i varpi_i c_i
             u = u + o                                                               # u^{k+1} = u^k + o^k
             attention.append(p)
