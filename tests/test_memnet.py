@@ -571,43 +571,125 @@ def test_the_timing_benchmark_times_the_trainers_own_step_whatever_the_clipping_
         assert torch.equal(mine, theirs)
 
 
-def _plain_batch(data, split: str, idx) -> dict[str, torch.Tensor]:
-    from nlpbench.memnet.plain import padded_split
+def _one_run_batch(data, split: str, idx) -> dict[str, torch.Tensor]:
+    from nlpbench.memnet.data import padded_split
     return {k: v[torch.as_tensor(idx)] for k, v in padded_split(data, split).items()}
 
 
-@pytest.mark.parametrize("task", [0, 1])
-def test_the_plain_baseline_of_the_timing_benchmark_is_the_same_model(tasks_1_4, task):
-    """memnet.plain (the one-run loop the timing benchmark sets against the group trainer, issue 16) computes
-    MemNet's logits for the same weights under the default reading: it times the same model."""
-    from nlpbench.memnet.data import gather
-    from nlpbench.memnet.plain import PlainMemNet
-    cfg = MemNetConfig(n_words=0, tying="adjacent", memory_slots="longest_story", position_form="code_published")
-    data = tasks_1_4[task]
-    tr = GroupTrainer([Run("t", 0, 0)], [data], cfg, TrainConfig(), None, log=lambda s: None)
-    plain = PlainMemNet(data.n_words, int(tr.model.slots[0]), int(tr.tables["width"][0]))
+def _readable_run(tr: GroupTrainer, k: int):
+    """Run k of a group trainer as the readable one-run model (memnet.model.MemN2N), its parameters copied across:
+    run k's own rows (nil, its words, the time rows) of every matrix, its W, its posterior's scales and dofs."""
+    from nlpbench.memnet.model import MemN2N
+    data = tr.datasets[tr.runs[k].data_index]
+    longest = max(int(data.splits[s]["n_facts"].max()) for s in ("train", "val", "test"))
+    model = MemN2N(tr.model_cfg, data.n_words, longest)
+    rows = tr.model.rows[k]
     with torch.no_grad():
-        for k, E in enumerate(plain.mu):
-            E.copy_(tr.model.params[f"E{k}"][0])
-        idx = torch.arange(0, 1000, 7)
-        ours = tr.forward(gather(tr.split["test"], tr.data_of_run, idx.unsqueeze(0)), tr.model.draw(None, "mean"))[0]
-        batch = _plain_batch(data, "test", idx)
-        theirs = plain(batch["stories"], batch["n_facts"], batch["queries"], plain.weights())
-    assert torch.equal(torch.isfinite(ours), torch.isfinite(theirs))
-    assert torch.allclose(ours[torch.isfinite(ours)], theirs[torch.isfinite(theirs)], atol=1e-5)
+        for m, name in enumerate(tr.model_cfg.matrix_names()):
+            if tr.model_cfg.bayesian:
+                model.mu[name].copy_(tr.model.posterior.mu[k, m][rows])
+                model.log_sigma[name].copy_(tr.model.posterior.log_sigma[k, m][rows])
+                if tr.model_cfg.posterior == "student_t":
+                    model.log_nu[name].copy_(tr.model.posterior.log_nu[k, m])
+            else:
+                model.mu[name].copy_(tr.model.params[name][k][rows])
+        if tr.model_cfg.tying == "layerwise":
+            model.W.copy_(tr.model.W[k, : data.n_words])
+    return model, data
 
 
-def test_the_plain_tmemnn_baseline_trains_on_its_draws_and_divergence(tasks_1_4):
-    """One step of the plain t-MEM-NN baseline moves every mean, scale and dof, and the loss is finite."""
-    from nlpbench.memnet.plain import PlainMemNet, train_step
-    data = tasks_1_4[0]
-    from nlpbench.memnet.data import sentence_index
-    torch.manual_seed(0)
-    plain = PlainMemNet(data.n_words, 10, sentence_index(data)[0].shape[1], bayesian=True)
-    before = [p.detach().clone() for p in plain.parameters()]
-    loss = train_step(plain, torch.optim.SGD(plain.parameters(), lr=0.01), _plain_batch(data, "train", list(range(32))), 900)
+def _close(engine: torch.Tensor, readable: torch.Tensor, n_words: int) -> None:
+    """The engine's scores over its group's vocabulary (padding rows past the run's own: -inf or probability 0)
+    equal the readable model's over the run's own, within float32 rounding (RTOL, ATOL)."""
+    own, pad = engine[..., :n_words], engine[..., n_words:]
+    assert bool((pad == float("-inf")).all()) or bool((pad == 0).all())
+    assert torch.equal(torch.isfinite(own), torch.isfinite(readable))
+    torch.testing.assert_close(own[torch.isfinite(own)], readable[torch.isfinite(readable)], rtol=RTOL, atol=ATOL)
+
+
+# The engine sums in other orders than the readable model (one sparse product for a_j and b_j apart, the empty
+# slots as one extra logit log(#empty), each run's whole sentence table against u, the closed-form divergence
+# sum): float32 rounding, a few ulps of values of order 1-100, apart. 1e-5 bounds it with margin; a perturbed
+# equation (a hop, a position weight, a time row, a draw's scale) moves logits by 1e-3 or more.
+RTOL, ATOL = 1e-5, 1e-5
+
+
+@pytest.mark.parametrize("model,settings", [
+    ("memn2n", dict(tying="adjacent", hops=3, memory_slots="longest_story", position_form="code_published",
+                    memory_read="auto")),                                       # the tables' reading
+    ("memn2n", dict(tying="adjacent", hops=1, memory_slots="fixed", position_form="paper", nil_row="learned",
+                    memory_read="gather")),                                     # empty slots hold the nil sentence
+    ("memn2n", dict(tying="layerwise", hops=3, memory_slots="fixed", position_form="code",
+                    memory_read="whole_table")),                                # empty slots: one logit log(#empty)
+    ("tmemnn", dict(tying="adjacent", hops=3, memory_slots="longest_story", position_form="code_published",
+                    memory_read="auto", t_sampler="polar")),
+    ("tmemnn", dict(tying="adjacent", hops=3, memory_slots="longest_story", position_form="code_published",
+                    memory_read="auto", t_sampler="polar", tie_prior_dof=False)),   # the prior's own dof
+    ("tmemnn", dict(tying="layerwise", hops=1, memory_slots="longest_story", position_form="code",
+                    memory_read="gather", t_sampler="gamma")),
+    ("gmemnn", dict(tying="adjacent", hops=3, memory_slots="longest_story", position_form="code_published",
+                    memory_read="auto")),
+])
+def test_the_engine_computes_the_readable_models_function(tasks_1_4, model, settings):
+    """memnet.engine (two runs of different vocabularies and story lengths in one group, weight draws as
+    pseudo-runs) computes memnet.model's function: for the same parameters the same logits under the mean
+    weights, the same training loss under the escort draw of a run's noise generator (the divergence included),
+    and the same MC prediction over S posterior draws of its evaluation generator."""
+    from nlpbench.memnet.data import gather
+    from nlpbench.memnet.groups import MODELS
+    settings = dict(settings)
+    tie_prior_dof = settings.pop("tie_prior_dof", True)
+    cfg = MemNetConfig(n_words=0, **MODELS[model], **settings)
+    bayes = BayesConfig(test_samples=(3,), tie_prior_dof=tie_prior_dof) if cfg.bayesian else None
+    tr = GroupTrainer([Run("a", 0, 0), Run("b", 1, 1)], tasks_1_4, cfg, TrainConfig(), bayes, log=lambda s: None)
+    with torch.no_grad():
+        for p in tr.model.parameters():             # away from the initial values, where sigma and nu are uniform
+            p.add_(0.05 * torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel())))
+        if cfg.bayesian:                            # wide, heavy-tailed posteriors: the draws move the logits
+            tr.model.posterior.log_sigma.add_(math.log(20.0))
+        if cfg.bayesian and cfg.posterior == "student_t":
+            tr.model.posterior.log_nu.sub_(math.log(25.0))
+        if tr.prior_log_nu is not None:
+            tr.prior_log_nu.fill_(math.log(7.0))
+    K, idx = 2, torch.arange(0, 900, 13)
+    train = gather(tr.split["train"], tr.data_of_run, idx.expand(K, -1))
+    noise = [g.get_state() for g in tr.gens["noise"]]
+    evals = [g.get_state() for g in tr.gens["eval"]]
+    with torch.no_grad():
+        mean = tr.forward_draws(train, tr.model.draws(None, "mean", 2, False), 2)    # 2 pseudo-runs per run
+        loss, _ = tr.loss(train)
+        *_, (_, probs, _) = tr.predictive("test", 3 if cfg.bayesian else 1, "posterior" if cfg.bayesian else "mean")
+    for k in range(K):
+        readable, data = _readable_run(tr, k)
+        batch = _one_run_batch(data, "train", idx)
+        x = (batch["stories"], batch["n_facts"], batch["queries"])
+        with torch.no_grad():
+            ours = readable(*x, readable.weights("mean"))
+            prior = None if tr.prior_log_nu is None or tie_prior_dof else tr.prior_log_nu[k].exp()
+            theirs_loss = readable.loss(*x, batch["answers"], tr.n_train, torch.Generator().set_state(noise[k]),
+                                        tr.bcfg.divergence_weight if bayes else 0.1, prior)
+            test = _one_run_batch(data, "test", torch.arange(1000))
+            predicted = readable.predict(test["stories"], test["n_facts"], test["queries"], 3,
+                                         torch.Generator().set_state(evals[k]))
+        for s in range(2):
+            _close(mean[s, k], ours, data.n_words)
+        torch.testing.assert_close(loss[k], theirs_loss, rtol=RTOL, atol=ATOL)
+        _close(probs[k], predicted, data.n_words)
+
+
+def test_the_readable_tmemnn_trains_on_its_draws_and_divergence(tasks_1_4):
+    """One step of the readable t-MEM-NN (memnet.train.train_step, the timing benchmark's one-run loop) moves
+    every mean, scale and dof, and the loss is finite."""
+    from nlpbench.memnet.model import MemN2N
+    from nlpbench.memnet.train import train_step
+    cfg = MemNetConfig(n_words=0, bayesian=True, tying="adjacent", memory_slots="longest_story",
+                       position_form="code_published", t_sampler="polar")
+    model = MemN2N(cfg, tasks_1_4[0].n_words, 10, torch.Generator().manual_seed(0))
+    before = [p.detach().clone() for p in model.parameters()]
+    loss = train_step(model, torch.optim.SGD(model.parameters(), lr=0.01),
+                      _one_run_batch(tasks_1_4[0], "train", list(range(32))), 900)
     assert torch.isfinite(loss)
-    assert all(not torch.equal(a, b) for a, b in zip(before, plain.parameters()))
+    assert all(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
 
 
 def test_the_timing_benchmark_reads_each_tables_job_minutes_from_the_pipelines_benchmark_files(tmp_path):
@@ -878,18 +960,18 @@ def test_how_the_memory_is_read_leaves_a_groups_id_unchanged():
 def test_a_joint_batch_embeds_only_the_rows_it_reads_and_gets_the_whole_tables_numbers(babi_root, bayesian,
                                                                                       tying, monkeypatch):
     """A joint model's sentence table holds every task's sentences, of which a minibatch reads a few: the pass
-    embeds only those rows (MemNet._batch_rows). Each embedded row is the same sum in the same order and the
+    embeds only those rows (GroupedMemNet._batch_rows). Each embedded row is the same sum in the same order and the
     rows it leaves out would only add zeros to the gradient, so loss and gradients are bit for bit those of
     embedding the whole table."""
-    import nlpbench.memnet.model as model_module
+    import nlpbench.memnet.engine as model_module
     from nlpbench.memnet.data import gather
     data = [load_task_tensors(babi_root, "en", [1, 2, 3, 4, 5, 6], 50, 100, 0)]
     runs = [Run("s0", 0, 0), Run("s1", 0, 1)]
     out, engaged = {}, {}
-    real = model_module.MemNet._batch_rows
+    real = model_module.GroupedMemNet._batch_rows
     for share in (0.0, model_module.BATCH_ROWS_SHARE):
         monkeypatch.setattr(model_module, "BATCH_ROWS_SHARE", share)
-        monkeypatch.setattr(model_module.MemNet, "_batch_rows",
+        monkeypatch.setattr(model_module.GroupedMemNet, "_batch_rows",
                             lambda self, *a, **k: engaged.setdefault(share, []).append(real(self, *a, **k)) or
                             engaged[share][-1])
         cfg = MemNetConfig(n_words=0, bayesian=bayesian, tying=tying, t_sampler="polar",

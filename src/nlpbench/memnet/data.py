@@ -6,6 +6,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
+from torch.nn import functional as F
 
 from nlpbench.data import babi
 
@@ -123,6 +124,16 @@ def sentence_index(data: TaskTensors) -> tuple[np.ndarray, dict[str, dict[str, n
             at += N
         data._sentence_index = (table, ids)
     return data._sentence_index
+
+
+def padded_split(data: TaskTensors, split: str) -> dict[str, torch.Tensor]:
+    """A split's stories (N, M, W) and queries (N, W) as word ids padded to the sentence table's width W (the
+    width the position encoding reads), with n_facts and answers: the input of the one-run memnet.model."""
+    W = sentence_index(data)[0].shape[1]
+    a = data.splits[split]
+    stories, queries = torch.as_tensor(a["stories"]), torch.as_tensor(a["queries"])
+    return {"stories": F.pad(stories, (0, W - stories.shape[2])), "queries": F.pad(queries, (0, W - queries.shape[1])),
+            "n_facts": torch.as_tensor(a["n_facts"]), "answers": torch.as_tensor(a["answers"])}
 
 
 def stack_sentences(datasets: list[TaskTensors], device) -> dict[str, torch.Tensor]:

@@ -13,7 +13,8 @@ import torch
 from nlpbench import checkpoints
 from nlpbench.data import babi
 from nlpbench.memnet.data import TaskTensors, stack_sentences, stack_split
-from nlpbench.memnet.model import MemNet, MemNetConfig
+from nlpbench.memnet.engine import GroupedMemNet
+from nlpbench.memnet.model import MemNetConfig
 
 
 class RunPredictor:
@@ -28,7 +29,7 @@ class RunPredictor:
         self.cfg = MemNetConfig(**ck["model_config"])
         self.vocab = babi.Vocab.from_dict(ck["vocab"])
         self.device = torch.device(device)
-        self.model = MemNet(self.cfg, [ck["vocab_size"]], [torch.Generator().manual_seed(0)]).to(self.device)
+        self.model = GroupedMemNet(self.cfg, [ck["vocab_size"]], [torch.Generator().manual_seed(0)]).to(self.device)
         state = {k: v.unsqueeze(0) for k, v in ck["state"].items() if k != "prior_log_nu"}
         self.model.load_state_dict(state)
         self.model.eval()
@@ -45,7 +46,7 @@ class RunPredictor:
         split = stack_split([data], "x", self.device)
         batch = {k: v for k, v in split.items() if k != "size"}
         n = S if mode != "mean" else 1
-        # the n weight draws side by side in one pass: draw s is pseudo-run s of the one run (MemNet's `runs`)
+        # the n weight draws side by side in one pass: draw s is pseudo-run s of the one run (GroupedMemNet's `runs`)
         tables = {k: v.expand(n, *v.shape[1:]) for k, v in stack_sentences([data], self.device).items()}
         sentences = {"bags": self.model.sentence_bags(tables["tokens"], tables["len"], tables["width"],
                                                       tables["count"])}

@@ -21,7 +21,8 @@ from torch.nn import functional as F
 from nlpbench import checkpoints
 from nlpbench.progress import Progress
 from nlpbench.memnet.data import TaskTensors, gather, stack_sentences, stack_split
-from nlpbench.memnet.model import MemNet, MemNetConfig
+from nlpbench.memnet.engine import GroupedMemNet
+from nlpbench.memnet.model import MemN2N, MemNetConfig
 
 PURPOSES = {"init": 0, "data": 1, "noise": 2, "eval": 3}
 DRAW_RUNS = 32      # at evaluation, weight draws side by side up to this many pseudo-runs (draws x runs) per pass
@@ -93,6 +94,22 @@ def clip_per_run(params, max_norm: float, scope: str = "tensor") -> None:
         g.mul_(factor.view(tuple(norm.shape) + (1,) * (g.dim() - norm.dim())))
 
 
+def train_step(model: MemN2N, opt: torch.optim.Optimizer, batch: dict[str, torch.Tensor], n_train: int,
+               divergence_weight: float = 0.1, clip_norm: float | None = 40.0) -> torch.Tensor:
+    """One minibatch of the readable one-run model (memnet.model, the loop a user would write without the group
+    trainer; the timing benchmark's baseline): its loss (eq. 55), backward, each gradient tensor clipped at
+    `clip_norm`, one optimiser step. `batch`: padded_split's tensors for the minibatch."""
+    loss = model.loss(batch["stories"], batch["n_facts"], batch["queries"], batch["answers"], n_train,
+                      divergence_weight=divergence_weight)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    if clip_norm:
+        for p in model.parameters():
+            torch.nn.utils.clip_grad_norm_(p, clip_norm)
+    opt.step()
+    return loss.detach()
+
+
 def bucket_runs(longest: list[int], memory_size: int, max_buckets: int = 3, overhead: float = 0.04) -> list[list[int]]:
     """Split runs into at most `max_buckets` groups by the longest story of their data, minimising the memory
     slots computed per step (sum over buckets of runs x longest story), plus `overhead` x K x memory_size per
@@ -118,7 +135,7 @@ WHOLE_TABLE_RATIO = 15.0   # "auto": a table of at most this many sentences per 
 
 
 def whole_table_rows(memory_read: str, counts: torch.Tensor, slots: torch.Tensor) -> int | None:
-    """Rows per run of the padded sentence tables when a pass reads them whole (MemNet.forward), else None (the
+    """Rows per run of the padded sentence tables when a pass reads them whole (GroupedMemNet.forward), else None (the
     slots' rows are gathered). counts (K,): each run's distinct sentences; slots (K,): its memory slots used."""
     rows = int(counts.max())
     if memory_read == "gather":
@@ -151,12 +168,12 @@ class GroupTrainer:
         vocab_sizes = [datasets[r.data_index].n_words for r in runs]
         longest = [max(int(datasets[r.data_index].splits[s]["n_facts"].max()) for s in ("train", "val", "test"))
                    for r in runs]
-        self.model = MemNet(self.model_cfg, vocab_sizes, self.gens["init"], time_rows=longest).to(self.device)
+        self.model = GroupedMemNet(self.model_cfg, vocab_sizes, self.gens["init"], time_rows=longest).to(self.device)
         self.tables = stack_sentences(datasets, self.device)            # each run's own sentence table
         bags = self._bags
 
         # Runs whose stories are short go through the memory in their own pass, which computes only the slots
-        # their stories fill (MemNet.forward); each bucket has its own slice of the sentence tables, and the
+        # their stories fill (GroupedMemNet.forward); each bucket has its own slice of the sentence tables, and the
         # table of all runs in run order (`sentences`) is built only when there is one bucket.
         self.buckets = [torch.tensor(b, device=self.device) for b in bucket_runs(longest, model_cfg.memory_size)]
         if len(self.buckets) == 1:
@@ -233,7 +250,7 @@ class GroupTrainer:
 
     # -- forward pass ------------------------------------------------------------------------------------
     def forward(self, batch: dict[str, torch.Tensor], weights: dict[str, torch.Tensor], attention: bool = False):
-        """MemNet.forward for every run, bucket by bucket (see `bucket_runs`), back in run order."""
+        """GroupedMemNet.forward for every run, bucket by bucket (see `bucket_runs`), back in run order."""
         if len(self.buckets) == 1:
             return self.model(batch, weights, self.sentences, return_attention=attention)
         outs = [self.model({k: v[b] for k, v in batch.items()}, {n: w[b] for n, w in weights.items()}, sentences,
@@ -245,11 +262,11 @@ class GroupTrainer:
 
     def forward_draws(self, batch: dict[str, torch.Tensor], weights: dict[str, torch.Tensor], n: int,
                       own_sentences: bool = False) -> torch.Tensor:
-        """Logits (n, K, B, V) for n weight draws (MemNet.draws: (n K, V, d), draw-major) in one pass: draw s of
-        run k is pseudo-run s K + k, which reads run k's questions, sentences and masks (MemNet.forward's
+        """Logits (n, K, B, V) for n weight draws (GroupedMemNet.draws: (n K, V, d), draw-major) in one pass: draw s of
+        run k is pseudo-run s K + k, which reads run k's questions, sentences and masks (GroupedMemNet.forward's
         `runs`). Equal to n calls of forward.
 
-        own_sentences: each pass embeds only the batch's own sentences (MemNet.own_sentences), not every run's
+        own_sentences: each pass embeds only the batch's own sentences (GroupedMemNet.own_sentences), not every run's
         whole sentence table; cheaper for a few questions (answering one at a time), dearer for a full batch.
         The same numbers up to the order of floating-point sums; training and the tables' evaluation use the
         whole tables."""

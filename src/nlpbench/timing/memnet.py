@@ -25,11 +25,11 @@ from torch.nn import functional as F
 from nlpbench import config, io, results_index
 from nlpbench.data import babi
 from nlpbench.memnet.groups import declaration_groups, declared_tasks, memnet_settings
-from nlpbench.memnet.data import gather, sentence_index
-from nlpbench.memnet.plain import PlainMemNet, padded_split, train_step
+from nlpbench.memnet.data import gather, padded_split
+from nlpbench.memnet.model import MemN2N
 from nlpbench.memnet.experiments import model_configs, task_tensors
 from nlpbench.provenance import code_commit, device_label
-from nlpbench.memnet.train import GroupTrainer, Run
+from nlpbench.memnet.train import GroupTrainer, Run, train_step
 from nlpbench.nn.kernels import compiler_works, resolve as resolve_kernels
 from nlpbench.timing import records
 from nlpbench.timing.memnet_jobs import (CH6_TABLES, PROTOCOL_SEEDS, cpu_seeds_text, five_seed_projection,
@@ -41,8 +41,6 @@ INFERENCE_REPEATS = 10  # timed passes over each task's test set
 SINGLE_QUESTIONS = 25   # test questions per task answered one at a time (batch 1)
 DELTA_20, DELTA_50 = "2", "9"   # params.yaml tables.tolias-thesis: Table 2 (delta 20), Table 9 (delta 50)
 EN_10K = "13"           # Table 13 (en-10k): the 10k tables' groups, most of chapter 6's training time
-PLAIN_READING = {"tying": "adjacent", "position_encoding": True, "temporal_encoding": True, "nil_row": "zero",
-                 "memory_slots": "longest_story", "position_form": "code_published", "mask_empty_memory": False}
 
 
 def _table(params: dict, name: str) -> dict:
@@ -163,18 +161,13 @@ def step_parts_ms(tr: GroupTrainer, steps: int) -> dict[str, float]:
 
 
 def plain_train_ms(data, bayesian: bool, settings: dict, steps: int) -> float:
-    """ms per training step of memnet.plain: one run, one minibatch of padded word ids at a time (the loop a
-    user would write), with the settings' optimiser, lr, clipping and divergence weight. Timed after WARMUP
-    steps, as train_ms."""
-    m, t = settings["model"], settings["train"]
-    off = {k: v for k, v in PLAIN_READING.items() if m[k] != v}
-    if off:
-        raise ValueError(f"memnet.plain implements the default reading only; these settings differ: {off}")
-    W = sentence_index(data)[0].shape[1]
+    """ms per training step of the readable memnet.model: one run, one minibatch of padded word ids at a time
+    (the loop a user would write), with the settings' model, optimiser, lr, clipping and divergence weight.
+    Timed after WARMUP steps, as train_ms."""
+    t = settings["train"]
     longest = max(int(split["n_facts"].max()) for split in data.splits.values())
     g = torch.Generator().manual_seed(0)
-    model = PlainMemNet(data.n_words, min(longest, m["memory_size"]), W, m["embedding_dim"], m["hops"],
-                        m["memory_size"], bayesian, m["sigma_init"], m["dof_init"], m["dof_min"], m["init_std"], g)
+    model = MemN2N(model_configs("tmemnn" if bayesian else "memn2n", settings)[0], data.n_words, longest, g)
     opt = (torch.optim.SGD(model.parameters(), lr=t["lr"]) if t["optimizer"] == "sgd" else
            torch.optim.Adagrad(model.parameters(), lr=t["lr"], initial_accumulator_value=t["adagrad_initial_accumulator"]))
     split = padded_split(data, "train")
@@ -363,11 +356,11 @@ def _rows(m: dict, params: dict) -> list[tuple]:
               "z / sqrt(Gamma) with its implicit gradient (the older sampler): the same distribution"),
              (sec, f"t-MEM-NN (gamma) / MemN2N, {K} runs together", m["group tmemnn gamma"] / m["group memn2n"],
               1.02, "x", "")]
-    sec = "Training, a plain one-run PyTorch loop (memnet.plain) vs the group trainer, per run per minibatch"
+    sec = "Training, a plain one-run PyTorch loop (memnet.model) vs the group trainer, per run per minibatch"
     for model, name in (("memn2n", "MemN2N"), ("tmemnn", "t-MEM-NN")):
         plain, group = m[f"plain {model}"], m[f"group {model}"]
         rows += [(sec, f"{name}, plain loop, one run at a time", plain, None, "ms",
-                  "padded word ids, embedding lookups" + (", torch.distributions.StudentT" if model == "tmemnn" else "")),
+                  "padded word ids, embedding lookups"),
                  (sec, f"{name}, group trainer, {K} runs together", group, None, "ms", ""),
                  (sec, f"{name}, speed-up over the plain loop", plain / group, None, "x", "")]
     rows.append((sec, "t-MEM-NN / MemN2N, plain loop", m["plain tmemnn"] / m["plain memn2n"], 1.02, "x", ""))
@@ -539,10 +532,10 @@ def main(params: dict, data_root: Path, out_dir: Path, steps: int, device: str) 
         f"{steps} steps each) against one GroupTrainer holding the {len(m['tasks'])} runs ({steps} steps), in the "
         "same process on the same machine; per-run ms = group step time / runs. Setup and data loading are "
         "excluded from both.",
-        "The plain loop (memnet.plain) is one run written as a user would write it without the group trainer: "
-        "stories as padded word ids, embedding lookups weighted by the position encoding and summed, "
-        "torch.distributions.StudentT for t-MEM-NN's noise and the elementwise t-divergence; the default reading "
-        "(its forward pass equals MemNet's for the same weights, tested); per-tensor clipping and the settings' "
+        "The plain loop (memnet.model, the readable model) is one run written as a user would write it without "
+        "the group trainer: stories as padded word ids, embedding lookups weighted by the position encoding and "
+        "summed, t-MEM-NN's Student-t noise drawn for the whole model at once and the elementwise t-divergence; "
+        "the settings' reading (it computes the engine's function, tested); per-tensor clipping and the settings' "
         "optimiser; gradient noise left out as above. It is timed task by task beside the single-run trainers.",
         "The pipeline rows read the `benchmark:` file snakemake wrote for each training job of the cpu scale "
         "(logs/train/<group>.benchmark.tsv, seconds of wall time per job, one thread each), or for a group trained "
