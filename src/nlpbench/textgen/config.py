@@ -12,7 +12,7 @@ import copy
 from dataclasses import dataclass
 from pathlib import Path
 
-from nlpbench import config
+from nlpbench import claims, config
 from nlpbench.config import ConfigError, set_dotted
 
 SOURCE = "bahuleyan-thesis"
@@ -158,3 +158,4 @@ def check(params: dict) -> None:
         for run in output_runs(params, output):
             if run not in tg["runs"]:
                 raise ConfigError(f"outputs.{SOURCE}.{output}: unknown run {run!r} (not in textgen.runs)")
+    claims.check_declared(params, "textgen")
