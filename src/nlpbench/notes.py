@@ -12,7 +12,7 @@ values, of the cells it names, read from this table or another table of the same
 
 ROWS is row labels separated by commas, or `*` for every row of T with a value on the side(s) read (a mean row
 left out). A value keeps
-one decimal, none where every value is whole (as the documents print integers); a range reads "lo-hi" ("lo to hi"
+the table's decimals, none where every value is whole (as the documents print integers); a range reads "lo-hi" ("lo to hi"
 when signed). A cell not reproduced (yet) reads 'n/a'. A placeholder naming a table, row or column that does not
 exist raises NoteError naming the table and the placeholder.
 """
@@ -85,10 +85,13 @@ class TableCells:
     rows: dict[str, list[str]] = field(default_factory=dict)
     columns: dict[str, list[str]] = field(default_factory=dict)
     known_rows: dict[str, set[str]] = field(default_factory=dict)
+    decimals: dict[str, int] = field(default_factory=dict)
 
-    def add(self, table: str, rows: list[str], columns: list[str], cells) -> None:
-        """One table: its rows, columns and cells (nlpbench.tables.Cell), with the printed numbers beside them."""
+    def add(self, table: str, rows: list[str], columns: list[str], cells, decimals: int = 1) -> None:
+        """One table: its rows, columns and cells (nlpbench.tables.Cell), with the printed numbers beside them;
+        `decimals`: the digits its values are quoted with (as the table prints them)."""
         self.rows[table], self.columns[table] = list(rows), list(columns)
+        self.decimals[table] = decimals
         self.known_rows[table] = set(rows)
         for c in cells:
             if c.status == "ok" and c.reproduced is not None:
@@ -140,9 +143,10 @@ def referenced_tables(decl: dict, table: str) -> list[str]:
     return sorted((quoted | claim_tables(decl.get("claims") or [], table)) - {table})
 
 
-def _span(values: list[float], signed: bool) -> str:
-    """One value or a range; one decimal, none where every value is whole (the thesis prints integers)."""
-    digits = 0 if all(float(v).is_integer() for v in values) else 1
+def _span(values: list[float], signed: bool, decimals: int = 1) -> str:
+    """One value or a range, with the table's decimals, none where every value is whole (the thesis prints
+    integers)."""
+    digits = 0 if all(float(v).is_integer() for v in values) else decimals
     fmt = f"{{:+.{digits}f}}" if signed else f"{{:.{digits}f}}"
     lo, hi = fmt.format(min(values)), fmt.format(max(values))
     return lo if lo == hi else f"{lo} to {hi}" if signed else f"{lo}-{hi}"
@@ -177,11 +181,12 @@ def fill(note: str, table: str, cells: TableCells, where: str = "") -> str:
                 return "n/a"
         if not values:
             return "n/a"
+        digits = cells.decimals.get(q.table, 1)
         if q.aggregate == "mean":
-            return f"{statistics.fmean(values):{'+' if q.what == 'delta' else ''}.1f}"
+            return f"{statistics.fmean(values):{'+' if q.what == 'delta' else ''}.{digits}f}"
         if q.aggregate == "passes":
             return f"{sum(v >= PASS for v in values)} of {len(values)}"
-        return _span(values, signed=(q.what == "delta"))
+        return _span(values, signed=(q.what == "delta"), decimals=digits)
 
     try:
         parsed = {q.text: q for q in quotes(note)}
