@@ -65,11 +65,6 @@ def _refs(value, table: str) -> list[tuple[str, str]]:
     return [split_ref(v, table) for v in ([] if value is None else [value] if isinstance(value, str) else value)]
 
 
-def claim_tables(claims: list[dict], table: str) -> set[str]:
-    """Every table a list of claims reads."""
-    return {t for c in claims for key in ("a", "b", "columns") for t, _ in _refs(c.get(key), table)}
-
-
 def check(claims: list[dict], table: str, cells: TableCells, where: str) -> None:
     """Raise NoteError for an unknown kind or key, a missing key, or a column or row that does not exist."""
     for i, c in enumerate(claims):
@@ -423,9 +418,14 @@ def check_declared(params: dict, family: str) -> None:
     """Every note placeholder and every claim of a family's tables names a table, row and column that exist and a
     known kind (a family's check calls it, so that a typo stops the load, not the table's build)."""
     from nlpbench import config
-    from nlpbench.notes import fill, referenced_tables
+    from nlpbench.notes import fill, quotes, referenced_tables
     for d in config.declared(params, "tables", family):
         where = f"params.yaml: {d.where}"
+        for i, note in enumerate(d.decl.get("notes") or []):
+            try:
+                quotes(note)
+            except NoteError as e:
+                raise NoteError(f"{where}.notes.{i}: {e}") from None
         cells = declared_cells(params, d.source, [d.name] + referenced_tables(d.decl, d.name))
         for i, note in enumerate(d.decl.get("notes") or []):
             fill(note, d.name, cells, f"{where}.notes.{i}")

@@ -31,7 +31,7 @@ WHATS = ("ours", "paper", "delta")
 AGGREGATES = ("mean", "passes")
 
 PLACEHOLDER = re.compile(r"\{(?:(mean|passes) )?(ours|paper|delta) ([^\s:{}]+):([^:{}]+?)(?::([^{}]+))?\}")
-ATTEMPT = re.compile(r"\{(?:mean |passes )?(?:ours|paper|delta)\b[^{}]*\}")   # what looks like one
+ATTEMPT = re.compile(r"\{(?:mean |passes )?(?:ours|paper|delta)\b[^{}]*\}?")   # what looks like one
 
 
 class NoteError(ConfigError):
@@ -138,9 +138,10 @@ class TableCells:
 
 def referenced_tables(decl: dict, table: str) -> list[str]:
     """The other tables a declaration's notes quote and its claims compare with (their runs are read too)."""
-    from nlpbench.claims import claim_tables
     quoted = {q.table for note in decl.get("notes") or [] for q in quotes(note)}
-    return sorted((quoted | claim_tables(decl.get("claims") or [], table)) - {table})
+    claimed = {split_ref(ref, table)[0] for c in decl.get("claims") or [] for key in ("a", "b", "columns")
+               for ref in ([c[key]] if isinstance(c.get(key), str) else c.get(key) or [])}
+    return sorted((quoted | claimed) - {table})
 
 
 def _span(values: list[float], signed: bool, decimals: int = 1) -> str:
