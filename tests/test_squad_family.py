@@ -149,7 +149,7 @@ def test_the_smoke_scale_builds_every_table_end_to_end(tmp_path, mirror_dir):
         if name == "4.4":      # every cell is a run of ours; the reference keeps the published originals beside
             assert summary["n_cited"] == 0 and len(rows) == 12
             assert {r["paper"] for r in rows if r["row"] == "BiDAF"} == {"67.7", "77.3", "68.5", "77.9"}
-            assert "Claim (§4.3: T-trilinear improves each model (EM))" in md and "BiDAF (squad.full_models" in md
+            assert "Claim (§4.3: T-trilinear improves each model (EM); T-trilinear / EM against" in md and "BiDAF (squad.full_models" in md
         ok = [r for r in rows if r["status"] == "ok"]
         assert ok and all(0 <= float(r["reproduced"]) <= 100 for r in ok)
         assert all("max over seeds (0: " in r["note"] and ", 1: " in r["note"] for r in ok)
