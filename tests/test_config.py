@@ -118,9 +118,8 @@ def _committed_runs(md: Path) -> set[str]:
 
 
 def _claim_tables(params: dict, target) -> list[str]:
-    from nlpbench.memnet.claims import referenced_tables
-    decl = params["tables"][target.source][target.name]
-    return referenced_tables(decl, target.name) if decl["family"] == "memnet" else []
+    from nlpbench.notes import referenced_tables
+    return referenced_tables(params["tables"][target.source][target.name], target.name)
 
 
 def test_the_committed_tables_name_exactly_the_runs_the_code_derives():
@@ -194,8 +193,9 @@ def test_the_core_imports_no_family_except_through_the_registry():
 
 
 def test_the_top_level_holds_only_the_core_and_one_folder_per_family():
-    core = {"__init__", "allocator", "build", "checkpoints", "cli", "clone", "config", "family", "io", "paper",
-            "plan", "progress", "provenance", "registry", "results_index", "rundirs", "status", "tables", "verify"}
+    core = {"__init__", "allocator", "build", "checkpoints", "claims", "cli", "clone", "config", "family", "io",
+            "notes", "paper", "plan", "progress", "provenance", "registry", "results_index", "rundirs", "status",
+            "tables", "verify"}
     assert {p.stem for p in PACKAGE.glob("*.py")} == core
     folders = {p.name for p in PACKAGE.iterdir() if p.is_dir() and p.name != "__pycache__"}
     assert folders == set(registry.FAMILIES) | set(registry.NOT_YET_WIRED) | {"data", "metrics", "nn", "reference",

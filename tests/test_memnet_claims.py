@@ -4,34 +4,53 @@ from pathlib import Path
 
 import pytest
 
-from nlpbench import config, io
-from nlpbench.memnet import claims
+from nlpbench import build, claims, config, io, notes
+from nlpbench.family import Paths
 from nlpbench.memnet.experiments import table_parts
 from nlpbench.memnet.groups import declaration_groups
 
 REPO = Path(__file__).resolve().parents[1]
 
 
+def _cells(ours: dict, printed: dict, columns: dict | None = None) -> notes.TableCells:
+    """TableCells of tolias-thesis from {(table, row, column): value} dicts (rows and columns as they occur)."""
+    cells = notes.TableCells("tolias-thesis", dict(ours), dict(printed))
+    for key in list(ours) + list(printed):
+        cells.rows.setdefault(key[0], [])
+        cells.columns.setdefault(key[0], [])
+        if key[1] not in cells.rows[key[0]]:
+            cells.rows[key[0]].append(key[1])
+        if key[2] not in cells.columns[key[0]]:
+            cells.columns[key[0]].append(key[2])
+    for t, cols in (columns or {}).items():
+        cells.columns[t] = cols
+    cells.known_rows = {t: set(r) for t, r in cells.rows.items()}
+    return cells
+
+
+def claim_lines(claims_: list[dict], table: str, ours: dict, printed: dict) -> list[str]:
+    return claims.lines(claims_, table, _cells(ours, printed))
+
+
 def test_claim_lines_judge_our_cells_and_the_printed_ones():
     ours = {("2", "1", "a"): 100.0, ("2", "2", "a"): 96.0, ("2", "1", "b"): 99.0, ("2", "2", "b"): 50.0,
             ("6", "1", "a"): 97.0, ("6", "2", "a"): 40.0}
     printed = {("2", "1", "a"): 100.0, ("2", "2", "a"): 90.0, ("2", "1", "b"): 100.0, ("2", "2", "b"): 95.0}
-    lines = claims.claim_lines([{"kind": "more_passes", "a": "a", "b": "b", "text": "a passes more"},
-                                {"kind": "higher_mean", "a": "2:a", "b": "a", "text": "more hops"}],
-                               "tolias-thesis", "2", ours, printed)
+    lines = claim_lines([{"kind": "more_passes", "a": "a", "b": "b", "text": "a passes more"},
+                         {"kind": "higher_mean", "a": "2:a", "b": "a", "text": "more hops"}], "2", ours, printed)
     assert "in our numbers it holds: 2 tasks pass (1 2) against 1 (1)" in lines[0]
     assert "in the thesis's numbers it does not hold: 1 tasks pass (1) against 2 (1 2)" in lines[0]
-    lines = claims.claim_lines([{"kind": "higher_mean", "a": "2:a", "b": "a", "text": "more hops"}],
-                               "tolias-thesis", "6", ours, printed)
+    lines = claim_lines([{"kind": "higher_mean", "a": "2:a", "b": "a", "text": "more hops"}], "6", ours, printed)
     assert "a (Table 2) against a" in lines[0] and "holds: mean 98.0 against 68.5" in lines[0]
     assert "thesis" not in lines[0].split(";", 1)[1]          # no printed cells of Table 6 given: judged once
 
 
 def test_table_2s_claim_holds_in_the_thesiss_own_numbers():
     """The printed Table 2 says what §6.4.2 says: t-MEM-NN (S = 10) passes 95% on more tasks than MemN2N."""
-    grid = {("2", r, c): v for (r, c), v in claims.paper_grid("tolias-thesis", "2").items()}
-    line = claims.claim_lines([{"kind": "more_passes", "a": "t-MEM-NN / 10 samples", "b": "Baseline / MemN2N",
-                                "text": "x"}], "tolias-thesis", "2", {}, grid)[0]
+    cells = notes.TableCells("tolias-thesis")
+    cells.add("2", [str(t) for t in range(1, 21)], ["Baseline / MemN2N", "t-MEM-NN / 10 samples"], [])
+    line = claims.lines([{"kind": "more_passes", "a": "t-MEM-NN / 10 samples", "b": "Baseline / MemN2N",
+                          "text": "x"}], "2", cells)[0]
     assert "in the thesis's numbers it holds: 9 tasks pass" in line and "against 5" in line
 
 
@@ -49,12 +68,24 @@ def _table_of_made_up_runs(name: str, root: Path, metrics):
     return table_parts(params, d, root)
 
 
+def _declared_notes(name: str, root: Path, scale: str = "cpu") -> list[str]:
+    """The claim lines and filled notes the build adds to table `name`, read from runs under `root`."""
+    params = config.load(REPO / "params.yaml", {"scale": scale})
+    d = config.declaration(params, "tables", "tolias-thesis", name)
+    parts = table_parts(params, d, root) if d.decl.get("kind", "table") == "table" else None
+    if parts is None:
+        from nlpbench.memnet.game import game_table_parts
+        parts = game_table_parts(params, name, root)
+    return build.declared_notes(params, d, parts, Paths(runs=root))
+
+
 def test_a_pilot_table_reports_mean_validation_accuracy_and_never_reads_test(tmp_path):
     parts = _table_of_made_up_runs("pilot-task15", tmp_path, lambda key, task, seed: {
         "val_acc": {key: 0.5 + 0.1 * seed}, "test_acc": {key: 0.01 * (seed + task)}})
     assert all(c.reproduced == pytest.approx(60.0) for c in parts.cells)      # mean of 50, 60, 70: validation only
     assert all("per seed 50.0, 60.0, 70.0" in c.detail for c in parts.cells)
-    reading = next(n for n in parts.notes if n.startswith("Reading of the result"))   # its quoted numbers filled in
+    reading = next(n for n in _declared_notes("pilot-task15", tmp_path)
+                   if n.startswith("Reading of the result"))   # its quoted numbers filled in
     assert "task 2 reaches 60 and task 15 stays near its two-answer plateau (60)" in reading
     assert "{" not in reading
 
@@ -72,48 +103,49 @@ def test_an_explanation_table_reports_mean_test_accuracy_and_selects_no_run(tmp_
 def test_tracks_measures_the_mean_gap_per_task_and_names_the_widest():
     ours = {("11", "1", "a"): 99.0, ("11", "2", "a"): 50.0, ("11", "3", "a"): 80.0,
             ("2", "1", "a"): 100.0, ("2", "2", "a"): 90.0, ("2", "3", "a"): 82.0}
-    line = claims.claim_lines([{"kind": "tracks", "a": "a", "b": "2:a", "within": 5.0, "text": "hn near en"}],
-                              "tolias-thesis", "11", ours, {})[0]
+    line = claim_lines([{"kind": "tracks", "a": "a", "b": "2:a", "within": 5.0, "text": "hn near en"}],
+                       "11", ours, {})[0]
     # gaps 1, 40, 2: mean 14.3 > 5, the widest first
     assert "it does not hold: mean |difference| 14.3 over 3 tasks (bound 5), widest on task 2 (50 against 90), " \
            "task 3 (80 against 82), task 1 (99 against 100)" in line
     ours[("11", "2", "a")] = 88.0
-    assert "it holds: mean |difference| 1.7" in claims.claim_lines(
-        [{"kind": "tracks", "a": "a", "b": "2:a", "within": 5.0, "text": "x"}], "tolias-thesis", "11", ours, {})[0]
+    assert "it holds: mean |difference| 1.7" in claim_lines(
+        [{"kind": "tracks", "a": "a", "b": "2:a", "within": 5.0, "text": "x"}], "11", ours, {})[0]
 
 
 def test_numbers_in_notes_are_filled_from_the_cells():
     ours = {("8", "15", "S1"): 99.4, ("8", "15", "S10"): 100.0, ("8", "2", "S1"): 82.0, ("8", "2", "S10"): 85.0,
             ("2", "9", "S10"): 84.96}
     printed = {("8", "15", "S1"): 70.0, ("8", "15", "S10"): 74.0, ("8", "2", "S1"): 55.0, ("8", "2", "S10"): 60.0}
-    columns = {"8": ["S1", "S10"], "2": ["S10"]}
+    cells = _cells(ours, printed, {"8": ["S1", "S10"], "2": ["S10"]})
     note = ("task 15: {ours 8:15} against {paper 8:15}, {delta 8:2,15} points; S1 alone {ours 8:15:S1}; "
             "Table 2 {ours 2:9:S10}; not run {ours 8:3}")
-    assert claims.fill_numbers(note, "8", ours, printed, columns) == (
+    assert notes.fill(note, "8", cells) == (
         "task 15: 99.4-100.0 against 70-74, +25.0 to +29.4 points; S1 alone 99.4; Table 2 85.0; not run n/a")
-    with pytest.raises(ValueError, match=r"Table 8: note placeholder '\{ours 8:15:S5\}': no column 'S5' in Table 8"):
-        claims.fill_numbers("{ours 8:15:S5}", "8", ours, printed, columns)
-    with pytest.raises(ValueError, match="names table '9'"):
-        claims.fill_numbers("{ours 9:15}", "8", ours, printed, columns)
-    assert claims.referenced_tables({"notes": [note, "{paper 13:1}"], "claims": []}, "8") == ["13", "2"]
+    with pytest.raises(notes.NoteError, match=r"Table 8: note placeholder '\{ours 8:15:S5\}': Table 8 has no column 'S5'"):
+        notes.fill("{ours 8:15:S5}", "8", cells)
+    with pytest.raises(notes.NoteError, match="no table '9' of tolias-thesis"):
+        notes.fill("{ours 9:15}", "8", cells)
+    assert notes.referenced_tables({"notes": [note, "{paper 13:1}"], "claims": []}, "8") == ["13", "2"]
 
 
 def test_a_table_quoting_another_tables_numbers_reads_its_runs():
     """Table 11's notes and claims quote Table 2: its targets wait for Table 2's groups as well."""
     params = config.load(REPO / "params.yaml", {"scale": "cpu"})
     d = config.declaration(params, "tables", "tolias-thesis", "11")
-    assert "2" in claims.referenced_tables(d.decl, "11")
+    assert "2" in notes.referenced_tables(d.decl, "11")
 
 
 def test_a_column_whose_name_holds_a_colon_is_read_whole():
-    assert claims.split_ref("code (earlier reading: J = padded)", "pilot") == ("pilot", "code (earlier reading: J = padded)")
-    assert claims.split_ref("2:t-MEM-NN / 10 samples", "8") == ("2", "t-MEM-NN / 10 samples")
+    assert notes.split_ref("code (earlier reading: J = padded)", "pilot") == ("pilot", "code (earlier reading: J = padded)")
+    assert notes.split_ref("2:t-MEM-NN / 10 samples", "8") == ("2", "t-MEM-NN / 10 samples")
 
 
 @pytest.mark.parametrize("note, message", [
-    ("{ours 2:9:t-MEM-NN / 5 samples}", r"tolias-thesis\.8\.notes\.0: Table 2 has no column 't-MEM-NN / 5 samples'"),
-    ("{ours 13:21}", r"tolias-thesis\.8\.notes\.0: no bAbI task 21"),
+    ("{ours 2:9:t-MEM-NN / 5 samples}", r"tolias-thesis\.8\.notes\.0: note placeholder .*: Table 2 has no column 't-MEM-NN / 5 samples'"),
+    ("{ours 13:21}", r"tolias-thesis\.8\.notes\.0: note placeholder '\{ours 13:21\}': Table 13 has no row '21'"),
     ("{paper 99:1}", r"no 'tolias-thesis' '99'"),
+    ("{ours 2:9:t-MEM-NN / 10 samples", r"tolias-thesis\.8\.notes\.0: note placeholder '\{ours 2:9:t-MEM-NN / 10 samples' does not parse"),
 ])
 def test_a_note_quoting_a_cell_that_does_not_exist_is_refused_when_params_load(note, message):
     with pytest.raises(config.ConfigError, match=message):
@@ -151,22 +183,22 @@ def test_outperforms_judges_every_game_cell_fewer_rounds_better_and_a_tie_is_no_
             ("17", "1k / Rounds", "t"): 7.0, ("17", "1k / Rounds", "m"): 15.6,
             ("17", "10k / Accuracy", "t"): 91.7, ("17", "10k / Accuracy", "m"): 95.7}
     claim = [{"kind": "outperforms", "a": "t", "b": "m", "text": "t outperforms m"}]
-    line = claims.claim_lines(claim, "tolias-thesis", "17", ours, {})[0]
+    line = claim_lines(claim, "17", ours, {})[0]
     assert "it does not hold: better in 2 of 3 cells, worse in 1 (10k / Accuracy: 91.7 against 95.7)" in line
     ours[("17", "10k / Accuracy", "t")] = 96.0
-    assert "it holds: better in 3 of 3 cells" in claims.claim_lines(claim, "tolias-thesis", "17", ours, {})[0]
+    assert "it holds: better in 3 of 3 cells" in claim_lines(claim, "17", ours, {})[0]
     ours[("17", "1k / Rounds", "t")] = 15.6                    # as many guesses: a tie, not a win
-    assert "does not hold: better in 2 of 3 cells, tied in 1 (1k / Rounds)" in claims.claim_lines(
-        claim, "tolias-thesis", "17", ours, {})[0]
+    assert "does not hold: better in 2 of 3 cells, tied in 1 (1k / Rounds)" in claim_lines(claim, "17", ours, {})[0]
 
 
 def test_the_game_claim_in_the_thesiss_own_numbers():
     """The printed Table 17 says what §6.6 says; the printed Table 16 ties the baseline at 100% success (1k)."""
     for table, verdict in (("17", "holds: better in 9 of 9 cells"),
                            ("16", "does not hold: better in 8 of 9 cells, tied in 1 (1k / Success)")):
-        grid = {(table, r, c): v for (r, c), v in claims.paper_grid("tolias-thesis", table).items()}
-        line = claims.claim_lines([{"kind": "outperforms", "a": "t-MEM-NN / 1 sample", "b": "Baseline / MemN2N",
-                                    "text": "x"}], "tolias-thesis", table, {}, grid)[0]
+        cells = notes.TableCells("tolias-thesis")
+        cells.add(table, [], ["t-MEM-NN / 1 sample", "Baseline / MemN2N"], [])
+        line = claims.lines([{"kind": "outperforms", "a": "t-MEM-NN / 1 sample", "b": "Baseline / MemN2N",
+                              "text": "x"}], table, cells)[0]
         assert f"in the thesis's numbers it {verdict}" in line, line
 
 
@@ -182,9 +214,8 @@ def test_a_game_table_carries_its_claim_lines(tmp_path):
                    "rounds": 6.0 if better else 9.0, "n_success": 50, "n_games": 100}
         io.write_json(group.run_dir(tmp_path, lo, hi, game["seeds"][0]) / "games.json",
                       {f"S{S}": {"metrics": metrics} for S in (1, 10)})
-    parts = game_table_parts(params, "17", tmp_path)
-    lines = [n for n in parts.notes if n.startswith("Claim (§6.6")]
-    assert len(lines) == 2, parts.notes
+    lines = [n for n in _declared_notes("17", tmp_path, "smoke") if n.startswith("Claim (§6.6")]
+    assert len(lines) == 2, lines
     assert all("in our numbers it holds: better in" in line and "in the thesis's numbers it holds" in line
                for line in lines), lines
 

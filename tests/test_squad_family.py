@@ -68,7 +68,7 @@ def test_the_heatmaps_train_their_own_configurations_when_no_table_does():
 def test_bad_declarations_name_the_table_and_key():
     with pytest.raises(ConfigError, match=r"tables.shen-thesis.4.3 row 'trilinearr'.*unknown similarity"):
         load("smoke", {"tables.shen-thesis.4.3.rows": ["trilinearr"]})
-    with pytest.raises(ConfigError, match=r"tables.shen-thesis.4.2.claims: unknown row 'nope'"):
+    with pytest.raises(ConfigError, match=r"tables.shen-thesis.4.2.claims.0.rows: Table 4.2 has no row 'nope'"):
         load("smoke", {"tables.shen-thesis.4.2.claims": [
             {"kind": "above", "rows": ["nope", "trilinear"], "columns": ["O_1 / EM"], "text": "t"}]})
     with pytest.raises(ConfigError, match=r"squad.train.optimizer"):
@@ -97,22 +97,33 @@ def test_a_cell_is_the_max_over_seeds_and_keeps_every_seed(tmp_path):
     assert bil not in sg.table_configs(params, "4.3")
 
 
+def _claim_notes(params: dict, name: str, per_seed: dict) -> list[str]:
+    """The core's claim lines for table `name` judged on these per-seed values {(row, column): {seed: value}}."""
+    from nlpbench import claims, notes, tables
+    decl = params["tables"]["shen-thesis"][name]
+    cells = notes.TableCells("shen-thesis")
+    cells.add(name, x.row_names(decl), list(decl["columns"]),
+              [tables.Cell(r, c, max(v.values()), seeds=v) for (r, c), v in per_seed.items()])
+    return claims.lines(decl.get("claims") or [], name, cells)
+
+
 def test_claims_say_whether_the_difference_exceeds_the_seed_spread():
     params = load("cpu")
     clear = {("T-trilinear", c): {s: 20.0 + s * 0.1 for s in range(5)} for c in ("O_1 / EM", "O_2 / EM")}
     clear.update({("trilinear", c): {s: 10.0 + s * 0.1 for s in range(5)} for c in ("O_1 / EM", "O_2 / EM")})
-    text = " ".join(x.claim_notes(params, "4.3", clear))
-    assert "O_1 / EM: holds, and the difference is larger than the seed spread" in text
+    text = " ".join(_claim_notes(params, "4.3", clear))
+    assert "O_1 / EM): in our numbers it holds, and the difference is larger than the seed spread" in text
     assert "T-trilinear ahead in 5 of 5 paired seeds" in text
-    assert "O_1 / F1: not checked" in text
+    assert "O_1 / F1): no cells to judge yet" in text
     noisy = {k: {s: (v + (8.0 if s % 2 else -8.0)) if k[0] == "trilinear" else v for s, v in vals.items()}
              for k, vals in clear.items()}
     noisy[("trilinear", "O_1 / EM")] = {0: 2.0, 1: 20.0, 2: 3.0, 3: 19.0, 4: 18.0}   # mean 12.4, SD 8.9
-    assert "O_1 / EM: holds, but not beyond the seed spread" in " ".join(x.claim_notes(params, "4.3", noisy))
+    assert "O_1 / EM): in our numbers it holds, but not beyond the seed spread" in " ".join(_claim_notes(params, "4.3", noisy))
     order = {(r, "EM"): {s: v + s for s in range(5)} for r, v in
              (("RIG_1", 5.0), ("RIG_2", 4.0), ("RIG_3", 6.0), ("RIG_4", 7.0), ("RIG_5", 8.0))}
-    notes = " ".join(x.claim_notes(params, "5.2", order))
-    assert "EM: does not hold. Our order, lowest first (best of seeds): RIG_2 < RIG_1 < RIG_3 < RIG_4 < RIG_5" in notes
+    notes = " ".join(_claim_notes(params, "5.2", order))
+    assert "EM): in our numbers it does not hold: our order, lowest first (best of seeds): RIG_2 < RIG_1 < RIG_3 < " \
+           "RIG_4 < RIG_5" in notes
 
 
 @pytest.mark.slow
@@ -139,7 +150,7 @@ def test_the_smoke_scale_builds_every_table_end_to_end(tmp_path, mirror_dir):
         if name == "4.4":      # every cell is a run of ours; the reference keeps the published originals beside
             assert summary["n_cited"] == 0 and len(rows) == 12
             assert {r["paper"] for r in rows if r["row"] == "BiDAF"} == {"67.7", "77.3", "68.5", "77.9"}
-            assert "Claim (§4.3: T-trilinear improves each model (EM))" in md and "BiDAF (squad.full_models" in md
+            assert "Claim (§4.3: T-trilinear improves each model (EM); T-trilinear / EM against" in md and "BiDAF (squad.full_models" in md
         ok = [r for r in rows if r["status"] == "ok"]
         assert ok and all(0 <= float(r["reproduced"]) <= 100 for r in ok)
         assert all("max over seeds (0: " in r["note"] and ", 1: " in r["note"] for r in ok)
@@ -210,8 +221,8 @@ def test_the_resolution_note_says_when_the_seeds_swamp_the_configurations():
     assert x.resolution_note({("a", "EM"): {0: 1.0, 1: 2.0}}) == []
     best = {(r, "EM"): {0: 5.0, 1: 4.0} for r in ("1:1", "5:6", "1:2", "1:3", "1:6")}
     best[("2:3", "EM")] = {0: 5.5, 1: 4.1}
-    assert "EM: holds, but its lead is not beyond the seed spread" in " ".join(x.claim_notes(load("cpu"), "5.5", best))
+    assert "EM): in our numbers it holds, but its lead is not beyond the seed spread" in " ".join(_claim_notes(load("cpu"), "5.5", best))
     best[("2:3", "EM")] = {0: 9.0, 1: 9.1}
-    assert "EM: holds, and its lead is larger than the seed spread" in " ".join(x.claim_notes(load("cpu"), "5.5", best))
+    assert "EM): in our numbers it holds, and its lead is larger than the seed spread" in " ".join(_claim_notes(load("cpu"), "5.5", best))
     tie = {(r, "EM"): {0: 5.0, 1: 4.0} for r in ("1:1", "5:6", "2:3", "1:2", "1:3", "1:6")}
-    assert "EM: not decided (best of seeds ties 1:1 with 5:6, 2:3" in " ".join(x.claim_notes(load("cpu"), "5.5", tie))
+    assert "EM): in our numbers it is not decided (best of seeds ties 1:1 with 5:6, 2:3" in " ".join(_claim_notes(load("cpu"), "5.5", tie))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nlpbench import config, io, paper, registry, results_index, tables
+from nlpbench import claims, config, io, notes, paper, registry, results_index, tables
 from nlpbench.config import ConfigError
 from nlpbench.family import Paths
 
@@ -29,8 +29,8 @@ def table(params: dict, source: str, name: str, paths: Paths, allow_empty: bool 
         raise ConfigError(f"{target}: nothing trained for this table at scale {params['scale']} (no run under "
                           f"{paths.runs}/ has a result for it), so it was left as it is; train its groups first "
                           "(`nlpbench plan`), or pass --allow-empty to write the empty table")
-    notes = ([SMOKE_NOTE] if params["scale"] == "smoke" else []) + parts.notes
-    result = tables.build_table(parts.spec, parts.cells, parts.provenance, notes)
+    lines = ([SMOKE_NOTE] if params["scale"] == "smoke" else []) + parts.notes + declared_notes(params, d, parts, paths)
+    result = tables.build_table(parts.spec, parts.cells, parts.provenance, lines)
     # the table's files land together, or none of them (a full disk never leaves a new CSV beside an old .md)
     with io.staged(paths.results) as stage:
         out = tables.write_table(result, stage)
@@ -42,6 +42,27 @@ def table(params: dict, source: str, name: str, paths: Paths, allow_empty: bool 
                                           [out["md"].name, out["csv"].name],
                                           f"{result.count('ok')} of {len(result.lines)} cells run", params["scale"])
     return {key: paths.results / path.relative_to(stage) for key, path in out.items()}
+
+
+def table_cells(params: dict, d: config.Declared, parts, paths: Paths) -> notes.TableCells:
+    """This table's cells and the printed ones, with those of every table its notes quote or its claims read."""
+    cells = notes.TableCells(d.source)
+    cells.add(d.name, parts.spec.rows, parts.spec.columns, parts.cells, parts.spec.decimals)
+    for other in notes.referenced_tables(d.decl, d.name):
+        o = config.declaration(params, "tables", d.source, other)
+        op = registry.get(o.family).table(d.source, other, params, paths)
+        cells.add(other, op.spec.rows, op.spec.columns, op.cells, op.spec.decimals)
+    return cells
+
+
+def declared_notes(params: dict, d: config.Declared, parts, paths: Paths) -> list[str]:
+    """The declaration's claims, judged from the cells, then its notes with their quoted numbers filled in."""
+    if not d.decl.get("claims") and not d.decl.get("notes"):
+        return []
+    cells = table_cells(params, d, parts, paths)
+    claims.check(d.decl.get("claims") or [], d.name, cells, f"params.yaml: {d.where}")
+    return claims.lines(d.decl.get("claims") or [], d.name, cells) + [
+        notes.fill(n, d.name, cells, f"params.yaml: {d.where}.notes.{i}") for i, n in enumerate(d.decl.get("notes") or [])]
 
 
 def output(params: dict, source: str, name: str, paths: Paths) -> list[Path]:

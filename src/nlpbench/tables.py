@@ -40,6 +40,7 @@ class Cell:
     reproduced: float | None
     status: str = "ok"  # "ok" | "needs_data" | "not_run" | "failed" | "cited"
     detail: str = ""
+    seeds: dict[int, float] | None = None   # the per-seed values behind the cell, where claims read them
 
 
 @dataclass

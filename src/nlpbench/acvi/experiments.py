@@ -234,7 +234,7 @@ def _cell(params: dict, row: str, col: str, spec: dict, data_root: Path, runs_ro
     if not ag.trainable(params, run0.task):
         step = ac.TASK_DATA[run0.task]
         return tables.Cell(row, col, None, "needs_data", _needs_text(params, step, data_root))
-    values = []
+    by_seed = {}
     for seed in seeds:
         m = _metrics(ag.make_run(params, spec["run"], seed), runs_root)
         if m is not None:
@@ -242,7 +242,8 @@ def _cell(params: dict, row: str, col: str, spec: dict, data_root: Path, runs_ro
             if v is None:
                 return tables.Cell(row, col, None, "not_applicable", f"{spec['metric']} not measured at this scale "
                                    "(eval_meteor is off for this task at this scale: the Java scorer costs ~20 s per run)")
-            values.append(v)
+            by_seed[seed] = v
+    values = list(by_seed.values())
     if not values:
         return tables.Cell(row, col, None, "not_run", f"run {spec['run']} not trained at this scale")
     stat = spec.get("stat", "mean")
@@ -251,7 +252,7 @@ def _cell(params: dict, row: str, col: str, spec: dict, data_root: Path, runs_ro
             return tables.Cell(row, col, None, "not_applicable", "one seed: no spread")
         return tables.Cell(row, col, statistics.stdev(values))
     detail = f"mean of {len(values)} seeds" if len(values) < len(seeds) else ""
-    return tables.Cell(row, col, statistics.fmean(values), detail=detail)
+    return tables.Cell(row, col, statistics.fmean(values), detail=detail, seeds=by_seed)
 
 
 def duc_protocol(params: dict) -> dict:
@@ -380,34 +381,11 @@ def table_parts(params: dict, source: str, name: str, data_root: Path, runs_root
     cells = [_cell(params, r, c, {**rv, **cv}, data_root, runs_root, seeds)
              for r, rv in decl["rows"].items() for c, cv in decl["columns"].items()]
     runs = ag.active(params, ag.table_runs(params, decl))
-    notes = list(decl.get("notes") or [])
-    notes += [claim_verdict(params, decl, c, runs_root) for c in decl.get("claims") or []]
+    notes = []
     if any(p.get("released") in ("lead3", "pgn", "s2s") and name in ("20", "1") for p in ag._parts(decl)):
         notes += released_notes(params, data_root)
     notes += reading_notes(params, ag.table_runs(params, decl), ag._parts(decl))   # the settings of every run, trained or not
     return TableParts(spec, cells, provenance(params, runs, runs_root), notes)
-
-
-def claim_verdict(params: dict, decl: dict, c: dict, runs_root: Path) -> str:
-    """"<better> beats <worse>" on one column, judged against the seed spread: it holds when the difference of
-    the means exceeds the larger of the two seeds' sample standard deviations, is reversed when it is below minus
-    that, and is not resolved otherwise."""
-    col = decl["columns"][c["column"]]
-    seeds = ag.seeds_of(params, decl)
-    vals = {}
-    for key in ("better", "worse"):
-        spec = {**decl["rows"][c[key]], **col}
-        vals[key] = [v for s in seeds for m in [_metrics(ag.make_run(params, spec["run"], s), runs_root)] if m
-                     for v in [_value(m, spec)] if v is not None]
-    if min(len(v) for v in vals.values()) < 2:
-        return f"Claim \"{c['text']}\": not judged (fewer than two seeds of each run at this scale)."
-    cmp = tables.compare_seeds(vals["better"], vals["worse"])
-    diff, spread = cmp["diff"], cmp["spread"]
-    verdict = ("HOLDS" if diff > spread else "REVERSED" if diff < -spread else "NOT RESOLVED by the seed spread")
-    return (f"Claim \"{c['text']}\" on {c['column']}: {verdict} here: {c['better']} {cmp['mean_a']:.2f} ± "
-            f"{cmp['sd_a']:.2f} vs {c['worse']} {cmp['mean_b']:.2f} ± {cmp['sd_b']:.2f} "
-            f"(mean ± sample sd over {len(vals['better'])} and {len(vals['worse'])} seeds; difference {diff:+.2f}; "
-            f"rule: it holds when the difference exceeds the larger sd, is reversed below minus it).")
 
 
 # -- outputs ---------------------------------------------------------------------------------------------------

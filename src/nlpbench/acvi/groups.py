@@ -13,7 +13,7 @@ import copy
 from dataclasses import dataclass
 from pathlib import Path
 
-from nlpbench import config, rundirs
+from nlpbench import claims, config, rundirs
 from nlpbench.acvi.config import EXTERNAL, FAMILY, TASK_DATA, declared
 from nlpbench.config import ConfigError, set_dotted
 
@@ -146,9 +146,4 @@ def check(params: dict) -> None:
             for p in _parts(d.decl) + [{"run": n} for n in d.decl.get("runs") or []]:
                 if p.get("run") and p["run"] not in a["runs"]:
                     raise ConfigError(f"{d.where}: unknown run {p['run']!r} (not in acvi.runs)")
-            for i, claim in enumerate(d.decl.get("claims") or []):
-                for key in ("better", "worse"):
-                    if claim[key] not in d.decl["rows"]:
-                        raise ConfigError(f"{d.where}.claims.{i}.{key}: {claim[key]!r} is not a row of the table")
-                if claim["column"] not in d.decl["columns"]:
-                    raise ConfigError(f"{d.where}.claims.{i}.column: {claim['column']!r} is not a column of the table")
+    claims.check_declared(params, FAMILY)

@@ -8,7 +8,7 @@ Shen thesis ch. 6; §6.2-6.6 (the models §6.2, §6.4.2, §6.5.2, §6.6; trainin
   the job's summary last.
 * Tables (`build_table`): every declared column reads its runs (or, for the ensemble, averages the softmax
   outputs of the ff-DMN and DMN+ runs, eqs. 6.20-6.21); cited columns keep the printed numbers. The notes state
-  the readings used, what the scale cuts, and whether the thesis's claim for the table holds.
+  the readings used and what the scale cuts (the core judges the declared claims: nlpbench.claims).
 """
 
 from __future__ import annotations
@@ -265,123 +265,6 @@ def table_cells(params: dict, table: str, runs_root: Path) -> tuple[list[tables.
     return cells, info
 
 
-def _grid(cells: list[tables.Cell]) -> dict[tuple[str, str], float]:
-    return {(c.row, c.column): c.reproduced for c in cells if c.status == "ok" and c.reproduced is not None}
-
-
-def _paper_grid(table: str) -> dict[tuple[str, str], float]:
-    return {(c["row"], c["column"]): paper.parse_paper(c["paper"]) for c in paper.reference_cells(SOURCE, table)
-            if c["paper"]}
-
-
-def _spread(grid: dict, rows: list[str], column: str) -> float | None:
-    vals = [grid[(r, column)] for r in rows if (r, column) in grid]
-    return max(vals) - min(vals) if len(vals) == len(rows) else None
-
-
-CLAIM_MARGIN = 5.0   # points: a spread counts as reduced only when it is this much smaller
-
-
-def _verdict(smaller: float, larger: float) -> str:
-    """'holds' when `smaller` is below `larger` by more than CLAIM_MARGIN points."""
-    if larger - smaller > CLAIM_MARGIN:
-        return "holds"
-    if abs(larger - smaller) <= CLAIM_MARGIN:
-        return f"does not hold (the two are within {CLAIM_MARGIN:g} points)"
-    return "does not hold"
-
-
-def _claim_own_pattern(grid: dict, rows: list[str], columns: list[str]) -> tuple[int, int, list[str]]:
-    """Networks whose own training pattern is their best test pattern (ties count as best)."""
-    hits, n, misses = 0, 0, []
-    for column in columns:
-        own = column.rsplit("/", 1)[-1].strip()
-        if own not in rows or any((r, column) not in grid for r in rows):
-            continue
-        n += 1
-        best = max(grid[(r, column)] for r in rows)
-        if grid[(own, column)] >= best:
-            hits += 1
-        else:
-            top = max(rows, key=lambda r: grid[(r, column)])
-            misses.append(f"network {own}: {grid[(own, column)]:.1f} on its own pattern, {best:.1f} on pattern {top}")
-    return hits, n, misses
-
-
-OURS, PAPERS = "in our numbers", "in the paper's numbers"   # whose cells a claim line judges
-
-
-def claim_notes(params: dict, table: str, cells: list[tables.Cell], runs_root: Path) -> list[str]:
-    """Whether the thesis's headline claim for this table holds, for our cells and for the printed ones."""
-    decl = dmn_tables(params)[table]
-    claim = decl.get("claim")
-    rows = table_rows(params, table)
-    ours, printed = _grid(cells), _paper_grid(table)
-    run_cols = list(decl["columns"])
-    pattern_cols = [c for c in run_cols if decl["columns"][c]["data"].startswith("pattern")]
-    out = []
-    if claim == "own_pattern_best":
-        for label, grid in ((OURS, ours), (PAPERS, printed)):
-            hits, n, misses = _claim_own_pattern(grid, rows, pattern_cols)
-            if n:
-                out.append(f"Claim (§6.3.3) 'each network scores best on the pattern it was trained on', {label}: "
-                           f"holds for {hits} of {n} networks" + (f" (not for {'; '.join(misses)})" if misses else "")
-                           + ".")
-    elif claim == "augmented_evens":
-        aug = next(c for c in run_cols if decl["columns"][c]["data"] == "augmented")
-        for label, grid in ((OURS, ours), (PAPERS, printed)):
-            s_aug = _spread(grid, rows, aug)
-            spreads = [s for s in (_spread(grid, rows, c) for c in pattern_cols) if s is not None]
-            if s_aug is None or not spreads:
-                continue
-            own = [grid[(c.rsplit("/", 1)[-1].strip(), c)] for c in pattern_cols
-                   if (c.rsplit("/", 1)[-1].strip(), c) in grid]
-            aug_mean = statistics.mean(grid[(r, aug)] for r in rows)
-            verdict = _verdict(s_aug, statistics.mean(spreads))
-            out.append(f"Claim (§6.3.4) 'the augmented network performs more or less equally on all test patterns', "
-                       f"{label}: {verdict}: spread (max - min over the 6 test patterns) {s_aug:.1f} points for the "
-                       f"augmented network against {statistics.mean(spreads):.1f} on average for the single-pattern "
-                       f"networks; its mean {aug_mean:.1f} against {statistics.mean(own):.1f} for the pattern "
-                       "networks on their own patterns.")
-    elif claim == "smaller_spread_than":
-        other = decl["compare_with"]
-        other_cells, _ = table_cells(params, other, runs_root)
-        other_cols = list(dmn_tables(params)[other]["columns"])
-        for label, grid, ogrid in ((OURS, ours, _grid(other_cells)), (PAPERS, printed, _paper_grid(other))):
-            mine = [s for s in (_spread(grid, rows, c) for c in run_cols) if s is not None]
-            theirs = [s for s in (_spread(ogrid, rows, c) for c in other_cols) if s is not None]
-            if not mine or not theirs:
-                continue
-            verdict = _verdict(statistics.mean(mine), statistics.mean(theirs))
-            hits, n, _ = _claim_own_pattern(grid, rows, run_cols)
-            out.append(f"Claim (§6.4.3) 'MoDMN+ reduces the variation across test patterns', {label}: {verdict}: "
-                       f"mean spread (max - min over test patterns) {statistics.mean(mine):.1f} points for MoDMN+ "
-                       f"against {statistics.mean(theirs):.1f} for DMN+ (Table {other}); {hits} of {n} MoDMN+ "
-                       "networks still score best on their own pattern.")
-    elif claim in ("first_beats_second", "ensemble_passes_all"):
-        a, b = decl["claim_columns"]
-        for label, grid, cols in ((OURS, ours, (a, b)), (PAPERS, printed, tuple(decl["claim_paper_columns"]))):
-            both = [r for r in rows if (r, cols[0]) in grid and (r, cols[1]) in grid]
-            if not both:
-                continue
-            wins = [r for r in both if grid[(r, cols[0])] > grid[(r, cols[1])]]
-            ties = [r for r in both if grid[(r, cols[0])] == grid[(r, cols[1])]]
-            ma = statistics.mean(grid[(r, cols[0])] for r in both)
-            mb = statistics.mean(grid[(r, cols[1])] for r in both)
-            losses = len(both) - len(wins) - len(ties)
-            if claim == "ensemble_passes_all":
-                passed = [r for r in both if grid[(r, cols[0])] >= 95.0]
-                verdict = "holds" if len(passed) == len(both) and ma > mb else "does not hold"
-            else:
-                verdict = "holds" if ma > mb and len(wins) > losses else "does not hold"
-            text = (f"{label}: {verdict}: over tasks {' '.join(both)}, {cols[0]} is higher on {len(wins)} "
-                    f"({' '.join(wins) or 'none'}), equal on {len(ties)}, mean {ma:.1f} against {mb:.1f} for {cols[1]}")
-            if claim == "ensemble_passes_all":
-                text += f"; {cols[0]} passes (>= 95%) {len(passed)} of {len(both)} tasks"
-            out.append(f"Claim ({decl.get('claim_text', '')}) {text}.")
-    return out
-
-
 def scale_note(params: dict, groups: list[DMNGroup] | None = None) -> str:
     """What the chosen scale cuts relative to the thesis's (paper) settings, from the overrides themselves
     (train_overrides of kinds and models this table does not read are left out)."""
@@ -500,9 +383,7 @@ def table_parts(params: dict, table: str, runs_root: Path, data_root: Path | Non
         "torch": torch.__version__,
         "runs": ", ".join(str(rundirs.run_dir(rundirs.RUNS, g.group_id)) for g in groups),
     }
-    notes = reading_notes(params, groups) + order_cue_notes(groups, data_root) + claim_notes(params, table, cells,
-                                                                                          runs_root)
-    notes += decl.get("notes") or []
+    notes = reading_notes(params, groups) + order_cue_notes(groups, data_root)
     after = [lambda results_dir: draw_figure(params, table, decl["figure"], results_dir)] if decl.get("figure") else []
     return TableParts(spec, cells, provenance, notes, after)
 

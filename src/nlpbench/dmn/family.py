@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nlpbench import config
+from nlpbench import claims, config
 from nlpbench.dmn import groups as dg
 from nlpbench.family import DataStep, Paths, TableParts, Target, TrainGroup
 
@@ -21,6 +21,7 @@ class DMNFamily:
 
     def check(self, params: dict) -> None:
         dg.all_groups(params)          # column data, rows and overrides are checked where groups are made
+        claims.check_declared(params, self.name)
 
     def data_steps(self, params: dict) -> list[DataStep]:
         return [DataStep(did, f"data/dmn/{did}/manifest.json", ("babi",)) for did in sorted(dg.all_datasets(params))]

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nlpbench import config, rundirs
+from nlpbench.notes import referenced_tables
 from nlpbench.dmn import fact_order
 
 SOURCE = "shen-thesis"
@@ -185,10 +186,9 @@ def column_groups(params: dict, table: str) -> dict[str, dict[str, DMNGroup]]:
 
 
 def table_groups(params: dict, table: str) -> list[DMNGroup]:
-    """Every group a table reads (its own columns, and the table its claim compares with)."""
+    """Every group a table reads (its own columns, and those of the tables its claims and notes read)."""
     seen: dict[str, DMNGroup] = {}
-    decl = dmn_tables(params)[table]
-    for t in [table] + ([decl["compare_with"]] if decl.get("compare_with") else []):
+    for t in [table] + referenced_tables(dmn_tables(params)[table], table):
         for members in column_groups(params, t).values():
             for g in members.values():
                 seen[g.group_id] = g

@@ -16,9 +16,8 @@ from typing import Callable
 
 import torch
 
-from nlpbench import checkpoints, config, io, paper, rundirs, tables
+from nlpbench import checkpoints, io, paper, rundirs, tables
 from nlpbench.config import Declared
-from nlpbench.memnet import claims
 from nlpbench.family import TableParts
 from nlpbench.memnet.groups import MODELS, Group, column_key, declaration_groups, dof_by_role
 from nlpbench.provenance import code_commit, device_label
@@ -246,10 +245,9 @@ def _reading_notes(params: dict, settings: dict, seeds: tuple[int, ...]) -> list
     ]
 
 
-def table_parts(params: dict, d: Declared, runs_root: Path, with_claims: bool = True) -> TableParts:
-    """The cells of a bAbI table: per task and column, the run the validation set selects (and the lines that
-    check the thesis's claims for it and the notes with their quoted numbers filled in, unless `with_claims` is
-    false)."""
+def table_parts(params: dict, d: Declared, runs_root: Path) -> TableParts:
+    """The cells of a bAbI table: per task and column, the run the validation set selects, and the notes on how
+    they were made (the core adds the declaration's claims and notes: nlpbench.build)."""
     exp = d.decl
     groups = declaration_groups(params, d)
     ref_title = {(r["source"], r["table"]): r["title"] for r in paper.reference_index()}
@@ -344,31 +342,5 @@ def table_parts(params: dict, d: Declared, runs_root: Path, with_claims: bool = 
                      "and nu_C <= 20): " + "; ".join(
                          f"nu_{n} median {statistics.median(v):.1f} (range {min(v):.1f}-{max(v):.1f})"
                          for n, v in nu.items()) + ".")
-    quotes = any(claims.note_refs(n) for n in exp.get("notes", []))
-    if with_claims and (exp.get("claims") or quotes):
-        ours, printed, columns = _grids(params, d, cells, runs_root)
-        notes += claims.claim_lines(exp.get("claims") or [], d.source, d.name, ours, printed)
-        notes += [claims.fill_numbers(n, d.name, ours, printed, columns) for n in exp.get("notes", [])]
-    else:
-        notes += exp.get("notes", [])
     return TableParts(spec, cells, provenance, notes)
 
-
-def _grids(params: dict, d: Declared, cells: list, runs_root: Path
-           ) -> tuple[dict[tuple[str, str, str], float], dict[tuple[str, str, str], float], dict[str, list[str]]]:
-    """Our cells and the printed ones, {(table, task, column): accuracy}, over this declaration and every table its
-    claims and notes read, with each of those tables' columns."""
-    ours = {(d.name, c.row, c.column): c.reproduced for c in cells if c.reproduced is not None}
-    printed, columns = {}, {d.name: list(d.decl["columns"])}
-    for table in [d.name] + claims.referenced_tables(d.decl, d.name):
-        if table != d.name:
-            other = config.declaration(params, "tables", d.source, table)
-            columns[table] = list(other.decl["columns"])
-            for c in table_parts(params, other, runs_root, with_claims=False).cells:
-                if c.reproduced is not None:
-                    ours[(table, c.row, c.column)] = c.reproduced
-        try:
-            printed.update({(table, row, col): v for (row, col), v in claims.paper_grid(d.source, table).items()})
-        except KeyError:                          # an addition: no printed numbers
-            pass
-    return ours, printed, columns

@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
-from nlpbench import config, rundirs
+from nlpbench import claims, config, rundirs
 from nlpbench.config import ConfigError, Declared
 from nlpbench.family import DataStep, Paths, TableParts, Target, TrainGroup
 from nlpbench.memnet import groups as mg
@@ -41,7 +41,7 @@ class MemNetFamily:
             for column, col in d.decl["columns"].items():
                 for key, value in (col.get("overrides") or {}).items():
                     config.set_dotted(copy.deepcopy(scratch), key, value, f"{d.where}.columns.{column}.overrides")
-            self._check_quotes(params, d)
+        claims.check_declared(params, self.name)       # notes' placeholders and claims name what exists
         game = params["memnet"]["game"]
         for d in config.declared(params, "tables", self.name):
             if d.decl.get("kind") == "game" and d.name not in game["ranges"]:
@@ -56,28 +56,6 @@ class MemNetFamily:
     def data_steps(self, params: dict) -> list[DataStep]:
         return []      # bAbI is a shared step of the core (nlpbench.data.shared)
 
-    @staticmethod
-    def _check_quotes(params: dict, d: Declared) -> None:
-        """Every claim and every number a note quotes names a table, a task row and a column that exist."""
-        from nlpbench.memnet.claims import note_refs, split_ref
-
-        def check(table: str, rows: list[str], column: str | None, where: str) -> None:
-            other = config.declaration(params, "tables", d.source, table).decl
-            if column is not None and column not in other["columns"]:
-                raise ConfigError(f"params.yaml: {where}: Table {table} has no column {column!r} "
-                                  f"(columns: {', '.join(other['columns'])})")
-            missing = [r for r in rows if not 1 <= int(r) <= 20]    # a scale may cut a table's rows: those read n/a
-            if missing:
-                raise ConfigError(f"params.yaml: {where}: no bAbI task {', '.join(missing)} (tasks are 1-20)")
-
-        for i, c in enumerate(d.decl.get("claims") or []):
-            for side in ("a", "b"):
-                table, column = split_ref(c[side], d.name)
-                check(table, [], column, f"{d.where}.claims.{i}.{side}")
-        for i, note in enumerate(d.decl.get("notes") or []):
-            for _, table, rows, column in note_refs(note):
-                check(table, rows, column, f"{d.where}.notes.{i}")
-
     def groups(self, params: dict) -> list[TrainGroup]:
         def done(gid: str) -> str:
             return str(rundirs.run_dir(rundirs.RUNS, gid) / "group.json")
@@ -90,7 +68,7 @@ class MemNetFamily:
         """(groups, data steps) a declaration reads."""
         kind = d.decl.get("kind", "table")
         if kind in mg.BABI_KINDS:
-            from nlpbench.memnet.claims import referenced_tables      # claims and quoted numbers may read another table
+            from nlpbench.notes import referenced_tables      # claims and quoted numbers may read another table
             decls = [d] + [config.declaration(params, "tables", d.source, t) for t in referenced_tables(d.decl, d.name)]
             return tuple(dict.fromkeys(g.group_id for x in decls for g in mg.declaration_groups(params, x).values())), ()
         if kind in ("game", "transcript"):

@@ -14,11 +14,11 @@ from typing import Callable
 
 import torch
 
-from nlpbench import config, io, paper, results_index, rundirs, tables
+from nlpbench import io, paper, results_index, rundirs, tables
 from nlpbench.family import TableParts
 from nlpbench.memnet.groups import GameGroup, game_groups
 from nlpbench.data import babi
-from nlpbench.memnet import claims, guess_number as gn
+from nlpbench.memnet import guess_number as gn
 from nlpbench.memnet.data import tensors_from_samples
 from nlpbench.memnet.experiments import (checkpointed_runs, execution_provenance, execution_record, save_run,
                                         train_together)
@@ -115,7 +115,7 @@ def _run_json(group: GameGroup, runs_root: Path, lo: int, hi: int, seed: int, na
 
 def game_table_parts(params: dict, table: str, runs_root: Path) -> TableParts:
     """Table 16 (range 0-10) or 17 (0-100): Accuracy / Success / Rounds per training size and column."""
-    game, decl = params["memnet"]["game"], config.declaration(params, "tables", "tolias-thesis", table).decl
+    game = params["memnet"]["game"]
     lo, hi = game["ranges"][table]
     groups = game_groups(params)
     seed = game["seeds"][0]
@@ -166,10 +166,7 @@ def game_table_parts(params: dict, table: str, runs_root: Path) -> TableParts:
         "Accuracy: the mean over games of in-bound guesses / guesses (%); Success: % of games won within the "
         "limit; Rounds: mean guesses of the won games (lower is better). A uniform in-bound student needs "
         "2(1+1/n)H_n - 3 guesses on average: 3.59 for n = 11 and 7.5 for n = 101.",
-    ] + decl.get("notes", [])
-    ours = {(table, c.row, c.column): c.reproduced for c in cells if c.reproduced is not None}
-    printed = {(table, row, column): v for (row, column), v in claims.paper_grid("tolias-thesis", table).items()}
-    notes += claims.claim_lines(decl.get("claims") or [], "tolias-thesis", table, ours, printed)
+    ]
     return TableParts(spec, cells, provenance, notes)
 
 

@@ -18,7 +18,7 @@ import time
 import warnings
 from pathlib import Path
 
-from nlpbench import config, io, paper, rundirs, tables
+from nlpbench import io, paper, rundirs, tables
 from nlpbench.config import ConfigError
 from nlpbench.family import TableParts
 from nlpbench.provenance import code_commit, now_utc
@@ -121,96 +121,18 @@ def table_cells(params: dict, name: str, runs_root: Path) -> tuple[list[tables.C
         n = len(sq["seeds"])
         detail = (f"{cfg.label()}; {sq['best_of_runs']} over seeds ({_fmt_seeds(values)})"
                   + ("" if len(values) == n else f"; only {len(values)} of {n} seeds finished"))
-        cells.append(tables.Cell(row, column, reduce(list(values.values()), sq["best_of_runs"]), "ok", detail))
+        cells.append(tables.Cell(row, column, reduce(list(values.values()), sq["best_of_runs"]), "ok", detail,
+                                 seeds=values))
     return cells, per_seed
 
 
-# -- claims -------------------------------------------------------------------------------------------------
-
-def _compare(a: dict[int, float], b: dict[int, float]) -> dict:
-    """a against b over the seeds: difference of the max and of the mean, the larger seed SD, paired wins."""
-    va, vb = list(a.values()), list(b.values())
-    paired = sorted(set(a) & set(b))
-    cmp = tables.compare_seeds(va, vb)
-    return {"d_max": max(va) - max(vb), "d_mean": cmp["diff"], "spread": cmp["spread"], "exceeds": cmp["exceeds"],
-            "wins": sum(a[s] > b[s] for s in paired), "pairs": len(paired)}
-
+# -- what claims and figures read ----------------------------------------------------------------------------
 
 def _paper_value(name: str, row: str, column: str) -> float | None:
     for c in paper.reference_cells(SOURCE, name):
         if c["row"] == row and c["column"] == column:
             return paper.parse_paper(c["paper"])
     return None
-
-
-def _pair_words(cmp: dict, a: str, b: str) -> str:
-    seeds = "" if not cmp["pairs"] else f", {a} ahead in {cmp['wins']} of {cmp['pairs']} paired seeds"
-    spread = ("larger than" if cmp["exceeds"] else "within") + f" the seed spread (SD {cmp['spread']:.2f})"
-    return (f"{a} − {b}: {cmp['d_max']:+.2f} (best of seeds), {cmp['d_mean']:+.2f} (seed means), {spread}"
-            f"{seeds}")
-
-
-def claim_notes(params: dict, name: str, per_seed: dict) -> list[str]:
-    """Each declared claim checked in words and numbers, from the per-seed values; whether it holds and whether
-    the difference is larger than the spread over seeds."""
-    decl = tables_of(params)[name]
-    notes = []
-    for claim in decl.get("claims") or []:
-        kind, rows, text = claim["kind"], claim["rows"], claim["text"]
-        if kind == "columns_above":      # the first column above the second, row by row
-            notes.append(_columns_above(name, claim, per_seed))
-            continue
-        for column in claim["columns"]:
-            have = {r: per_seed[(r, column)] for r in rows if (r, column) in per_seed}
-            if len(have) < len(rows):
-                notes.append(f"Claim ({text}), {column}: not checked ({len(have)} of {len(rows)} cells trained).")
-                continue
-            paper_v = {r: _paper_value(name, r, column) for r in rows}
-            if kind == "above":              # rows[0] above each later row
-                parts, holds, strong = [], True, True
-                for b in rows[1:]:
-                    cmp = _compare(have[rows[0]], have[b])
-                    holds &= cmp["d_max"] > 0
-                    strong &= cmp["exceeds"] and cmp["d_mean"] > 0
-                    parts.append(_pair_words(cmp, rows[0], b))
-                verdict = "holds" if holds else "does not hold"
-                verdict += (", and the difference is larger than the seed spread" if holds and strong else
-                            ", but not beyond the seed spread" if holds else "")
-                notes.append(f"Claim ({text}), {column}: {verdict}. " + "; ".join(parts) + ".")
-            elif kind == "order":            # rows in ascending order
-                steps, holds, strong = [], True, True
-                for lo, hi in zip(rows, rows[1:]):
-                    cmp = _compare(have[hi], have[lo])
-                    holds &= cmp["d_max"] > 0
-                    strong &= cmp["exceeds"] and cmp["d_mean"] > 0
-                    steps.append(_pair_words(cmp, hi, lo))
-                ours = sorted(rows, key=lambda r: max(have[r].values()))
-                verdict = "holds" if holds else "does not hold"
-                verdict += (", every step larger than the seed spread" if holds and strong else
-                            ", but not every step is beyond the seed spread" if holds else "")
-                notes.append(f"Claim ({text}), {column}: {verdict}. Our order, lowest first (best of seeds): "
-                             f"{' < '.join(ours)}. " + "; ".join(steps) + ".")
-            elif kind == "best":             # which row is best
-                ours = max(rows, key=lambda r: max(have[r].values()))
-                tied = [r for r in rows if r != ours and max(have[r].values()) == max(have[ours].values())]
-                ours_mean = max(rows, key=lambda r: sum(have[r].values()) / len(have[r]))
-                printed = [r for r in rows if paper_v[r] is not None]
-                theirs = max(printed, key=lambda r: paper_v[r]) if printed else None
-                others = [r for r in rows if r != ours]
-                runner = max(others, key=lambda r: max(have[r].values())) if others else None
-                cmp = None if runner is None else _compare(have[ours], have[runner])
-                gap = "" if runner is None else " " + _pair_words(cmp, ours, runner) + "."
-                verdict = "holds" if ours == theirs else "does not hold"
-                if ours == theirs and cmp is not None:
-                    verdict += (", and its lead is larger than the seed spread" if cmp["exceeds"] and cmp["d_mean"] > 0
-                                else ", but its lead is not beyond the seed spread")
-                if tied:
-                    verdict = f"not decided (best of seeds ties {ours} with {', '.join(tied)})"
-                notes.append(f"Claim ({text}), {column}: {verdict}. Best here: {ours} (best of seeds; by seed mean: "
-                             f"{ours_mean}); the thesis's best: {theirs}.{gap}")
-            else:
-                raise ConfigError(f"params.yaml: tables.{SOURCE}.{name}.claims: kind {kind!r} (above | order | best)")
-    return notes
 
 
 def resolution_note(per_seed: dict) -> list[str]:
@@ -227,30 +149,6 @@ def resolution_note(per_seed: dict) -> list[str]:
             f"spread of one cell's seeds (mean SD {within:.2f}, largest {max(sds):.2f})"
             + (": at this scale the table does not separate its configurations; every claim below reads as noise "
                "unless it says the difference is larger than the seed spread." if between < 2 * within else ".")]
-
-
-def _columns_above(name: str, claim: dict, per_seed: dict) -> str:
-    a, b = claim["columns"][:2]
-    text = claim["text"]
-    rows = [r for r in claim["rows"] if (r, a) in per_seed and (r, b) in per_seed]
-    if not rows:
-        return f"Claim ({text}): not checked (no row has both {a} and {b} trained)."
-    ahead, beyond, paper_ahead, parts = [], [], [], []
-    for r in rows:
-        cmp = _compare(per_seed[(r, a)], per_seed[(r, b)])
-        if cmp["d_max"] > 0:
-            ahead.append(r)
-            if cmp["exceeds"] and cmp["d_mean"] > 0:
-                beyond.append(r)
-        pa, pb = _paper_value(name, r, a), _paper_value(name, r, b)
-        if pa is not None and pb is not None and pa > pb:
-            paper_ahead.append(r)
-        parts.append(f"{r} {cmp['d_max']:+.1f}")
-    verdict = "holds" if len(ahead) >= len(paper_ahead) and set(paper_ahead) <= set(ahead) else "does not hold"
-    return (f"Claim ({text}): {verdict}. {a} above {b} (best of seeds) for {len(ahead)} of {len(rows)} rows "
-            f"({', '.join(ahead) or 'none'}), beyond the seed spread for {len(beyond)} "
-            f"({', '.join(beyond) or 'none'}); the thesis: {len(paper_ahead)} of {len(rows)}. Differences: "
-            + "; ".join(parts) + ".")
 
 
 # -- notes and the table ------------------------------------------------------------------------------------
@@ -351,8 +249,7 @@ def table_parts(params: dict, name: str, runs_root: Path, data_root: Path) -> Ta
     }
     if groups:
         provenance["runs"] = ", ".join(str(rundirs.run_dir(rundirs.RUNS, g)) for g in groups)
-    notes = setting_notes(params, data_root) + full_model_notes(params, name) + resolution_note(per_seed) + claim_notes(params, name, per_seed) \
-        + list(decl.get("notes") or [])
+    notes = setting_notes(params, data_root) + full_model_notes(params, name) + resolution_note(per_seed)
     after = []
     if decl.get("figure"):
         after.append(lambda results_dir: draw_boxes(params, name, decl["figure"], per_seed, results_dir))

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from nlpbench import config, rundirs
+from nlpbench import claims, config, rundirs
 from nlpbench.config import ConfigError
 
 SOURCE = "shen-thesis"
@@ -197,13 +197,7 @@ def check(params: dict) -> None:
             raise ConfigError(f"params.yaml: tables.{SOURCE}.{name}: rows is a list, so row_key must say what a "
                               "row name sets (similarity, output, passage_summary)")
         cells_of(params, name)
-        for claim in decl.get("claims") or []:
-            for r in claim["rows"]:
-                if r not in row_names(decl):
-                    raise ConfigError(f"params.yaml: tables.{SOURCE}.{name}.claims: unknown row {r!r}")
-            for c in claim["columns"]:
-                if c not in decl["columns"]:
-                    raise ConfigError(f"params.yaml: tables.{SOURCE}.{name}.claims: unknown column {c!r}")
+    claims.check_declared(params, "squad")
 
 # -- the configurations an output reads -----------------------------------------------------------------------
 

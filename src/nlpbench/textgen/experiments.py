@@ -150,7 +150,7 @@ def table_parts(params: dict, table: str, runs_root: Path) -> TableParts:
     notes += [f"`{m['name']}`: {m['iterations']:,} iterations ({m['epochs']} epochs of {m['train_examples']:,} "
               f"examples; checkpoint of epoch {m['chosen_epoch']}), final lambda {m['final_lambda']:.4g}, final "
               f"training KL {m['final_kl']:.3g}" for m in found]
-    notes += reading_notes(params, names) + list(spec_p.get("notes") or [])
+    notes += reading_notes(params, names)
     return TableParts(spec, cells, prov, notes)
 
 

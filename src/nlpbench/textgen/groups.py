@@ -12,7 +12,7 @@ import copy
 from dataclasses import dataclass
 from pathlib import Path
 
-from nlpbench import rundirs
+from nlpbench import claims, rundirs
 from nlpbench.config import ConfigError, set_dotted
 from nlpbench.textgen.config import SOURCE, corpus_key, digest, tg_outputs, tg_tables
 
@@ -111,3 +111,4 @@ def check(params: dict) -> None:
         for run in output_runs(params, output):
             if run not in tg["runs"]:
                 raise ConfigError(f"outputs.{SOURCE}.{output}: unknown run {run!r} (not in textgen.runs)")
+    claims.check_declared(params, "textgen")

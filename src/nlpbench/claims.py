@@ -1,0 +1,432 @@
+"""The documents' claims about a table, judged from its cells: one schema and one verdict line for every family.
+
+A claim is declared under a table (`claims:`) as a mapping:
+
+    kind:        what is compared (below)
+    a, b:        the columns compared: "<column>" of this table or "<table>:<column>" of another table of the same
+                 source (whose runs the table then reads too); the spread kinds take a list of columns
+    rows:        the rows judged (default: every bAbI task row of the tables read)
+    columns:     for the kinds judged column by column: one verdict line per column
+    within:      the tolerance, in points, of the kinds that have one
+    printed_as:  {our column: the printed column} where the document prints a counterpart under another name
+                 (our own DMN+ run against the DMN+ paper's numbers the thesis copied)
+    text:        the document's sentence, with its section ("§6.4.2: ...")
+
+Kinds judged on our cells and on the printed ones alike (does the document's own table say what its text says,
+and does ours?):
+
+  more_passes         a passes the 95% threshold on more tasks than b
+  higher_mean         a's mean over the tasks is above b's
+  similar_mean        the means of a and b differ by at most `within` points
+  samples_help        on the tasks where b (one sample) is below 95%, a (ten samples) is higher on average
+  tracks              a stays within `within` points of b per task on average (mean |a - b|): a consistency check
+  outperforms         a beats b in every "<scenario> / <metric>" row: higher Accuracy and Success, fewer Rounds
+  first_beats_second  a is higher than b on more tasks than it is lower, and has the higher mean
+  ensemble_passes_all a passes 95% on every task and has a higher mean than b
+  own_pattern_best    each column of `a` ("<name> / <pattern>") scores best on the row of its own pattern
+  augmented_evens     the spread (max - min over the rows) of column a is below the mean spread of the columns b
+                      by more than `within` points (default 5)
+  smaller_spread_than the mean spread of the columns a is below that of the columns b by more than `within` (5)
+
+Kinds judged on our per-seed values (the printed tables have one number a cell), column by column, each saying
+whether a difference is larger than the spread over seeds:
+
+  above          rows[0] is above each later row (best of seeds)
+  order          the rows are in ascending order (best of seeds)
+  best           the best row (best of seeds) is the document's best
+  columns_above  column a is above column b on at least the rows where the document has it above
+  above_spread   rows[0]'s seed mean is above rows[1]'s by more than the larger seed SD (reversed below minus it)
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from nlpbench import tables
+from nlpbench.notes import NoteError, TableCells, split_ref
+
+PASS = 95.0
+LOWER_IS_BETTER = ("Rounds",)      # metrics of the game tables where fewer is better (guesses to win)
+SPREAD_MARGIN = 5.0                # points: a spread counts as reduced only when it is this much smaller
+
+BOTH_SIDES = ("more_passes", "higher_mean", "similar_mean", "samples_help", "tracks", "outperforms",
+              "first_beats_second", "ensemble_passes_all", "own_pattern_best", "augmented_evens",
+              "smaller_spread_than")
+PER_COLUMN = ("above", "order", "best", "above_spread")
+KINDS = BOTH_SIDES + PER_COLUMN + ("columns_above",)
+LIST_SIDES = ("own_pattern_best", "augmented_evens", "smaller_spread_than")   # a or b may be a list of columns
+NEEDS = {k: ("a", "b") for k in BOTH_SIDES}
+NEEDS.update({"own_pattern_best": ("a",), "above": ("rows", "columns"), "order": ("rows", "columns"),
+              "best": ("rows", "columns"), "above_spread": ("rows", "columns"), "columns_above": ("a", "b", "rows")})
+KEYS = ("kind", "a", "b", "rows", "columns", "within", "printed_as", "text")
+
+
+def _refs(value, table: str) -> list[tuple[str, str]]:
+    return [split_ref(v, table) for v in ([] if value is None else [value] if isinstance(value, str) else value)]
+
+
+def check(claims: list[dict], table: str, cells: TableCells, where: str) -> None:
+    """Raise NoteError for an unknown kind or key, a missing key, or a column or row that does not exist."""
+    for i, c in enumerate(claims):
+        at = f"{where}.claims.{i}"
+        if c.get("kind") not in KINDS:
+            raise NoteError(f"{at}.kind: {c.get('kind')!r} is not a claim kind ({', '.join(KINDS)})")
+        unknown = sorted(set(c) - set(KEYS))
+        missing = [k for k in NEEDS[c["kind"]] + ("text",) if not c.get(k)]
+        if unknown or missing:
+            raise NoteError(f"{at}: " + (f"unknown key(s) {', '.join(unknown)}" if unknown else
+                                        f"kind {c['kind']} needs {', '.join(missing)}") + f" (keys: {', '.join(KEYS)})")
+        for key in ("a", "b", "columns"):
+            if not isinstance(c.get(key, ""), str) and key != "columns" and c["kind"] not in LIST_SIDES:
+                raise NoteError(f"{at}.{key}: one column for kind {c['kind']}")
+            for t, column in _refs(c.get(key), table):
+                cells.check_column(t, column, f"{at}.{key}")
+        for ours, printed in (c.get("printed_as") or {}).items():
+            cells.check_column(table, ours, f"{at}.printed_as")
+            if not any(k[0] == table and k[2] == printed for k in cells.printed):
+                raise NoteError(f"{at}.printed_as: Table {table} prints no column {printed!r}")
+        for r in c.get("rows") or []:
+            cells.check_row(table, r, f"{at}.rows")
+
+
+# -- kinds judged on both sides ---------------------------------------------------------------------------------
+
+def _column(grid: dict, ref: tuple[str, str]) -> dict[str, float]:
+    table, column = ref
+    return {row: v for (t, row, col), v in grid.items() if t == table and col == column}
+
+
+def _tasks(a: dict, b: dict, rows: list[str] | None) -> list[str]:
+    keep = set(rows) if rows else None
+    return sorted((r for r in set(a) & set(b) if r.isdigit() and (keep is None or r in keep)), key=int)
+
+
+def _outperforms(a: dict[str, float], b: dict[str, float]) -> tuple[str, str] | None:
+    rows = [r for r in a if r in b]
+    if not rows:
+        return None
+    better, tied, worse = [], [], []
+    for r in rows:
+        gain = b[r] - a[r] if r.rsplit(" / ", 1)[-1] in LOWER_IS_BETTER else a[r] - b[r]
+        (better if gain > 0 else tied if gain == 0 else worse).append(r)
+    detail = f"better in {len(better)} of {len(rows)} cells"
+    if tied:
+        detail += f", tied in {len(tied)} ({', '.join(tied)})"
+    if worse:
+        detail += f", worse in {len(worse)} (" + ", ".join(f"{r}: {a[r]:.1f} against {b[r]:.1f}" for r in worse) + ")"
+    return _holds(not tied and not worse), detail
+
+
+def _holds(ok: bool) -> str:
+    return "holds" if ok else "does not hold"
+
+
+def _spread(col: dict[str, float], rows: list[str]) -> float | None:
+    """max - min of a column over the rows (None unless every row has a value)."""
+    if not rows or any(r not in col for r in rows):
+        return None
+    return max(col[r] for r in rows) - min(col[r] for r in rows)
+
+
+def _spread_verdict(smaller: float, larger: float, margin: float) -> str:
+    if larger - smaller > margin:
+        return "holds"
+    if abs(larger - smaller) <= margin:
+        return f"does not hold (the two are within {margin:g} points)"
+    return "does not hold"
+
+
+def _own_pattern(grid: dict, table: str, columns: list[str], rows: list[str]) -> tuple[int, int, list[str]]:
+    """Networks ("<name> / <pattern>") whose own pattern is their best row (ties count as best)."""
+    hits, n, misses = 0, 0, []
+    for column in columns:
+        col = _column(grid, (table, column))
+        own = column.rsplit("/", 1)[-1].strip()
+        if own not in rows or any(r not in col for r in rows):
+            continue
+        n += 1
+        best = max(col[r] for r in rows)
+        if col[own] >= best:
+            hits += 1
+        else:
+            top = max(rows, key=lambda r: col[r])
+            misses.append(f"network {own}: {col[own]:.1f} on its own pattern, {best:.1f} on pattern {top}")
+    return hits, n, misses
+
+
+def _judge(c: dict, table: str, cells: TableCells, printed: bool) -> tuple[str, str] | None:
+    """(verdict, detail) of a both-sides kind on our cells or the printed ones; None when nothing can be judged."""
+    kind, grid, within = c["kind"], cells.side(printed), c.get("within")
+    if kind in ("own_pattern_best", "augmented_evens", "smaller_spread_than"):
+        return _judge_spread(c, table, cells, grid, printed)
+    a_ref, b_ref = split_ref(c["a"], table), split_ref(c["b"], table)
+    if printed:
+        alias = c.get("printed_as") or {}
+        a_ref = (a_ref[0], alias.get(a_ref[1], a_ref[1])) if a_ref[0] == table else a_ref
+        b_ref = (b_ref[0], alias.get(b_ref[1], b_ref[1])) if b_ref[0] == table else b_ref
+    a, b = _column(grid, a_ref), _column(grid, b_ref)
+    if kind == "outperforms":
+        return _outperforms(a, b)
+    tasks = _tasks(a, b, c.get("rows"))
+    if not tasks:
+        return None
+    ma, mb = statistics.mean(a[t] for t in tasks), statistics.mean(b[t] for t in tasks)
+    if kind == "more_passes":
+        pa, pb = [t for t in tasks if a[t] >= PASS], [t for t in tasks if b[t] >= PASS]
+        return _holds(len(pa) > len(pb)), (f"{len(pa)} tasks pass ({' '.join(pa) or 'none'}) against {len(pb)} "
+                                          f"({' '.join(pb) or 'none'})")
+    if kind == "higher_mean":
+        return _holds(ma > mb), f"mean {ma:.1f} against {mb:.1f} over {len(tasks)} tasks"
+    if kind == "similar_mean":
+        within = 1.0 if within is None else within
+        return _holds(abs(ma - mb) <= within), (f"mean {ma:.1f} against {mb:.1f} (|difference| {abs(ma - mb):.1f}, "
+                                                f"bound {within:g})")
+    if kind == "samples_help":
+        hard = [t for t in tasks if b[t] < PASS]
+        if not hard:
+            return None
+        gains = [a[t] - b[t] for t in hard]
+        better = [t for t in hard if a[t] > b[t]]
+        return _holds(statistics.mean(gains) > 0), (
+            f"on the {len(hard)} tasks below {PASS:g}% with one sample, ten samples gain {statistics.mean(gains):+.1f} "
+            f"points on average and are higher on {len(better)} ({' '.join(better) or 'none'})")
+    if kind == "tracks":
+        within = 1.0 if within is None else within
+        gaps = {t: abs(a[t] - b[t]) for t in tasks}
+        mean_gap = statistics.mean(gaps.values())
+        widest = sorted(tasks, key=lambda t: (-gaps[t], int(t)))[:3]
+        return _holds(mean_gap <= within), (
+            f"mean |difference| {mean_gap:.1f} over {len(tasks)} tasks (bound {within:g}), widest on "
+            + ", ".join(f"task {t} ({a[t]:.0f} against {b[t]:.0f})" for t in widest))
+    # first_beats_second, ensemble_passes_all
+    wins = [t for t in tasks if a[t] > b[t]]
+    ties = [t for t in tasks if a[t] == b[t]]
+    losses = len(tasks) - len(wins) - len(ties)
+    detail = (f"over tasks {' '.join(tasks)}, {a_ref[1]} is higher on {len(wins)} ({' '.join(wins) or 'none'}), "
+              f"equal on {len(ties)}, mean {ma:.1f} against {mb:.1f} for {b_ref[1]}")
+    if kind == "ensemble_passes_all":
+        passed = [t for t in tasks if a[t] >= PASS]
+        return (_holds(len(passed) == len(tasks) and ma > mb),
+                detail + f"; {a_ref[1]} passes (>= {PASS:g}%) {len(passed)} of {len(tasks)} tasks")
+    return _holds(ma > mb and len(wins) > losses), detail
+
+
+def _judge_spread(c: dict, table: str, cells: TableCells, grid: dict, printed: bool) -> tuple[str, str] | None:
+    rows = c.get("rows") or cells.rows.get(table, [])
+    a = _refs(c["a"], table)
+    margin = SPREAD_MARGIN if c.get("within") is None else c["within"]
+    if c["kind"] == "own_pattern_best":
+        hits, n, misses = _own_pattern(grid, table, [col for _, col in a], rows)
+        if not n:
+            return None
+        return _holds(hits == n), (f"{hits} of {n} networks score best on their own pattern"
+                                   + (f" (not {'; '.join(misses)})" if misses else ""))
+    b = _refs(c["b"], table)
+    if c["kind"] == "augmented_evens":
+        aug = _column(grid, a[0])
+        s_aug = _spread(aug, rows)
+        spreads = [s for s in (_spread(_column(grid, ref), rows) for ref in b) if s is not None]
+        if s_aug is None or not spreads:
+            return None
+        own = [_column(grid, ref).get(ref[1].rsplit("/", 1)[-1].strip()) for ref in b]
+        own = [v for v in own if v is not None]
+        mean_spread = statistics.mean(spreads)
+        return _spread_verdict(s_aug, mean_spread, margin), (
+            f"spread (max - min over the {len(rows)} rows) {s_aug:.1f} points for {a[0][1]} against "
+            f"{mean_spread:.1f} on average for the single-pattern networks; its mean "
+            f"{statistics.mean(aug[r] for r in rows):.1f} against {statistics.mean(own):.1f} for the pattern networks "
+            "on their own patterns")
+    # smaller_spread_than: the rows are this table's, for both lists
+    mine = [s for s in (_spread(_column(grid, ref), rows) for ref in a) if s is not None]
+    theirs = [s for s in (_spread(_column(grid, ref), rows) for ref in b) if s is not None]
+    if not mine or not theirs:
+        return None
+    hits, n, _ = _own_pattern(grid, table, [col for t, col in a if t == table], rows)
+    others = sorted({t for t, _ in b} - {table})
+    return _spread_verdict(statistics.mean(mine), statistics.mean(theirs), margin), (
+        f"mean spread (max - min over the rows) {statistics.mean(mine):.1f} points here against "
+        f"{statistics.mean(theirs):.1f} in " + ", ".join(f"Table {t}" for t in others or [table])
+        + f"; {hits} of {n} networks here still score best on their own pattern")
+
+
+# -- kinds judged on our per-seed values ----------------------------------------------------------------------------
+
+def _seeds(cells: TableCells, table: str, row: str, column: str) -> dict[int, float] | None:
+    key = (table, row, column)
+    if key in cells.seeds:
+        return cells.seeds[key]
+    return {0: cells.ours[key]} if key in cells.ours else None
+
+
+def _compare(a: dict[int, float], b: dict[int, float]) -> dict:
+    """a against b over the seeds: difference of the best and of the mean, the larger seed SD, paired wins."""
+    paired = sorted(set(a) & set(b))
+    cmp = tables.compare_seeds(list(a.values()), list(b.values()))
+    return {"d_max": max(a.values()) - max(b.values()), "d_mean": cmp["diff"], "spread": cmp["spread"],
+            "exceeds": cmp["exceeds"], "wins": sum(a[s] > b[s] for s in paired), "pairs": len(paired)}
+
+
+def _pair_words(cmp: dict, a: str, b: str) -> str:
+    seeds = "" if not cmp["pairs"] else f", {a} ahead in {cmp['wins']} of {cmp['pairs']} paired seeds"
+    spread = ("larger than" if cmp["exceeds"] else "within") + f" the seed spread (SD {cmp['spread']:.2f})"
+    return f"{a} − {b}: {cmp['d_max']:+.2f} (best of seeds), {cmp['d_mean']:+.2f} (seed means), {spread}{seeds}"
+
+
+def _judge_column(c: dict, table: str, column: str, cells: TableCells) -> tuple[str, str] | None:
+    rows = c["rows"]
+    have = {r: s for r in rows if (s := _seeds(cells, table, r, column)) is not None}
+    if len(have) < len(rows):
+        return None
+    kind = c["kind"]
+    if kind == "above_spread":
+        better, worse = rows[:2]
+        if min(len(have[better]), len(have[worse])) < 2:
+            return None
+        cmp = tables.compare_seeds(list(have[better].values()), list(have[worse].values()))
+        diff, spread = cmp["diff"], cmp["spread"]
+        verdict = "holds" if diff > spread else "is reversed" if diff < -spread else "is not resolved by the seed spread"
+        return verdict, (f"{better} {cmp['mean_a']:.2f} ± {cmp['sd_a']:.2f} against {worse} {cmp['mean_b']:.2f} ± "
+                         f"{cmp['sd_b']:.2f} (mean ± sample SD over {len(have[better])} and {len(have[worse])} seeds; "
+                         f"difference {diff:+.2f}; it holds when the difference exceeds the larger SD, is reversed "
+                         "below minus it)")
+    if kind == "above":
+        parts, holds, strong = [], True, True
+        for b in rows[1:]:
+            cmp = _compare(have[rows[0]], have[b])
+            holds &= cmp["d_max"] > 0
+            strong &= cmp["exceeds"] and cmp["d_mean"] > 0
+            parts.append(_pair_words(cmp, rows[0], b))
+        verdict = _holds(holds) + (", and the difference is larger than the seed spread" if holds and strong else
+                                   ", but not beyond the seed spread" if holds else "")
+        return verdict, "; ".join(parts)
+    if kind == "order":
+        steps, holds, strong = [], True, True
+        for lo, hi in zip(rows, rows[1:]):
+            cmp = _compare(have[hi], have[lo])
+            holds &= cmp["d_max"] > 0
+            strong &= cmp["exceeds"] and cmp["d_mean"] > 0
+            steps.append(_pair_words(cmp, hi, lo))
+        ours = sorted(rows, key=lambda r: max(have[r].values()))
+        verdict = _holds(holds) + (", every step larger than the seed spread" if holds and strong else
+                                   ", but not every step is beyond the seed spread" if holds else "")
+        return verdict, f"our order, lowest first (best of seeds): {' < '.join(ours)}; " + "; ".join(steps)
+    # best
+    ours = max(rows, key=lambda r: max(have[r].values()))
+    tied = [r for r in rows if r != ours and max(have[r].values()) == max(have[ours].values())]
+    ours_mean = max(rows, key=lambda r: statistics.fmean(have[r].values()))
+    paper_v = {r: cells.printed.get((table, r, column)) for r in rows}
+    printed = [r for r in rows if paper_v[r] is not None]
+    theirs = max(printed, key=lambda r: paper_v[r]) if printed else None
+    others = [r for r in rows if r != ours]
+    runner = max(others, key=lambda r: max(have[r].values())) if others else None
+    cmp = None if runner is None else _compare(have[ours], have[runner])
+    verdict = _holds(ours == theirs)
+    if ours == theirs and cmp is not None:
+        verdict += (", and its lead is larger than the seed spread" if cmp["exceeds"] and cmp["d_mean"] > 0
+                    else ", but its lead is not beyond the seed spread")
+    if tied:
+        verdict = f"is not decided (best of seeds ties {ours} with {', '.join(tied)})"
+    detail = f"best here: {ours} (best of seeds; by seed mean: {ours_mean}); the document's best: {theirs}"
+    return verdict, detail + ("" if cmp is None else "; " + _pair_words(cmp, ours, runner))
+
+
+def _columns_above(c: dict, table: str, cells: TableCells) -> tuple[str, str] | None:
+    (ta, a), (tb, b) = split_ref(c["a"], table), split_ref(c["b"], table)
+    pairs = {r: (_seeds(cells, ta, r, a), _seeds(cells, tb, r, b)) for r in c["rows"]}
+    rows = [r for r, (x, y) in pairs.items() if x is not None and y is not None]
+    if not rows:
+        return None
+    ahead, beyond, paper_ahead, parts = [], [], [], []
+    for r in rows:
+        cmp = _compare(*pairs[r])
+        if cmp["d_max"] > 0:
+            ahead.append(r)
+            if cmp["exceeds"] and cmp["d_mean"] > 0:
+                beyond.append(r)
+        pa, pb = cells.printed.get((ta, r, a)), cells.printed.get((tb, r, b))
+        if pa is not None and pb is not None and pa > pb:
+            paper_ahead.append(r)
+        parts.append(f"{r} {cmp['d_max']:+.1f}")
+    verdict = _holds(len(ahead) >= len(paper_ahead) and set(paper_ahead) <= set(ahead))
+    return verdict, (f"{a} above {b} (best of seeds) for {len(ahead)} of {len(rows)} rows "
+                     f"({', '.join(ahead) or 'none'}), beyond the seed spread for {len(beyond)} "
+                     f"({', '.join(beyond) or 'none'}); the document: {len(paper_ahead)} of {len(rows)}; "
+                     "differences: " + "; ".join(parts))
+
+
+# -- the verdict lines --------------------------------------------------------------------------------------------
+
+def printed_label(source: str) -> str:
+    return "the paper's numbers" if source.endswith("-paper") else "the thesis's numbers"
+
+
+def _name(ref: tuple[str, str], table: str) -> str:
+    return f"{ref[1]} (Table {ref[0]})" if ref[0] != table else ref[1]
+
+
+def lines(claims: list[dict], table: str, cells: TableCells) -> list[str]:
+    """One line per claim (per column for the kinds judged column by column): the document's sentence, what is
+    compared, and the verdict with its numbers, on our cells and, for the kinds that read them, the printed ones."""
+    out = []
+    for c in claims:
+        kind = c["kind"]
+        if kind in PER_COLUMN:
+            for column in c["columns"]:
+                judged = _judge_column(c, table, column, cells)
+                out.append(_line(c["text"], column, [("our numbers", judged)]))
+            continue
+        subject = ""
+        if isinstance(c.get("a"), str) and isinstance(c.get("b"), str):
+            subject = " against ".join(_name(split_ref(c[k], table), table) for k in ("a", "b"))
+        if kind == "columns_above":
+            out.append(_line(c["text"], subject, [("our numbers", _columns_above(c, table, cells))]))
+            continue
+        out.append(_line(c["text"], subject, [("our numbers", _judge(c, table, cells, False)),
+                                              (printed_label(cells.source), _judge(c, table, cells, True))]))
+    return out
+
+
+def _line(text: str, subject: str, sides: list[tuple[str, tuple[str, str] | None]]) -> str:
+    verdicts = [f"in {label} it {judged[0]}: {judged[1]}" for label, judged in sides if judged is not None]
+    head = f"Claim ({text}; {subject})" if subject else f"Claim ({text})"
+    return f"{head}: " + ("; ".join(verdicts) or "no cells to judge yet") + "."
+
+
+# -- checks at load -----------------------------------------------------------------------------------------------
+
+def _declared_rows(decl: dict) -> list[str]:
+    rows = decl.get("rows")
+    if rows == "patterns":
+        return [str(p) for p in range(1, 7)]
+    return [str(r) for r in rows] if isinstance(rows, (list, dict)) else []
+
+
+def declared_cells(params: dict, source: str, tables_read: list[str]) -> TableCells:
+    """The rows and columns of each table as declared (no cells): enough to check names before anything runs."""
+    from nlpbench import config
+    cells = TableCells(source)
+    for t in tables_read:
+        decl = config.declaration(params, "tables", source, t).decl
+        columns = list(decl.get("columns") or []) + list(decl.get("cited") or [])
+        if not columns:            # a table whose columns its family sets (the game tables): the printed ones
+            columns = list(dict.fromkeys(k[2] for k in TableCells(source).with_printed(t)))
+        cells.add(t, _declared_rows(decl), columns, [])
+    return cells
+
+
+def check_declared(params: dict, family: str) -> None:
+    """Every note placeholder and every claim of a family's tables names a table, row and column that exist and a
+    known kind (a family's check calls it, so that a typo stops the load, not the table's build)."""
+    from nlpbench import config
+    from nlpbench.notes import fill, quotes, referenced_tables
+    for d in config.declared(params, "tables", family):
+        where = f"params.yaml: {d.where}"
+        for i, note in enumerate(d.decl.get("notes") or []):
+            try:
+                quotes(note)
+            except NoteError as e:
+                raise NoteError(f"{where}.notes.{i}: {e}") from None
+        cells = declared_cells(params, d.source, [d.name] + referenced_tables(d.decl, d.name))
+        for i, note in enumerate(d.decl.get("notes") or []):
+            fill(note, d.name, cells, f"{where}.notes.{i}")
+        check(d.decl.get("claims") or [], d.name, cells, where)

@@ -1,0 +1,179 @@
+"""The core's note placeholders and claim schema: every placeholder kind, every claim kind (holds, does not hold,
+nothing to judge), named errors, and every declaration's notes and claims parsing at the three scales."""
+
+from pathlib import Path
+
+import pytest
+
+from nlpbench import claims, config, notes, registry
+from nlpbench.tables import Cell
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _cells(tables: dict, printed: dict | None = None, seeds: dict | None = None) -> notes.TableCells:
+    """tables: {table: {(row, column): value}} -> TableCells of an addition source (no printed reference)."""
+    cells = notes.TableCells("nowhere")
+    for t, grid in tables.items():
+        rows = list(dict.fromkeys(r for r, _ in grid))
+        cols = list(dict.fromkeys(c for _, c in grid))
+        cells.add(t, rows, cols, [Cell(r, c, v, seeds=(seeds or {}).get((t, r, c))) for (r, c), v in grid.items()
+                                  if v is not None])
+    cells.printed.update(printed or {})
+    return cells
+
+
+GRID = {"8": {("1", "a"): 96.0, ("1", "b"): 90.0, ("2", "a"): 50.25, ("2", "b"): None, ("mean", "a"): 73.1}}
+PRINTED = {("8", "1", "a"): 99.0, ("8", "2", "a"): 40.0, ("8", "1", "b"): 95.0}
+
+
+@pytest.mark.parametrize("note, filled", [
+    ("{ours 8:1:a}", "96"), ("{ours 8:1}", "90-96"), ("{ours 8:1,2:a}", "50.2-96.0"),
+    ("{paper 8:1:a}", "99"), ("{delta 8:1,2:a}", "-3.0 to +10.2"), ("{delta 8:1:a}", "-3"),
+    ("{mean ours 8:1,2:a}", "73.1"), ("{mean delta 8:*:a}", "+3.6"), ("{passes ours 8:*:a}", "1 of 2"),
+    ("{passes paper 8:*}", "2 of 3"), ("{ours 8:2:b}", "n/a"), ("{ours 8:*:b}", "90"),
+    ("no placeholder {2, 5} here", "no placeholder {2, 5} here"),
+])
+def test_each_placeholder_kind_is_filled_from_the_cells(note, filled):
+    assert notes.fill(note, "8", _cells(GRID, PRINTED)) == filled
+
+
+@pytest.mark.parametrize("note, message", [
+    ("{ours 8:1:c}", r"T8: note placeholder '\{ours 8:1:c\}': Table 8 has no column 'c' \(columns: a, b\)"),
+    ("{ours 8:x:a}", r"T8: note placeholder '\{ours 8:x:a\}': Table 8 has no row 'x'"),
+    ("{paper 9:1:a}", r"T8: note placeholder '\{paper 9:1:a\}': no table '9' of nowhere is read here"),
+    ("{ours 8:1:a", r"T8: note placeholder '\{ours 8:1:a' does not parse"),
+    ("{passes delta 8:*:a}", r"does not parse"),
+])
+def test_a_placeholder_naming_what_does_not_exist_is_a_named_error(note, message):
+    with pytest.raises(config.ConfigError, match=message):
+        notes.fill(note, "8", _cells(GRID, PRINTED), "T8")
+
+
+def test_a_task_the_scale_cut_reads_na_but_no_task_21():
+    cells = _cells({"2": {("1", "a"): 99.0}})
+    assert notes.fill("{ours 2:15:a}", "2", cells) == "n/a"
+    with pytest.raises(notes.NoteError, match="no row '21'"):
+        notes.fill("{ours 2:21:a}", "2", cells)
+
+
+def _one(claim: dict, tables: dict, printed: dict | None = None, seeds: dict | None = None, table: str = "t") -> str:
+    lines = claims.lines([{"text": "§1: x", **claim}], table, _cells(tables, printed, seeds))
+    assert len(lines) == 1
+    return lines[0]
+
+
+TASKS = {"t": {("1", "a"): 99.0, ("2", "a"): 96.0, ("3", "a"): 60.0,
+               ("1", "b"): 97.0, ("2", "b"): 70.0, ("3", "b"): 50.0}}
+
+
+@pytest.mark.parametrize("claim, verdict", [
+    ({"kind": "more_passes", "a": "a", "b": "b"}, "holds: 2 tasks pass (1 2) against 1 (1)"),
+    ({"kind": "more_passes", "a": "b", "b": "a"}, "does not hold: 1 tasks pass"),
+    ({"kind": "higher_mean", "a": "a", "b": "b"}, "holds: mean 85.0 against 72.3 over 3 tasks"),
+    ({"kind": "higher_mean", "a": "b", "b": "a"}, "does not hold"),
+    ({"kind": "similar_mean", "a": "a", "b": "b", "within": 15}, "holds: mean 85.0 against 72.3 (|difference| 12.7"),
+    ({"kind": "similar_mean", "a": "a", "b": "b", "within": 5}, "does not hold"),
+    ({"kind": "samples_help", "a": "a", "b": "b"}, "holds: on the 2 tasks below 95% with one sample"),
+    ({"kind": "samples_help", "a": "b", "b": "a"}, "does not hold"),
+    ({"kind": "tracks", "a": "a", "b": "b", "within": 15}, "holds: mean |difference| 12.7 over 3 tasks"),
+    ({"kind": "tracks", "a": "a", "b": "b", "within": 5}, "does not hold"),
+    ({"kind": "first_beats_second", "a": "a", "b": "b"}, "holds: over tasks 1 2 3, a is higher on 3"),
+    ({"kind": "first_beats_second", "a": "b", "b": "a"}, "does not hold"),
+    ({"kind": "ensemble_passes_all", "a": "a", "b": "b"}, "does not hold: over tasks 1 2 3"),
+])
+def test_each_task_kind_holds_or_not_on_our_cells(claim, verdict):
+    assert f"in our numbers it {verdict}" in _one(claim, TASKS)
+
+
+def test_a_claim_is_judged_on_the_printed_cells_too_and_printed_as_names_their_column():
+    printed = {("t", "1", "A"): 99.0, ("t", "2", "A"): 99.0, ("t", "1", "b"): 90.0, ("t", "2", "b"): 91.0}
+    line = _one({"kind": "ensemble_passes_all", "a": "a", "b": "b", "printed_as": {"a": "A"}},
+                {"t": {("1", "a"): 99.0, ("2", "a"): 96.0, ("1", "b"): 97.0, ("2", "b"): 70.0}}, printed)
+    assert "in our numbers it holds: over tasks 1 2, a is higher on 2" in line
+    assert "in the thesis's numbers it holds: over tasks 1 2, A is higher on 2" in line
+
+
+def test_a_claim_with_no_cells_to_judge_says_so():
+    assert _one({"kind": "higher_mean", "a": "a", "b": "b"}, {"t": {("1", "a"): 1.0}}).endswith(
+        "no cells to judge yet.")
+    assert _one({"kind": "above", "rows": ["x", "y"], "columns": ["c"]}, {"t": {("x", "c"): 1.0}}).endswith(
+        "no cells to judge yet.")
+
+
+def test_outperforms_and_the_spread_kinds():
+    game = {"t": {("1k / Accuracy", "a"): 30.0, ("1k / Accuracy", "b"): 20.0,
+                  ("1k / Rounds", "a"): 5.0, ("1k / Rounds", "b"): 4.0}}
+    assert "does not hold: better in 1 of 2 cells, worse in 1 (1k / Rounds: 5.0 against 4.0)" in _one(
+        {"kind": "outperforms", "a": "a", "b": "b"}, game)
+    pats = {("1", "N / 1"): 80.0, ("2", "N / 1"): 40.0, ("1", "N / 2"): 30.0, ("2", "N / 2"): 70.0,
+            ("1", "N / aug"): 60.0, ("2", "N / aug"): 58.0}
+    assert "it holds: 2 of 2 networks score best" in _one({"kind": "own_pattern_best", "a": ["N / 1", "N / 2"]},
+                                                          {"t": pats})
+    pats[("2", "N / 1")] = 90.0
+    assert "it does not hold: 1 of 2 networks score best on their own pattern (not network 1: 80.0 on its own " \
+           "pattern, 90.0 on pattern 2)" in _one({"kind": "own_pattern_best", "a": ["N / 1", "N / 2"]}, {"t": pats})
+    assert "it holds: spread (max - min over the 2 rows) 2.0 points for N / aug against 25.0" in _one(
+        {"kind": "augmented_evens", "a": "N / aug", "b": ["N / 1", "N / 2"]}, {"t": pats})
+    other = {"u": {("1", "N / 2"): 30.0, ("2", "N / 2"): 70.0}}
+    assert "it holds: mean spread (max - min over the rows) 10.0 points here against 40.0 in Table u" in _one(
+        {"kind": "smaller_spread_than", "a": ["N / 1"], "b": ["u:N / 2"]}, {"t": pats, **other})
+    assert "does not hold (the two are within 40 points)" in _one(
+        {"kind": "smaller_spread_than", "a": ["N / 1"], "b": ["u:N / 2"], "within": 40}, {"t": pats, **other})
+
+
+SEEDS = {("t", "hi", "c"): {0: 30.0, 1: 31.0, 2: 32.0}, ("t", "lo", "c"): {0: 20.0, 1: 21.0, 2: 22.0},
+         ("t", "mid", "c"): {0: 20.0, 1: 35.0, 2: 25.0}}
+SEEDED = {"t": {(r, "c"): max(v.values()) for (_, r, _), v in SEEDS.items()}}
+
+
+@pytest.mark.parametrize("claim, verdict", [
+    ({"kind": "above", "rows": ["hi", "lo"]}, "holds, and the difference is larger than the seed spread"),
+    ({"kind": "above", "rows": ["mid", "hi"]}, "holds, but not beyond the seed spread"),
+    ({"kind": "above", "rows": ["lo", "hi"]}, "does not hold"),
+    ({"kind": "order", "rows": ["lo", "hi"]}, "holds, every step larger than the seed spread"),
+    ({"kind": "order", "rows": ["hi", "lo"]}, "does not hold: our order, lowest first (best of seeds): lo < hi"),
+    ({"kind": "best", "rows": ["hi", "lo"]}, "holds, and its lead is larger than the seed spread"),
+    ({"kind": "best", "rows": ["lo", "mid"]}, "does not hold: best here: mid"),
+    ({"kind": "above_spread", "rows": ["hi", "lo"]}, "holds: hi 31.00 ± 1.00 against lo 21.00 ± 1.00"),
+    ({"kind": "above_spread", "rows": ["lo", "hi"]}, "is reversed"),
+    ({"kind": "above_spread", "rows": ["mid", "lo"]}, "is not resolved by the seed spread"),
+])
+def test_each_seed_kind_holds_or_not(claim, verdict):
+    printed = {("t", "hi", "c"): 50.0, ("t", "lo", "c"): 40.0, ("t", "mid", "c"): 10.0}
+    line = _one({"columns": ["c"], **claim}, SEEDED, printed, SEEDS)
+    assert f"Claim (§1: x; c): in our numbers it {verdict}" in line, line
+
+
+def test_columns_above_compares_with_where_the_document_has_it_above():
+    seeds = {("t", "r", "a"): {0: 5.0, 1: 6.0}, ("t", "r", "b"): {0: 1.0, 1: 2.0}}
+    grid = {"t": {("r", "a"): 6.0, ("r", "b"): 2.0}}
+    assert "a against b): in our numbers it holds: a above b (best of seeds) for 1 of 1 rows (r)" in _one(
+        {"kind": "columns_above", "a": "a", "b": "b", "rows": ["r"]}, grid, {("t", "r", "a"): 1.0}, seeds)
+
+
+@pytest.mark.parametrize("claim, message", [
+    ({"kind": "bigger", "a": "a", "b": "b"}, r"T\.claims\.0\.kind: 'bigger' is not a claim kind"),
+    ({"kind": "higher_mean", "a": "a"}, r"T\.claims\.0: kind higher_mean needs b"),
+    ({"kind": "higher_mean", "a": "a", "b": "z"}, r"T\.claims\.0\.b: Table t has no column 'z'"),
+    ({"kind": "above", "rows": ["1", "99"], "columns": ["a"]}, r"T\.claims\.0\.rows: Table t has no row '99'"),
+    ({"kind": "higher_mean", "a": "a", "b": "b", "wthin": 1}, r"unknown key\(s\) wthin"),
+])
+def test_a_claim_that_names_what_does_not_exist_is_a_named_error(claim, message):
+    with pytest.raises(config.ConfigError, match=message):
+        claims.check([{"text": "x", **claim}], "t", _cells(TASKS), "T")
+
+
+@pytest.mark.parametrize("scale", ["smoke", "cpu", "paper"])
+def test_every_declarations_notes_and_claims_parse_at_each_scale(scale):
+    params = config.load(REPO / "params.yaml", {"scale": scale})      # the families' checks run the core's
+    n_notes = n_claims = 0
+    for d in config.declared(params, "tables"):
+        for note in d.decl.get("notes") or []:
+            n_notes += len(notes.quotes(note))
+        for c in d.decl.get("claims") or []:
+            assert c["kind"] in claims.KINDS, (d.where, c)
+            n_claims += 1
+    for family in registry.families_in(params):
+        claims.check_declared(params, family.name)
+    assert n_notes > 100 and n_claims > 50
