@@ -9,7 +9,7 @@ import shlex
 from pathlib import Path
 import sys
 import yaml
-from nlpbench import config as nb
+from nlpbench import registry as nb
 from nlpbench import plan as nb_plan
 from nlpbench import status as nb_status
 from nlpbench.provenance import resolve_device
@@ -49,7 +49,14 @@ rule all:
     input:
         "results/index.csv",
         "results/README.md",
-        [PLAN.marker(t, SCALE) for t in PLAN.targets.values() if not t.on_demand],
+        [PLAN.marker(t, SCALE) for t in PLAN.part(study=False)],
+
+
+rule studies:   # the reading pilots, seed-spread studies and diagnostics behind the documents' tables
+    input:
+        "results/index.csv",
+        "results/README.md",
+        [PLAN.marker(t, SCALE) for t in PLAN.part(study=True)],
 
 
 onstart:   # the plan before the first job: scale, device, groups per family, and the time this run should take

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from nlpbench import config, plan, registry
+from nlpbench import config, paper, plan, registry
 from nlpbench.memnet import groups as mg
 from nlpbench.timing import records
+from project_repo import edit_params
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "src" / "nlpbench"
@@ -21,13 +22,12 @@ PACKAGE = REPO / "src" / "nlpbench"
 def params_file(tmp_path):
     path = tmp_path / "params.yaml"
     shutil.copy(REPO / "params.yaml", path)
+    shutil.copytree(REPO / "pipeline", tmp_path / "pipeline")      # the declarations' homes
     return path
 
 
 def _edit(path, fn):
-    data = yaml.safe_load(path.read_text())
-    fn(data)
-    path.write_text(yaml.safe_dump(data))
+    edit_params(path, fn)
 
 
 def _table2(params):
@@ -161,7 +161,7 @@ def test_notes_never_change_run_ids(params_file):
 def test_declaration_overrides_are_checked(params_file):
     _edit(params_file, lambda d: d["tables"]["tolias-thesis"]["2"].update(overrides={"model.hopz": 1}))
     with pytest.raises(config.ConfigError, match=r"tables\.tolias-thesis\.2\.overrides.*model.hopz"):
-        config.load(params_file)
+        registry.load(params_file)
 
 
 # -- the package's shape ----------------------------------------------------------------------------------
@@ -198,19 +198,16 @@ def test_the_top_level_holds_only_the_core_and_one_folder_per_family():
             "tables", "verify"}
     assert {p.stem for p in PACKAGE.glob("*.py")} == core
     folders = {p.name for p in PACKAGE.iterdir() if p.is_dir() and p.name != "__pycache__"}
-    assert folders == set(registry.FAMILIES) | set(registry.NOT_YET_WIRED) | {"data", "metrics", "nn", "reference",
+    assert folders == set(registry.FAMILIES) | set(registry.NOT_YET_WIRED) | {"data", "metrics", "nn",
                                                                              "schema"}
 
 
 def test_the_readme_ablation_pastes_into_params_and_adds_its_groups_and_table(params_file):
-    """README, 'Adding an ablation': the entry as shown, under tables: tolias-thesis:, is a valid table."""
+    """README, 'Adding an ablation': the home as shown, copied beside the others, is a valid table (a study)."""
     readme = (REPO / "README.md").read_text()
     section = readme[readme.index("## Adding an ablation"):readme.index("## Adding a model family")]
     snippet = section.split("```yaml\n", 1)[1].split("```", 1)[0]
-    text = params_file.read_text()
-    anchor = "  tolias-thesis:\n"
-    at = text.index(anchor, text.index("\ntables:\n")) + len(anchor)
-    params_file.write_text(text[:at] + snippet + text[at:])
+    (params_file.parent / "pipeline" / "tables" / "tolias-thesis" / "hops-4.yaml").write_text(snippet)
     before = plan.make(config.load(REPO / "params.yaml", {"scale": "cpu"}))
     params = config.load(params_file, {"scale": "cpu"})
     after = plan.make(params)
@@ -218,6 +215,7 @@ def test_the_readme_ablation_pastes_into_params_and_adds_its_groups_and_table(pa
     new = set(after.groups) - set(before.groups)
     assert len(new) == 2 and all("-h4-" in g for g in new)
     assert len(after.targets) == len(before.targets) + 1     # nothing else was dropped
+    assert after.targets["tolias-thesis/hops-4"].study and after.targets["tolias-thesis/hops-4"] in after.part(True)
 
 
 def test_scale_auto_follows_the_device():
@@ -293,7 +291,7 @@ def test_output_and_scale_names_are_refused_likewise(params_file, where):
 
 def test_every_shipped_name_is_a_valid_name():
     pattern = config.name_pattern()
-    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    params = config.load(REPO / "params.yaml", {"scale": "paper"})
     names = [n for section in ("tables", "outputs") for items in params[section].values() for n in items]
     names += list(params["scales"]) + list(records.load(REPO))
     assert {"4.2", "A.1", "fig5.2-loss", "2-layerwise"} <= set(names)
@@ -325,6 +323,7 @@ def test_nlpbench_table_writes_nothing_outside_the_project_for_a_name_that_climb
     project.mkdir(parents=True)
     params_file = project / "params.yaml"
     shutil.copy(REPO / "params.yaml", params_file)
+    shutil.copytree(REPO / "pipeline", project / "pipeline")
     bad = "../../../../../tmp/x"
     _edit(params_file, _rename_table_2(bad))
     args = ["--params", str(params_file), "--overrides", str(project / "overrides.yaml"), "--set", "scale=smoke",
@@ -408,3 +407,58 @@ def test_only_number_text_becomes_a_number_and_only_where_the_schema_wants_a_num
     # text where the schema wants text stays text
     params = config.load(params_file, {"textgen.runs.snli-dae.label": "1e-2"})
     assert params["textgen"]["runs"]["snli-dae"]["label"] == "1e-2"
+
+
+# -- one home per table --------------------------------------------------------------------------------------
+
+def test_every_declaration_has_one_home_and_every_printed_table_its_numbers_beside_it():
+    assert not {"tables", "outputs"} & set(yaml.safe_load((REPO / "params.yaml").read_text()))
+    homes = {(f.parent.parent.name, f.parent.name, f.stem) for f in (REPO / "pipeline").glob("*/*/*.yaml")}
+    params = config.load(REPO / "params.yaml", {"scale": "paper"})
+    assert homes == {(d.section, d.source, d.name) for s in config.SECTIONS for d in config.declared(params, s)}
+    for r in paper.reference_index():      # each table the documents printed: its home and its numbers together
+        assert (REPO / "pipeline" / "tables" / r["source"] / f"{r['table']}.yaml").is_file()
+        assert paper.paper_file(r["source"], r["table"]).is_file()
+
+
+def test_a_bad_home_is_named_by_its_file(params_file):
+    home = params_file.parent / "pipeline" / "tables" / "tolias-thesis" / "7.yaml"
+    home.write_text(home.read_text().replace("variant: en", "varient: en"))
+    with pytest.raises(config.ConfigError, match="(?s)" + re.escape(str(home)) + r".*varient"):
+        config.load(params_file)
+    home.write_text("rows: [1, 2\n")
+    with pytest.raises(config.ConfigError, match=re.escape(str(home)) + ".*line"):
+        config.load(params_file)
+
+
+def test_a_homes_by_scale_keys_apply_at_that_scale_only(params_file):
+    home = params_file.parent / "pipeline" / "tables" / "tolias-thesis" / "pilot-task15.yaml"
+    assert "by_scale:" in home.read_text()
+    decl = lambda scale: config.load(params_file, {"scale": scale})["tables"]["tolias-thesis"]["pilot-task15"]
+    assert decl("smoke")["rows"] == [1, 20] and decl("smoke")["seeds"] == [0]
+    assert decl("cpu")["rows"] != [1, 20] and decl("cpu")["rows"] == decl("paper")["rows"]
+    assert "by_scale" not in decl("cpu")
+    home.write_text(home.read_text() + "  tiny: {rows: [1]}\n")
+    with pytest.raises(config.ConfigError, match=re.escape(str(home)) + r".*by_scale.*unknown scale 'tiny'"):
+        config.load(params_file, {"scale": "smoke"})
+
+
+def test_a_declaration_in_two_places_is_refused(params_file):
+    text = params_file.read_text() + "tables:\n  tolias-thesis:\n    '7': {family: memnet}\n"
+    params_file.write_text(text)
+    with pytest.raises(config.ConfigError, match=r"7\.yaml.*also declared in .*params\.yaml"):
+        config.load(params_file)
+
+
+def test_rule_all_builds_the_documents_and_studies_the_rest():
+    params = config.load(REPO / "params.yaml", {"scale": "cpu"})
+    p = plan.make(params)
+    documents, studies = p.part(study=False), p.part(study=True)
+    printed = {(r["source"], r["table"]) for r in paper.reference_index()}
+    tables = [t for t in p.targets.values() if t.section == "tables"]
+    assert {(t.source, t.name) for t in tables if t in documents} == printed      # every printed table, nothing else
+    assert {t.key for t in studies} >= {"tolias-thesis/pilot-task15", "tolias-thesis/task3-seeds"}
+    assert not [t for t in documents + studies if t.on_demand]                     # benchmarks only when named
+    snakefile = (REPO / "Snakefile").read_text()
+    assert "PLAN.part(study=False)" in snakefile.split("rule all:")[1].split("rule ")[0]
+    assert "PLAN.part(study=True)" in snakefile.split("rule studies:")[1].split("rule ")[0]

@@ -38,7 +38,8 @@ def table(params: dict, source: str, name: str, paths: Paths, allow_empty: bool 
             out[f"figure{i or ''}"] = draw(stage)
         if (source, name) not in {(r["source"], r["table"]) for r in paper.reference_index()}:
             # an addition the documents never ran: listed in the index as such
-            results_index.register_output(stage, source, name, d.decl.get("title", name), "addition",
+            results_index.register_output(stage, source, name, d.decl.get("title", name),
+                                          "study" if d.decl.get("study") else "addition",
                                           [out["md"].name, out["csv"].name],
                                           f"{result.count('ok')} of {len(result.lines)} cells run", params["scale"])
     return {key: paths.results / path.relative_to(stage) for key, path in out.items()}

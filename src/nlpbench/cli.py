@@ -19,7 +19,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from nlpbench import config
+from nlpbench import config, registry
 from nlpbench.checkpoints import LoadError
 from nlpbench.data.babi import BabiFormatError, MissingDataError
 from nlpbench.data.fetch import FetchError
@@ -39,7 +39,7 @@ def _overrides(pairs: list[str]) -> dict:
 
 def _params(args, **extra) -> dict:
     """params.yaml with the user's overrides: overrides.yaml (beside it), then --set, then `extra`."""
-    return config.load(args.params, _file_overrides(args) | _overrides(args.set) | extra)
+    return registry.load(args.params, _file_overrides(args) | _overrides(args.set) | extra)
 
 
 def _file_overrides(args) -> dict:
@@ -136,11 +136,15 @@ def cmd_index(args) -> None:
 
 
 def cmd_plan(args) -> None:
-    from nlpbench import plan
+    from nlpbench import plan, status
+    from nlpbench.provenance import resolve_device
     params = _params(args)
     p = plan.make(params)
     print(f"scale {params['scale']}: {len(p.data)} data steps, {len(p.groups)} training groups, "
           f"{len(p.targets)} tables and outputs")
+    device = resolve_device(params["device"])
+    for line in status.parts_eta(params, p, device):
+        print(line)
     for what, items in (("data", p.data), ("train", p.groups), ("target", p.targets)):
         for key in items:
             print(f"{what}\t{p.owner[key]}\t{key}")

@@ -1,9 +1,12 @@
-"""params.yaml: loading, overrides, scales, validation, and the table and output declarations.
+"""params.yaml and the declarations: loading, overrides, scales, validation.
 
-The core knows no family. A family's settings live under its own top-level key (`memnet:`, `dmn:`, ...); every
-table and every other output is declared in one shape under `tables:` / `outputs:`, keyed by source and name,
-and names the family that fills it (src/nlpbench/registry.py). What a family needs beyond the schema it checks
-itself (`Family.check`).
+The core knows no family. A family's settings live under its own top-level key of params.yaml (`memnet:`, `dmn:`,
+...). Every table and every other output has one home, `pipeline/tables/<source>/<name>.yaml` or
+`pipeline/outputs/<source>/<name>.yaml` beside params.yaml (the paper's numbers beside it as `<name>.paper.csv`),
+and names the family that fills it (src/nlpbench/registry.py); `load` assembles them as `tables.<source>.<name>`
+and `outputs.<source>.<name>`, so a dotted override reaches them like any setting. A home's `by_scale:` holds its
+own keys at other scales. What a family needs beyond the schema it checks itself (`Family.check`, run by
+nlpbench.registry.load).
 """
 
 from __future__ import annotations
@@ -96,9 +99,9 @@ def _set_path(node, path: tuple, value) -> None:
     node[path[-1]] = value
 
 
-def _validate(params: dict, where: str) -> None:
+def _validate(params: dict, where: str, homes: dict | None = None) -> None:
     """Validate `params` against the schema; a number written as text where the schema wants a number is read as
-    that number in place (see _numbers_written_as_text)."""
+    that number in place (see _numbers_written_as_text). An error inside a declaration names its home's file."""
     validator = jsonschema.Draft202012Validator(_schema())
     errors = list(validator.iter_errors(params))
     numbers = _numbers_written_as_text(errors)
@@ -108,6 +111,9 @@ def _validate(params: dict, where: str) -> None:
         errors = list(validator.iter_errors(params))
     errors.sort(key=lambda e: list(map(str, e.path)))
     if errors:
+        in_homes = [_home_of(homes or {}, list(e.path)) for e in errors[:10]]
+        if all(in_homes):           # every error lies in a declaration: name its home, not params.yaml
+            where = ", ".join(sorted({str(f) for f in in_homes}))
         raise ConfigError(f"{where}: invalid parameters\n" + "\n".join(_error_line(e) for e in errors[:10]))
 
 
@@ -199,16 +205,64 @@ def resolve_scale(params: dict, where: str) -> str:
     return scale
 
 
+SECTIONS = ("tables", "outputs")     # the declarations, one home each under pipeline/<section>/<source>/<name>.yaml
+BY_SCALE = "by_scale"                # a home's own keys at other scales
+
+
+def homes_dir(params_path: str | Path) -> Path:
+    """pipeline/ beside params.yaml: where the declarations live."""
+    return Path(params_path).parent / "pipeline"
+
+
+def _read_homes(params: dict, path: Path) -> dict[tuple[str, str, str], tuple[Path, dict]]:
+    """Put every home under pipeline/ into params (tables.<source>.<name>, outputs.<source>.<name>), sources and
+    names in natural order; returns (section, source, name) -> (its file, its by_scale mapping)."""
+    found = {}
+    root = homes_dir(path)
+    for section in SECTIONS:
+        folder = root / section
+        files = sorted(folder.glob("*/*.yaml"), key=lambda f: (f.parent.name, _natural(f.stem))) \
+            if folder.is_dir() else []
+        for file in files:
+            source, name = file.parent.name, file.stem
+            check_name(source, f"{file}: the folder")
+            check_name(name, f"{file}: the file name")
+            decl = read_yaml(file.read_text(encoding="utf-8"), str(file))
+            if not isinstance(decl, dict):
+                raise ConfigError(f"{file}: expected a mapping of the declaration's keys (family, rows, columns, ...)")
+            by_scale = decl.pop(BY_SCALE, None) or {}
+            if not isinstance(by_scale, dict) or not all(isinstance(v, dict) for v in by_scale.values()):
+                raise ConfigError(f"{file}: {BY_SCALE}: expected scale -> mapping of this declaration's keys")
+            items = params.setdefault(section, {}).setdefault(source, {})
+            if name in items:
+                raise ConfigError(f"{file}: {section}.{source}.{name} is also declared in {path}; keep one home")
+            items[name] = decl
+            found[(section, source, name)] = (file, by_scale)
+    return found
+
+
+def _natural(name: str) -> list:
+    """'2' < '2-layerwise' < '10' < 'pilot-task15': numbers by value, then text."""
+    return [(0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.split(r"(\d+)", name) if p]
+
+
+def _home_of(homes: dict, error_path: list) -> Path | None:
+    key = tuple(str(p) for p in error_path[:3])
+    return homes[key][0] if key in homes else None
+
+
 def load(path: str | Path = "params.yaml", overrides: dict | None = None) -> dict:
-    """Read params.yaml, apply the chosen scale, then the user's `overrides` (Snakemake's --config, `--set`,
-    overrides.yaml: dotted keys or nested mappings); validate; let every family check what the schema cannot.
+    """Read params.yaml and the declarations' homes, apply the chosen scale (params.yaml's `scales:`, then each
+    home's `by_scale:`), then the user's `overrides` (Snakemake's --config, `--set`, overrides.yaml: dotted keys or
+    nested mappings); validate. The families' own checks are nlpbench.registry.load's.
 
     A value the user sets wins over the scale's (and is validated as any other)."""
     path = Path(path)
     params = read_yaml(path.read_text(), str(path))
     if not isinstance(params, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
-    _validate(params, str(path))
+    homes = _read_homes(params, path)
+    _validate(params, str(path), homes)
     params = copy.deepcopy(params)
     user = _flatten_against(params, overrides or {})
     if "scale" in user:
@@ -219,12 +273,16 @@ def load(path: str | Path = "params.yaml", overrides: dict | None = None) -> dic
     params["scale"] = scale
     for key, value in params["scales"][scale].items():
         set_dotted(params, key, value, f"{path}: scales.{scale}")
+    for (section, source, name), (file, by_scale) in homes.items():
+        unknown = set(by_scale) - set(params["scales"])
+        if unknown:
+            raise ConfigError(f"{file}: {BY_SCALE}: unknown scale {sorted(unknown)[0]!r} "
+                              f"(known: {', '.join(params['scales'])})")
+        for key, value in (by_scale.get(scale) or {}).items():
+            set_dotted(params, f"{section}.{source}.{name}.{key}", value, f"{file}: {BY_SCALE}.{scale}")
     for key, value in user.items():
         set_dotted(params, key, value, f"{path} (override)")
-    _validate(params, f"{path} (scale {scale}, with overrides)" if user else f"{path} (scale {scale})")
-    from . import registry   # the families' own checks (cross-references the schema cannot express)
-    for family in registry.families_in(params):
-        family.check(params)
+    _validate(params, f"{path} (scale {scale}, with overrides)" if user else f"{path} (scale {scale})", homes)
     return params
 
 

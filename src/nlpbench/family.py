@@ -55,6 +55,8 @@ class Target:
     needs: tuple[str, ...] = ()        # data steps it reads directly
     on_demand: bool = False            # built only when asked for by name (a benchmark), never by `all`
     reads: tuple[str, ...] = ()        # committed files it cites (a benchmark's end-to-end records): a new one reruns it
+    study: bool = False                # a study behind the documents' tables (its home says `study: true`): built by
+                                       # `snakemake studies`, not by `all` (set by nlpbench.plan from the declaration)
 
     @property
     def key(self) -> str:

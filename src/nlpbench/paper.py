@@ -1,7 +1,8 @@
-"""The numbers the documents printed: loader for the packaged reference CSVs.
+"""The numbers the documents printed, read from each table's home.
 
-The data live in ``nlpbench/reference/`` (``index.csv`` and ``<source>/<table>.csv``), copied verbatim from
-the project's checked transcription; see ``reference/README.md`` for the labelling conventions.
+Every table of the documents has ``pipeline/tables/<source>/<table>.paper.csv`` beside its declaration
+(``<table>.yaml``), and ``pipeline/tables/index.csv`` lists them with their captions; see
+``pipeline/tables/README.md`` for the labelling conventions.
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ import csv
 from functools import lru_cache
 from pathlib import Path
 
-REFERENCE_DIR = Path(__file__).resolve().parent / "reference"
+PIPELINE = Path(__file__).resolve().parents[2] / "pipeline"    # the repository's declarations (src/ layout)
+REFERENCE_DIR = PIPELINE / "tables"
 
 SOURCE_LABELS: dict[str, str] = {
     "tolias-thesis": "Tolias, PhD thesis (2020), seed 000",
@@ -42,7 +44,12 @@ def _index() -> tuple[dict, ...]:
 def _cells(source: str, table: str) -> tuple[dict, ...]:
     if not any(r["source"] == source and r["table"] == table for r in _index()):
         raise KeyError(f"no reference table {source}/{table}")
-    return tuple(_read_csv(REFERENCE_DIR / source / f"{table}.csv"))
+    return tuple(_read_csv(paper_file(source, table)))
+
+
+def paper_file(source: str, table: str, section: str = "tables") -> Path:
+    """pipeline/<section>/<source>/<table>.paper.csv: the printed numbers beside the declaration."""
+    return PIPELINE / section / source / f"{table}.paper.csv"
 
 
 def reference_index() -> list[dict]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from nlpbench import config, io, registry, rundirs
@@ -26,6 +26,16 @@ class Plan:
 
     def family_of(self, item: str) -> str:
         return self.owner[item]
+
+    def part(self, study: bool) -> list[Target]:
+        """The documents' tables and outputs (`study=False`: what `snakemake` builds) or the studies behind them
+        (`snakemake studies`); benchmarks, built only when named, are in neither."""
+        return [t for t in self.targets.values() if not t.on_demand and t.study == study]
+
+    def groups_of(self, targets: list[Target]) -> list[str]:
+        """The training groups these targets read, in plan order."""
+        wanted = {g for t in targets for g in t.groups}
+        return [g for g in self.groups if g in wanted]
 
     def marker(self, target: Target, scale: str) -> str:
         """The per-scale file that says this clone built the target (results/ itself is committed)."""
@@ -54,6 +64,8 @@ def make(params: dict) -> Plan:
         for group in fam.groups(params):
             _add(plan.groups, plan.owner, group, group.id, fam.name)
         for target in fam.targets(params):
+            if (params.get(target.section) or {}).get(target.source, {}).get(target.name, {}).get("study"):
+                target = replace(target, study=True)
             _add(plan.targets, plan.owner, target, target.key, fam.name)
     needed = {n for s in plan.data.values() for n in s.needs} | {n for g in plan.groups.values() for n in g.needs} \
         | {n for t in plan.targets.values() for n in t.needs}

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import importlib
 
+from pathlib import Path
+
+from nlpbench import config
 from nlpbench.family import Family
 
 FAMILIES = {   # name -> "module:attribute" (imported on first use: the Snakefile must not load torch models)
@@ -29,8 +32,7 @@ NOT_YET_WIRED: tuple[str, ...] = ()    # none at present
 
 def get(name: str) -> Family:
     if name not in FAMILIES:
-        from nlpbench.config import ConfigError
-        raise ConfigError(f"unknown family {name!r} (known: {', '.join(FAMILIES)})")
+        raise config.ConfigError(f"unknown family {name!r} (known: {', '.join(FAMILIES)})")
     module, attr = FAMILIES[name].split(":")
     return getattr(importlib.import_module(module), attr)
 
@@ -40,3 +42,16 @@ def families_in(params: dict) -> list[Family]:
     named = {d["family"] for section in ("tables", "outputs") for items in (params.get(section) or {}).values()
              for d in items.values()}
     return [get(n) for n in FAMILIES if n in params or n in named]
+
+
+def check(params: dict) -> None:
+    """Let every family check what the schema cannot (cross-references: runs a table names, override keys)."""
+    for family in families_in(params):
+        family.check(params)
+
+
+def load(path: str | Path = "params.yaml", overrides: dict | None = None) -> dict:
+    """params.yaml and the declarations (nlpbench.config.load), checked by every family they name."""
+    params = config.load(path, overrides)
+    check(params)
+    return params

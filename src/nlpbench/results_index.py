@@ -19,7 +19,7 @@ from nlpbench.tables import TABLE_STATUSES
 INDEX_COLUMNS = ["source", "table", "title", "status", "path"]
 NOT_BUILT = "not yet implemented"
 OUTPUT_SUFFIX = ".output.json"
-OUTPUT_KINDS = ("qualitative table", "figure", "transcript", "addition", "benchmark", "summary")
+OUTPUT_KINDS = ("qualitative table", "figure", "transcript", "addition", "study", "benchmark", "summary")
 
 
 def register_output(results_dir: str | Path, source: str, name: str, title: str, kind: str, files: list[str],
@@ -50,8 +50,8 @@ INTRO = """\
 # Reproduced result tables
 
 Each table below regenerates a result table of one of the source documents. Every reproduced cell is printed
-next to the number the document printed ("paper"), which comes from the checked transcription packaged in
-`nlpbench/reference/`; Δ = reproduced − paper, in the document's unit (mostly percentages). Paper cells marked
+next to the number the document printed ("paper"), which comes from the checked transcription beside each table's
+declaration (`pipeline/tables/<source>/<table>.paper.csv`); Δ = reproduced − paper, in the document's unit (mostly percentages). Paper cells marked
 *cited* were copied by the document from other work. The scale, commit, device and configuration of each run
 are recorded at the top of its table.
 

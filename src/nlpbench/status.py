@@ -175,6 +175,23 @@ def parallel_jobs(device: str, cores: int | None = None) -> int:
     return 1 if device == "cuda" else max(1, cores or os.cpu_count() or 1)
 
 
+def parts_eta(params: dict, plan: Plan, device: str, cores: int | None = None) -> list[str]:
+    """One line each for the documents' tables (`snakemake`) and the studies behind them (`snakemake studies`):
+    how many, the groups they read that are not trained yet, and the wall time those take here (a group both
+    read counts with the documents)."""
+    costs, jobs = read_costs(), parallel_jobs(device, cores)
+    documents = plan.groups_of(plan.part(study=False))
+    studies = [g for g in plan.groups_of(plan.part(study=True)) if g not in set(documents)]
+    lines = []
+    for label, command, targets, groups in (("documents", "snakemake", plan.part(study=False), documents),
+                                           ("studies", "snakemake studies", plan.part(study=True), studies)):
+        todo = [g for g in groups if not is_done(plan.groups[g].done)]
+        est = estimate(plan, todo, params["scale"], costs)
+        lines.append(f"{label} (`{command}`): {len(targets)} tables and outputs, {len(groups)} training groups "
+                     f"({len(todo)} to train), estimated {duration(est.wall(jobs))} wall with {jobs} job(s) at a time")
+    return lines
+
+
 def report(params: dict, plan: Plan, device: str, cores: int | None = None, per_table: bool = True,
            this_run: list[str] | None = None) -> str:
     """The plan of the chosen scale: what is done, what is left per family and table, and the ETA (of the groups

@@ -6,7 +6,6 @@ from __future__ import annotations
 import csv
 import statistics
 from datetime import datetime, timezone
-from importlib import resources
 from pathlib import Path
 
 from nlpbench import config, io, results_index
@@ -14,6 +13,7 @@ from nlpbench.config import Declared
 from nlpbench.memnet.groups import Group, all_groups, column_key, declaration_groups, dof_by_role
 from nlpbench.data import babi
 from nlpbench.memnet.experiments import select_run
+from nlpbench.paper import paper_file
 from nlpbench.provenance import code_commit
 from nlpbench.memnet.predict import RunPredictor
 
@@ -23,7 +23,7 @@ COLUMNS = {"MemN2N": ("memn2n", "point", 1), "t-MEM-NN / 1 sample": ("tmemnn", "
 
 def paper_attention() -> dict[tuple[str, str, str], tuple[str, str]]:
     """(table, row, column) -> (paper text, note), from the packaged transcription of the thesis's Tables 3-5."""
-    text = resources.files("nlpbench").joinpath("reference/tolias-thesis/attention.csv").read_text()
+    text = paper_file("tolias-thesis", "attention", "outputs").read_text(encoding="utf-8")
     return {(r["table"], r["row"], r["column"]): (r["paper"], r["note"]) for r in csv.DictReader(text.splitlines())}
 
 
@@ -98,8 +98,8 @@ def attention_table(params: dict, d: Declared, data_root: Path, runs_root: Path,
               "q (A-5); the 10-sample column uses the mean of the 10 per-sample attentions and the mean predictive "
               "distribution; the 1-sample column one draw.",
               "- Story ids are 0-based question indices into the en-1k test file (verified on the facts).",
-              "- The paper column is the thesis's table as transcribed (`reference/tolias-thesis/"
-              "attention.csv`)."]
+              "- The paper column is the thesis's table as transcribed (`pipeline/outputs/tolias-thesis/"
+              "attention.paper.csv`)."]
     io.write_text(out, "\n".join(lines) + "\n")
     csv_lines = ["row,column,reproduced,paper,supporting_or_right,note"]
     for r in rows_csv:
