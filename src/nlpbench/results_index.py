@@ -50,10 +50,10 @@ INTRO = """\
 # Reproduced result tables
 
 Each table below regenerates a result table of one of the source documents. Every reproduced cell is printed
-next to the number the document printed ("paper"), which comes from the checked transcription beside each table's
-declaration (`pipeline/tables/<source>/<table>.paper.csv`); Δ = reproduced − paper, in the document's unit (mostly percentages). Paper cells marked
-*cited* were copied by the document from other work. The scale, commit, device and configuration of each run
-are recorded at the top of its table.
+next to the number the document printed ("paper"), which comes from the checked transcription beside the
+table's declaration (`pipeline/tables/<source>/<table>.paper.csv`); Δ = reproduced − paper, in the document's
+unit (mostly percentages). Paper cells marked *cited* were copied by the document from other work. The scale,
+commit, device and configuration of each run are recorded at the top of its table.
 
 Seed 003 (a tutorial) has no result tables, so four of the five documents appear here.
 

@@ -226,7 +226,7 @@ def _normalise(cell: Cell) -> tuple[float | None, str, str]:
 
 
 def _derive(spec: TableSpec, lines: list[Line]) -> list[Derived]:
-    """Per-column mean and pass-count rows, over the spec rows (a printed ``mean`` row is excluded)."""
+    """Per-column mean and pass-count rows, over the table's rows (a printed ``mean`` row is excluded)."""
     if not spec.mean_row and spec.pass_threshold is None:
         return []
     if spec.mean_row and "mean" in spec.rows:
@@ -260,7 +260,7 @@ def _derive(spec: TableSpec, lines: list[Line]) -> list[Derived]:
 
 
 def _auto_notes(lines: list[Line], unmatched: list[dict]) -> list[str]:
-    """Notes generated from the reference notes, the cell details and reference cells outside the spec."""
+    """Notes generated from the reference notes, the cell details and reference cells outside the table's rows and columns."""
     notes: list[str] = []
     cited = [ln for ln in lines if "cited" in ln.ref_note.split("; ")]
     if cited:
@@ -294,7 +294,7 @@ def build_table(spec: TableSpec, cells: list[Cell], provenance: dict, notes: lis
     """Match reproduced cells with the printed reference by (row, column) and compute the table status.
 
     Spec cells without a reproduced Cell are ``not_run``; a spec cell the paper did not print has an empty paper
-    side. Cells outside the spec's rows x columns, duplicate cells and unknown statuses raise ValueError.
+    side. Cells outside the table's rows x columns, duplicate cells and unknown statuses raise ValueError.
     """
     _check_unique(spec.rows, "row")
     _check_unique(spec.columns, "column")
@@ -308,7 +308,7 @@ def build_table(spec: TableSpec, cells: list[Cell], provenance: dict, notes: lis
     for cell in cells:
         key = (cell.row, cell.column)
         if key not in grid_set:
-            raise ValueError(f"{spec.source}/{spec.table}: cell {key} is not in the spec's rows x columns")
+            raise ValueError(f"{spec.source}/{spec.table}: cell {key} is not in the table's rows x columns")
         if key in given:
             raise ValueError(f"{spec.source}/{spec.table}: duplicate cell {key}")
         given[key] = cell

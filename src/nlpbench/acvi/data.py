@@ -9,7 +9,7 @@ sentences (for ROUGE-Lsum) by `split_sentences`.
 
 QG (Du et al. 2017, xinyadu/nqg): tokenised sentence -> question pairs, dev (10,570) and test (11,877). A real
 copy-heavy seq2seq corpus for the pointer-generator addition table; its train split is not in the mirror, so the
-addition table trains on dev and tests on test (params.yaml tables.tolias-thesis.acvi-qg notes).
+addition table trains on dev and tests on test (pipeline/tables/tolias-thesis/acvi-qg.yaml, its notes).
 
 Video: `synthetic_video_features` makes 24 x 1024 tensors for smoke tests only (GoogLeNet features of MSVD are not
 available offline); every output says "synthetic". A user-supplied MSVD copy is read by `prepare_msvd`, DUC 2004

@@ -1,7 +1,7 @@
 """From acvi runs and data steps to results/: thesis Tables 20, 25, 26, paper Tables 1-4, the QG addition table,
 the training-phase table (thesis Table 19 = paper Table 5) and the qualitative summaries.
 
-A table's rows and columns each give part of a cell (params.yaml tables.<source>.<name>, family acvi):
+A table's rows and columns each give part of a cell (pipeline/tables/<source>/<name>.yaml, family acvi):
   run + metric [+ split, checkpoint]   a trained run's metrics.json (mean over `seeds` in an addition table)
   released: lead3 | pgn | s2s          lead-3 or a released system output on the CNN/DM mirror subset, scored here
   cited: "<why>"                       a number the document copied from other work, never run here
@@ -354,8 +354,8 @@ def reading_notes(params: dict, runs: list[ag.AcviRun], decl_parts: list[dict] =
     if any(p.get("eval") == "duc2004" for p in decl_parts):
         proto = duc_protocol(params)
         cut = f"cut to the first {proto['truncate_bytes']} bytes" if proto["truncate_bytes"] else "not truncated"
-        notes.append(f"DUC 2004 protocol (acvi.metrics.duc_truncate_bytes / duc_measure; the paper gives none, spec "
-                     f"B-13 / §3.4): the final CNN/DM model decodes each task-1 document (no fine-tuning), the summary "
+        notes.append(f"DUC 2004 protocol (acvi.metrics.duc_truncate_bytes / duc_measure; the paper gives none; "
+                     f"reading B-13 in docs/acvi.md): the final CNN/DM model decodes each task-1 document (no fine-tuning), the summary "
                      f"is {cut} (ROUGE-1.5.5's -b, the DUC 2004 task-1 convention), ROUGE {proto['measure']} x 100 "
                      f"(rouge-score, ROUGE-L summary-level), averaged over the four human summaries and the documents, "
                      f"stemming {'on' if proto['stem'] else 'off'}.")

@@ -1,6 +1,6 @@
 """Tables 3.1, 4.2-4.4, 5.2-5.5 and A.1 (seed 004 chs. 3-5, appendix A) as grids over registered names.
 
-A cell of a table declaration (params.yaml tables.shen-thesis.<name>, family squad) is the merge of the table's
+A cell of a table declaration (pipeline/tables/shen-thesis/<name>.yaml, family squad) is the merge of the table's
 `fixed` part, its row's part and its column's part. A part names any of
     similarity (similarity.SIMILARITIES), output (output.OUTPUTS), passage_summary (first | second),
     revised_dim_D (d* of the revised method as a multiple of D), model (baseline | bidaf | dcn | qanet: the full

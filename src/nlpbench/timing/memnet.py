@@ -39,7 +39,7 @@ from nlpbench.timing.report import sectioned_markdown
 WARMUP = 5              # untimed training steps before each timed stretch
 INFERENCE_REPEATS = 10  # timed passes over each task's test set
 SINGLE_QUESTIONS = 25   # test questions per task answered one at a time (batch 1)
-DELTA_20, DELTA_50 = "2", "9"   # params.yaml tables.tolias-thesis: Table 2 (delta 20), Table 9 (delta 50)
+DELTA_20, DELTA_50 = "2", "9"   # pipeline/tables/tolias-thesis/: Table 2 (delta 20), Table 9 (delta 50)
 EN_10K = "13"           # Table 13 (en-10k): the 10k tables' groups, most of chapter 6's training time
 
 
