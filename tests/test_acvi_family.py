@@ -22,7 +22,7 @@ ACVI_TABLES = [("tolias-thesis", "20"), ("tolias-thesis", "25"), ("tolias-thesis
 
 
 def load(scale: str, **over) -> dict:
-    return config.load(REPO / "params.yaml", {"scale": scale, **over})
+    return registry.load(REPO / "params.yaml", {"scale": scale, **over})
 
 
 def acvi_groups(params: dict) -> list[str]:

@@ -7,6 +7,7 @@ import csv
 from pathlib import Path
 
 from nlpbench import config
+from nlpbench.paper import paper_file
 from nlpbench.acvi import groups as ag
 from nlpbench.acvi.experiments import train_config
 from nlpbench.acvi.train import THESIS_PHASES
@@ -16,7 +17,7 @@ PKG = REPO / "src" / "nlpbench"
 
 
 def reference_labels(doc: str, table: str) -> tuple[set, set]:
-    with open(PKG / "reference" / doc / f"{table}.csv", newline="") as f:
+    with open(paper_file(doc, table), newline="") as f:
         rows = list(csv.DictReader(f))
     return {r["row"] for r in rows}, {r["column"] for r in rows}
 

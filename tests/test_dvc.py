@@ -10,6 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from nlpbench import config
+from project_repo import inline_declarations
+
 REPO = Path(__file__).resolve().parents[1]
 BINDIR = Path(sys.executable).parent
 DVC = str(BINDIR / "dvc")
@@ -114,7 +117,7 @@ def test_dvc_lock_round_trips_the_whole_params_yaml(tmp_path):
     env = _env(_instant_commands(tmp_path / "bin"))
     work = _fresh_clone(tmp_path / "clone", env)
     assert (work / "params.yaml").read_bytes() == (REPO / "params.yaml").read_bytes()
-    longest = max(len(str(k)) for k in _keys(yaml.safe_load((work / "params.yaml").read_text())))
+    longest = max(len(str(k)) for k in _keys(config.load(work / "params.yaml", {"scale": "paper"})))
     assert longest > 90                                # what made the lock unreadable is still there
     _plant(work)
     _run([DVC, "repro"], work, env)
@@ -123,11 +126,13 @@ def test_dvc_lock_round_trips_the_whole_params_yaml(tmp_path):
     status = _run([DVC, "status"], work, env)
     assert "up to date" in status.stdout.lower(), status.stdout
     _run([DVC, "push"], work, env)
-    # a declaration changed: DVC sees it (params.yaml is a dependency of the tables stage) and still reads its lock
-    params = (work / "params.yaml").read_text()
-    renamed = params.replace("the paper's position encoding)", "the paper's position encoding, renamed)")
-    assert renamed != params
-    (work / "params.yaml").write_text(renamed)
+    # a declaration changed: DVC sees it (its home under pipeline/ is a dependency of the tables stage) and still
+    # reads its lock
+    home = work / "pipeline" / "tables" / "tolias-thesis" / "pilot-task15.yaml"
+    text = home.read_text()
+    renamed = text.replace("the paper's position encoding)", "the paper's position encoding, renamed)")
+    assert renamed != text
+    home.write_text(renamed)
     assert "tables" in _run([DVC, "status"], work, env).stdout
     _run([DVC, "repro"], work, env)
     assert "up to date" in _run([DVC, "status"], work, env).stdout.lower()
@@ -220,7 +225,7 @@ def test_dvc_exp_run_regenerates_tables_and_keeps_its_runs(tmp_path, mirror_dir)
     work = tmp_path / "clone"
     work.mkdir()
     work = _fresh_clone(work, env)
-    params = yaml.safe_load((work / "params.yaml").read_text())
+    params = inline_declarations(work)              # one file to cut down (the homes put inline)
     params["scales"]["smoke"]["memnet.train.epochs"] = 1
     # DVC's side of the DAG is what is tested here (test_pipeline.py covers every rule): one table, one task
     # (the other families' tables are left out: their rules are covered there too)

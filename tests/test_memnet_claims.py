@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from nlpbench import build, claims, config, io, notes
+from nlpbench import build, claims, config, io, notes, registry
 from nlpbench.family import Paths
 from nlpbench.memnet.experiments import table_parts
 from nlpbench.memnet.groups import declaration_groups
@@ -57,7 +57,7 @@ def test_table_2s_claim_holds_in_the_thesiss_own_numbers():
 def _table_of_made_up_runs(name: str, root: Path, metrics):
     """The cpu-scale parts of table `name` read from runs under `root` whose metrics.json is
     metrics(key, task, seed) (key: the column's metric, S10 or point)."""
-    params = config.load(REPO / "params.yaml", {"scale": "cpu"})
+    params = registry.load(REPO / "params.yaml", {"scale": "cpu"})
     d = config.declaration(params, "tables", "tolias-thesis", name)
     for group in declaration_groups(params, d).values():
         key = "S10" if group.model == "tmemnn" else "point"
@@ -70,7 +70,7 @@ def _table_of_made_up_runs(name: str, root: Path, metrics):
 
 def _declared_notes(name: str, root: Path, scale: str = "cpu") -> list[str]:
     """The claim lines and filled notes the build adds to table `name`, read from runs under `root`."""
-    params = config.load(REPO / "params.yaml", {"scale": scale})
+    params = registry.load(REPO / "params.yaml", {"scale": scale})
     d = config.declaration(params, "tables", "tolias-thesis", name)
     parts = table_parts(params, d, root) if d.decl.get("kind", "table") == "table" else None
     if parts is None:
@@ -131,7 +131,7 @@ def test_numbers_in_notes_are_filled_from_the_cells():
 
 def test_a_table_quoting_another_tables_numbers_reads_its_runs():
     """Table 11's notes and claims quote Table 2: its targets wait for Table 2's groups as well."""
-    params = config.load(REPO / "params.yaml", {"scale": "cpu"})
+    params = registry.load(REPO / "params.yaml", {"scale": "cpu"})
     d = config.declaration(params, "tables", "tolias-thesis", "11")
     assert "2" in notes.referenced_tables(d.decl, "11")
 
@@ -149,13 +149,13 @@ def test_a_column_whose_name_holds_a_colon_is_read_whole():
 ])
 def test_a_note_quoting_a_cell_that_does_not_exist_is_refused_when_params_load(note, message):
     with pytest.raises(config.ConfigError, match=message):
-        config.load(REPO / "params.yaml", {"scale": "cpu", "tables.tolias-thesis.8.notes": [note]})
+        registry.load(REPO / "params.yaml", {"scale": "cpu", "tables.tolias-thesis.8.notes": [note]})
 
 
 def test_a_tables_provenance_names_how_its_runs_read_the_memory(tmp_path):
     """Runs record memory_read (issue 16); runs from before it gathered every slot. The table says which reads
     its runs used."""
-    params = config.load(REPO / "params.yaml", {"scale": "cpu"})
+    params = registry.load(REPO / "params.yaml", {"scale": "cpu"})
     d = config.declaration(params, "tables", "tolias-thesis", "pilot-task15")
     for group in declaration_groups(params, d).values():
         for task in group.tasks:
@@ -205,7 +205,7 @@ def test_the_game_claim_in_the_thesiss_own_numbers():
 def test_a_game_table_carries_its_claim_lines(tmp_path):
     """Tables 16-17 built from their runs' games end with §6.6's claim judged on our cells and the printed ones."""
     from nlpbench.memnet.game import game_groups, game_table_parts
-    params = config.load(REPO / "params.yaml", {"scale": "smoke"})
+    params = registry.load(REPO / "params.yaml", {"scale": "smoke"})
     game = params["memnet"]["game"]
     lo, hi = game["ranges"]["17"]
     for group in game_groups(params).values():
@@ -224,7 +224,7 @@ def test_game_runs_record_how_they_were_computed_and_their_tables_say_so(tmp_pat
     """A guess-the-number run's metrics.json records the execution-only keys, as a bAbI run's does, and Tables
     16-17 name them, the device and the training commit in their provenance (they named none before)."""
     from nlpbench.memnet.game import game_groups, game_table_parts, train_game_group
-    params = config.load(REPO / "params.yaml", {"scale": "smoke"})
+    params = registry.load(REPO / "params.yaml", {"scale": "smoke"})
     lo, hi = params["memnet"]["game"]["ranges"]["16"]
     for group in game_groups(params).values():
         train_game_group(group, params, tmp_path, "cpu", log=lambda _: None)

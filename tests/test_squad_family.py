@@ -21,7 +21,7 @@ TABLES = ("3.1", "4.2", "4.3", "4.4", "5.2", "5.3", "5.4", "5.5", "A.1")
 
 
 def load(scale: str, overrides: dict | None = None) -> dict:
-    return config.load(REPO / "params.yaml", {"scale": scale, **(overrides or {})})
+    return registry.load(REPO / "params.yaml", {"scale": scale, **(overrides or {})})
 
 
 def test_the_family_is_wired_with_nine_tables_and_shared_configurations():

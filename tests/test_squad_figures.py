@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from nlpbench import config, plan
+from nlpbench import config, plan, registry
 from nlpbench.config import ConfigError
 from nlpbench.squad import figures
 from nlpbench.squad import groups as sg
@@ -24,7 +24,7 @@ FIGURES = ("fig4.2", "fig4.4", "fig5.2-loss", "figA.1-loss")
 
 
 def load(scale: str, overrides: dict | None = None) -> dict:
-    return config.load(REPO / "params.yaml", {"scale": scale, **(overrides or {})})
+    return registry.load(REPO / "params.yaml", {"scale": scale, **(overrides or {})})
 
 
 def test_a_run_records_every_steps_loss_and_the_ids_do_not_change(tmp_path):

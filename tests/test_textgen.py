@@ -14,7 +14,7 @@ import pytest
 import torch
 from torch.distributions import Normal, kl_divergence
 
-from nlpbench import config
+from nlpbench import config, registry
 from nlpbench.textgen.model import Seq2SeqConfig, TextSeq2Seq
 from nlpbench.nn.gaussian import GaussianHead, kl_normal, reparameterize
 from nlpbench.textgen.schedules import kl_schedule, word_dropout_schedule
@@ -198,7 +198,7 @@ def tiny(mirror_dir: Path, tmp_path_factory: pytest.TempPathFactory):
     from nlpbench.textgen.config import corpus_dir
     from nlpbench.textgen.train import prepare_embeddings
 
-    params = config.load(REPO / "params.yaml", {"scale": "smoke"})
+    params = registry.load(REPO / "params.yaml", {"scale": "smoke"})
     root = tmp_path_factory.mktemp("textgen")
     section = dict(params["textgen"]["corpora"]["snli"])
     section = {k: tuple(v) if isinstance(v, list) else v for k, v in section.items()}
@@ -286,16 +286,16 @@ def test_target_positions_only_softmax_is_the_same_loss() -> None:
 ])
 def test_a_bad_run_override_stops_naming_the_key(override: dict, message: str) -> None:
     with pytest.raises(config.ConfigError, match=message):
-        config.load(REPO / "params.yaml", {"textgen.runs.snli-dae.overrides": override})
+        registry.load(REPO / "params.yaml", {"textgen.runs.snli-dae.overrides": override})
 
 
 def test_run_ids_follow_the_settings_and_the_smoke_subset() -> None:
     from nlpbench.textgen.groups import all_runs, make_run
 
-    paper, cpu = config.load(REPO / "params.yaml", {"scale": "paper"}), config.load(REPO / "params.yaml", {"scale": "cpu"})
+    paper, cpu = registry.load(REPO / "params.yaml", {"scale": "paper"}), registry.load(REPO / "params.yaml", {"scale": "cpu"})
     assert make_run(paper, "snli-tanh-3000").run_id != make_run(cpu, "snli-tanh-3000").run_id
-    assert make_run(paper, "qg-ded").run_id == make_run(config.load(REPO / "params.yaml", {"scale": "paper"}), "qg-ded").run_id
-    smoke = config.load(REPO / "params.yaml", {"scale": "smoke"})
+    assert make_run(paper, "qg-ded").run_id == make_run(registry.load(REPO / "params.yaml", {"scale": "paper"}), "qg-ded").run_id
+    smoke = registry.load(REPO / "params.yaml", {"scale": "smoke"})
     assert set(all_runs(smoke)) == set(smoke["textgen"]["run_subset"])
     assert "snli-tanh-unstopped" in all_runs(paper) and "snli-tanh-unstopped" not in all_runs(cpu)
 
