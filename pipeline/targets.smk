@@ -35,9 +35,9 @@ for _t in PLAN.targets.values():
             "|| (tail -n 15 {log:q} >&2; exit 1); date -u > {output.done:q}"
 
 
-rule index:
+rule index:     # after the documents' tables (`all`); `snakemake studies` refreshes it after the studies
     input:
-        [PLAN.marker(t, SCALE) for t in PLAN.targets.values() if not t.on_demand],
+        [PLAN.marker(t, SCALE) for t in PLAN.part(study=False)],
     output:
         "results/index.csv",
         "results/README.md",

@@ -462,3 +462,5 @@ def test_rule_all_builds_the_documents_and_studies_the_rest():
     snakefile = (REPO / "Snakefile").read_text()
     assert "PLAN.part(study=False)" in snakefile.split("rule all:")[1].split("rule ")[0]
     assert "PLAN.part(study=True)" in snakefile.split("rule studies:")[1].split("rule ")[0]
+    index = (REPO / "pipeline" / "targets.smk").read_text().split("rule index:")[1]
+    assert "PLAN.part(study=False)" in index.split("output:")[0]        # `all` needs the index: documents only

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from project_repo import inline_declarations
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -26,7 +28,7 @@ def test_smoke_dag_runs_from_download_to_tables(tmp_path, mirror_dir):
     for item in ("Snakefile", "params.yaml", "overrides.yaml", "pipeline"):
         (shutil.copytree if (REPO / item).is_dir() else shutil.copy)(REPO / item, tmp_path / item)
     # an extra experiment on en-10k, whose task-3 training file the offline mirror lacks
-    params = yaml.safe_load((tmp_path / "params.yaml").read_text())
+    params = inline_declarations(tmp_path)          # the homes as one mapping, to cut down
     # one memnet table of each kind (per-task table, joint table, ablation with column overrides, the game); the
     # other families' tables of this source (acvi: thesis 20, 25, 26 and the QG addition) are all kept
     tolias = params["tables"]["tolias-thesis"]
@@ -51,7 +53,9 @@ def test_smoke_dag_runs_from_download_to_tables(tmp_path, mirror_dir):
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     env = {**os.environ, "NLPBENCH_MIRROR": str(mirror_dir),
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-    cmd = [sys.executable, "-m", "snakemake", "--cores", "2", "--resources", "gpu=1", "--config", "scale=smoke"]
+    # the documents' tables (`all`) and the studies behind them (`studies`): every rule of the DAG
+    cmd = [sys.executable, "-m", "snakemake", "all", "studies", "--cores", "2", "--resources", "gpu=1", "--config",
+           "scale=smoke"]
     done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1800)
     logs = "\n".join(p.read_text() for p in (tmp_path / "logs").rglob("*.log")) if (tmp_path / "logs").exists() else ""
     assert done.returncode == 0, done.stderr[-3000:] + logs[-3000:]
@@ -223,10 +227,7 @@ def test_the_readme_commands_run(tmp_path):
     readme = (REPO / "README.md").read_text()
     section = readme[readme.index("## Adding an ablation"):readme.index("## Adding a model family")]
     snippet = section.split("```yaml\n", 1)[1].split("```", 1)[0]
-    text = (tmp_path / "params.yaml").read_text()
-    anchor = "  tolias-thesis:\n"
-    at = text.index(anchor, text.index("\ntables:\n")) + len(anchor)
-    (tmp_path / "params.yaml").write_text(text[:at] + snippet + text[at:])
+    (tmp_path / "pipeline" / "tables" / "tolias-thesis" / "hops-4.yaml").write_text(snippet)   # a home, copied
     done = _dry_run("snakemake table_tolias_thesis_hops_4 --cores 1", tmp_path, env)
     assert done.returncode == 0 and "table_tolias_thesis_hops_4" in _jobs(done), done.stderr[-2000:]
 
