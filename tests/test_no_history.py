@@ -60,9 +60,7 @@ STALE_UNTIL_REBUILT = {
     "results/tolias-thesis/hindi-size.md",
     "results/tolias-thesis/pilot-hindi.md",
     "results/tolias-thesis/pilot-minibatches.md",
-    "results/tolias-thesis/pilot-position.md",
     "results/tolias-thesis/task15-10k-seeds.md",
-    "results/tolias-thesis/task3-seeds.md",
     "results/tolias-thesis/timing.csv",
     "results/tolias-thesis/timing.md",
 }
