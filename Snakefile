@@ -52,14 +52,16 @@ rule all:
         [PLAN.marker(t, SCALE) for t in PLAN.part(study=False)],
 
 
-rule studies:   # the reading pilots, seed-spread studies and additions behind the documents' tables (no output:
-                # it runs whenever it is asked for, and ends by refreshing the index with what they wrote)
+rule studies:   # the reading pilots, seed-spread studies and additions behind the documents' tables, then the
+                # index again with what they wrote (its marker is newer than every study's)
     input:
         [PLAN.marker(t, SCALE) for t in PLAN.part(study=True)],
+    output:
+        done=f"runs/_tables/{SCALE}/studies.done",
     log:
         "logs/index-studies.log",
     shell:
-        "nlpbench index > {log:q} 2>&1 || (tail -n 15 {log:q} >&2; exit 1)"
+        "nlpbench index > {log:q} 2>&1 || (tail -n 15 {log:q} >&2; exit 1); date -u > {output.done:q}"
 
 
 onstart:   # the plan before the first job: scale, device, groups per family, and the time this run should take
