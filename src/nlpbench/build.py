@@ -4,9 +4,10 @@ README.md) is written only by `nlpbench index`, so that tables built side by sid
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
-from nlpbench import claims, config, io, notes, paper, registry, results_index, tables
+from nlpbench import claims, config, io, judging, notes, paper, registry, results_index, tables
 from nlpbench.config import ConfigError
 from nlpbench.family import Paths
 
@@ -29,8 +30,11 @@ def table(params: dict, source: str, name: str, paths: Paths, allow_empty: bool 
         raise ConfigError(f"{target}: nothing trained for this table at scale {params['scale']} (no run under "
                           f"{paths.runs}/ has a result for it), so it was left as it is; train its groups first "
                           "(`nlpbench plan`), or pass --allow-empty to write the empty table")
-    lines = ([SMOKE_NOTE] if params["scale"] == "smoke" else []) + parts.notes + declared_notes(params, d, parts, paths)
-    result = tables.build_table(parts.spec, parts.cells, parts.provenance, lines)
+    spec = dataclasses.replace(parts.spec, rules=rules(d, params))
+    cells = table_cells(params, d, parts, paths) if d.decl.get("claims") or d.decl.get("notes") else None
+    lines = ([SMOKE_NOTE] if params["scale"] == "smoke" else []) + parts.notes + declared_notes(d, cells)
+    result = tables.build_table(spec, parts.cells, parts.provenance, lines)
+    result.claims = declared_claims(d, cells, result.status)
     # the table's files land together, or none of them (a full disk never leaves a new CSV beside an old .md)
     with io.staged(paths.results) as stage:
         out = tables.write_table(result, stage)
@@ -56,14 +60,27 @@ def table_cells(params: dict, d: config.Declared, parts, paths: Paths) -> notes.
     return cells
 
 
-def declared_notes(params: dict, d: config.Declared, parts, paths: Paths) -> list[str]:
-    """The declaration's claims, judged from the cells, then its notes with their quoted numbers filled in."""
-    if not d.decl.get("claims") and not d.decl.get("notes"):
+def rules(d: config.Declared, params: dict) -> judging.Rules:
+    """How the table is judged at this scale: its declaration's unit, units, epsilon and not_comparable; nothing at
+    the smoke scale is comparable with the documents."""
+    r = judging.Rules.from_declaration(d.decl, d.where)
+    if params["scale"] == "smoke":
+        r = dataclasses.replace(r, comparable="the smoke scale runs every rule on a few examples for an epoch or two")
+    return r
+
+
+def declared_notes(d: config.Declared, cells: notes.TableCells | None) -> list[str]:
+    """The declaration's notes with their quoted numbers filled in from the cells."""
+    return [notes.fill(n, d.name, cells, f"params.yaml: {d.where}.notes.{i}")
+            for i, n in enumerate(d.decl.get("notes") or [])]
+
+
+def declared_claims(d: config.Declared, cells: notes.TableCells | None, table_status: str) -> list[dict]:
+    """The declaration's claims, each judged from the cells (nlpbench.claims.judged)."""
+    if not d.decl.get("claims"):
         return []
-    cells = table_cells(params, d, parts, paths)
-    claims.check(d.decl.get("claims") or [], d.name, cells, f"params.yaml: {d.where}")
-    return claims.lines(d.decl.get("claims") or [], d.name, cells) + [
-        notes.fill(n, d.name, cells, f"params.yaml: {d.where}.notes.{i}") for i, n in enumerate(d.decl.get("notes") or [])]
+    claims.check(d.decl["claims"], d.name, cells, f"params.yaml: {d.where}")
+    return claims.judged(d.decl["claims"], d.name, cells, table_status)
 
 
 def output(params: dict, source: str, name: str, paths: Paths) -> list[Path]:

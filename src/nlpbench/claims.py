@@ -284,7 +284,8 @@ def _judge_column(c: dict, table: str, column: str, cells: TableCells) -> tuple[
             return None
         cmp = tables.compare_seeds(list(have[better].values()), list(have[worse].values()))
         diff, spread = cmp["diff"], cmp["spread"]
-        verdict = "holds" if diff > spread else "is reversed" if diff < -spread else "is not resolved by the seed spread"
+        verdict = ("holds" if diff > spread else "is reversed" if diff < -spread else
+                   "holds, but not beyond the seed spread" if diff > 0 else "does not hold (within the seed spread)")
         return verdict, (f"{better} {cmp['mean_a']:.2f} ± {cmp['sd_a']:.2f} against {worse} {cmp['mean_b']:.2f} ± "
                          f"{cmp['sd_b']:.2f} (mean ± sample SD over {len(have[better])} and {len(have[worse])} seeds; "
                          f"difference {diff:+.2f}; it holds when the difference exceeds the larger SD, is reversed "
@@ -383,6 +384,55 @@ def lines(claims: list[dict], table: str, cells: TableCells) -> list[str]:
             continue
         out.append(_line(c["text"], subject, [("our numbers", _judge(c, table, cells, False)),
                                               (printed_label(cells.source), _judge(c, table, cells, True))]))
+    return out
+
+
+# -- the register: one verdict per claim line, in the categories of a reproduction report --------------------
+
+HOLDS, WITHIN_NOISE, NOT_HOLD, REVERSED = "holds", "holds within noise", "does not hold", "reversed"
+UNTESTABLE, NEEDS_DATA = "untestable at this scale", "needs data"
+VERDICTS = (HOLDS, WITHIN_NOISE, NOT_HOLD, REVERSED, UNTESTABLE, NEEDS_DATA)
+
+
+def category(verdict: str | None, table_status: str) -> str:
+    """A judged verdict's category ("holds, but not beyond the seed spread" -> holds within noise); a claim with
+    nothing to judge needs data, or is untestable where the table's scale is not comparable with the document."""
+    from nlpbench import judging
+    if table_status == judging.NOT_COMPARABLE:
+        return UNTESTABLE
+    if verdict is None:
+        return NEEDS_DATA if table_status in (judging.NEEDS_DATA, judging.NOT_IMPLEMENTED) else UNTESTABLE
+    if verdict.startswith("holds, but") or verdict.startswith("is not decided"):
+        return WITHIN_NOISE
+    if verdict.startswith("holds"):
+        return HOLDS
+    if verdict.startswith("is reversed"):
+        return REVERSED
+    return NOT_HOLD
+
+
+def judged(claims: list[dict], table: str, cells: TableCells, table_status: str) -> list[dict]:
+    """One record per claim line (per column for the kinds judged column by column): the document's sentence, what
+    is compared, the verdict category on our numbers, and the generated sentence with the numbers."""
+    out = []
+    for c in claims:
+        kind = c["kind"]
+        if kind in PER_COLUMN:
+            pairs = [(column, [("our numbers", _judge_column(c, table, column, cells))]) for column in c["columns"]]
+        else:
+            subject = ""
+            if isinstance(c.get("a"), str) and isinstance(c.get("b"), str):
+                subject = " against ".join(_name(split_ref(c[k], table), table) for k in ("a", "b"))
+            sides = [("our numbers", _columns_above(c, table, cells) if kind == "columns_above" else
+                      _judge(c, table, cells, False))]
+            if kind != "columns_above":
+                sides.append((printed_label(cells.source), _judge(c, table, cells, True)))
+            pairs = [(subject, sides)]
+        for subject, sides in pairs:
+            ours = sides[0][1]
+            out.append({"table": table, "claim": c["text"], "subject": subject,
+                        "verdict": category(ours[0] if ours else None, table_status),
+                        "sentence": _line(c["text"], subject, sides)})
     return out
 
 

@@ -5,6 +5,7 @@
     nlpbench table <source> <table>      build one table of results/ from its runs
     nlpbench output <source> <name>      build one other output (qualitative table, figure, benchmark)
     nlpbench index                       rewrite results/index.csv and results/README.md
+    nlpbench judge [SOURCE/TABLE ...]    judge committed tables again from their stored cells (no retraining)
     nlpbench plan | status | check       what the chosen scale builds | what is left, with an ETA | validate
     nlpbench costs                       refresh results/costs.tsv (per-group costs) from a run's benchmark files
     nlpbench end-to-end <name>           time declared tables end to end in a scratch clone (on demand)
@@ -129,6 +130,17 @@ def cmd_output(args) -> None:
     print("wrote " + ", ".join(str(v) for v in build.output(params, args.source, args.name, _paths(args))))
 
 
+def cmd_judge(args) -> None:
+    from nlpbench import rejudge
+    from nlpbench.results_index import write_index
+    params = _params(args)
+    results = Path(args.results)
+    for source, name, old, new in rejudge.judge_all(Path(args.params), params, results, args.tables or None):
+        print(f"{source}/{name}: {new}" + ("" if new == old else f" (was: {old})"))
+    write_index(results)
+    print(f"wrote {results / 'index.csv'} and README.md")
+
+
 def cmd_index(args) -> None:
     from nlpbench.results_index import write_index
     write_index(Path(args.results))
@@ -233,6 +245,10 @@ def main(argv: list[str] | None = None) -> int:
     _threads_option(p)
     p.set_defaults(func=cmd_output)
     sub.add_parser("index", help="rewrite results/index.csv and results/README.md").set_defaults(func=cmd_index)
+    p = sub.add_parser("judge", help="judge committed tables again from their stored cells (after a change of the "
+                                     "judging rule, a unit, an epsilon or a claim): no retraining")
+    p.add_argument("tables", nargs="*", metavar="SOURCE/TABLE", help="e.g. tolias-thesis/2 (default: every one)")
+    p.set_defaults(func=cmd_judge)
     sub.add_parser("plan", help="list the data steps, groups and targets of the chosen scale").set_defaults(
         func=cmd_plan)
     p = sub.add_parser("status", help="groups trained and to train per family and table, and the ETA")

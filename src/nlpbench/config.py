@@ -5,7 +5,7 @@ The core knows no family. A family's settings live under its own top-level key o
 `pipeline/outputs/<source>/<name>.yaml` beside params.yaml (the paper's numbers beside it as `<name>.paper.csv`),
 and names the family that fills it (src/nlpbench/registry.py); `load` assembles them as `tables.<source>.<name>`
 and `outputs.<source>.<name>`, so a dotted override reaches them like any setting. A home's `by_scale:` holds its
-own keys at other scales. What a family needs beyond the schema it checks itself (`Family.check`, run by
+own keys at other scales (a key the home lacks may be added there; the schema checks it). What a family needs beyond the schema it checks itself (`Family.check`, run by
 nlpbench.registry.load).
 """
 
@@ -278,8 +278,12 @@ def load(path: str | Path = "params.yaml", overrides: dict | None = None) -> dic
         if unknown:
             raise ConfigError(f"{file}: {BY_SCALE}: unknown scale {sorted(unknown)[0]!r} "
                               f"(known: {', '.join(params['scales'])})")
+        decl = params[section][source][name]
         for key, value in (by_scale.get(scale) or {}).items():
-            set_dotted(params, f"{section}.{source}.{name}.{key}", value, f"{file}: {BY_SCALE}.{scale}")
+            if "." not in key and key not in decl:     # a key of the home's own that only this scale sets (say
+                decl[key] = value                       # not_comparable): the schema, checked below, names a typo
+            else:
+                set_dotted(params, f"{section}.{source}.{name}.{key}", value, f"{file}: {BY_SCALE}.{scale}")
     for key, value in user.items():
         set_dotted(params, key, value, f"{path} (override)")
     _validate(params, f"{path} (scale {scale}, with overrides)" if user else f"{path} (scale {scale})", homes)

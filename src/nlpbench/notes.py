@@ -23,7 +23,7 @@ import re
 import statistics
 from dataclasses import dataclass, field
 
-from nlpbench import paper
+from nlpbench import paper, tables
 from nlpbench.config import ConfigError
 
 PASS = 95.0      # the bAbI pass threshold (percent correct) that `passes` counts
@@ -95,9 +95,9 @@ class TableCells:
         self.known_rows[table] = set(rows)
         for c in cells:
             if c.status == "ok" and c.reproduced is not None:
-                self.ours[(table, c.row, c.column)] = float(c.reproduced)
+                self.ours[(table, c.row, c.column)] = tables.stored_value(c.reproduced)
                 if getattr(c, "seeds", None):
-                    self.seeds[(table, c.row, c.column)] = dict(c.seeds)
+                    self.seeds[(table, c.row, c.column)] = {k: tables.stored_value(v) for k, v in c.seeds.items()}
         for key in self.with_printed(table):
             self.known_rows[table].add(key[1])
 

@@ -4,7 +4,10 @@ Output per table, under ``results/<source>/``:
 
 * ``<table>.csv``  - long format ``row,column,reproduced,paper,diff,status,note`` (grid cells, then derived rows);
 * ``<table>.md``   - title, provenance, one wide GitHub table, flagged cells, notes;
-* ``<table>.json`` - status and summary statistics (read by ``results_index``).
+* ``<table>.json`` - status, summary statistics and every cell with its seeds and verdict (read by
+  ``results_index``, and by ``nlpbench judge``, which judges a committed table again without retraining).
+
+Whether a cell and a table reproduce the document is decided in one place, ``nlpbench.judging``.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nlpbench import judging
 from nlpbench.io import inside, write_json, write_text
 from nlpbench.paper import parse_paper, reference_cells, source_label
 
@@ -27,8 +31,8 @@ CELL_STATUSES = ("ok", "needs_data", "not_run", "failed", "cited", "not_applicab
 STATUS_TEXT = {"ok": "ok", "needs_data": "needs data", "not_run": "not run", "failed": "failed",
                "cited": "cited (not run)", "not_applicable": "–"}
 NOT_COUNTED = ("cited", "not_applicable")
-TABLE_STATUSES = ("reproduced", "differs", "needs data", "not yet implemented")
-ADDITION = "addition (no paper numbers)"   # status of a table the documents never ran
+TABLE_STATUSES = judging.STATUSES
+ADDITION = judging.ADDITION   # status of a table the documents never ran
 
 
 @dataclass
@@ -55,22 +59,7 @@ class TableSpec:
     decimals: int = 1
     pass_threshold: float | None = None
     mean_row: bool = False
-    diff_flag: float = 10.0
-    tolerance: float = 5.0
-    diff_flag_relative: float | None = None   # flag |Δ| > this fraction of |paper| instead of > diff_flag points
-
-    def flags(self, diff: float | None, paper: float | None) -> bool:
-        if diff is None:
-            return False
-        if self.diff_flag_relative is not None:
-            return paper is not None and abs(diff) > self.diff_flag_relative * abs(paper)
-        return abs(diff) > self.diff_flag
-
-    @property
-    def flag_text(self) -> str:
-        if self.diff_flag_relative is not None:
-            return f"{100 * self.diff_flag_relative:g} % of the paper's value"
-        return f"{self.diff_flag:g} points"
+    rules: judging.Rules = field(default_factory=judging.Rules)   # units, ε, comparability (from the declaration)
 
 
 def _diff(reproduced: float | None, paper: float | None) -> float | None:
@@ -90,6 +79,8 @@ class Line:
     status: str
     ref_note: str = ""  # "", "cited", "misprint: ...", "cited; misprint: ..."
     detail: str = ""
+    seeds: dict[int, float] | None = None     # our per-seed values behind the cell, where the family keeps them
+    verdict: judging.CellVerdict | None = None   # a computed cell (a value beside a printed number): within noise?
 
     @property
     def diff(self) -> float | None:
@@ -140,8 +131,10 @@ class TableResult:
     provenance: dict
     notes: list[str]  # the caller's notes
     auto_notes: list[str]  # generated: reference notes, cell details, unmatched reference cells
-    flagged: list[Line]
+    flagged: list[Line]    # computed cells outside our noise
     status: str
+    verdict: judging.TableVerdict | None = None
+    claims: list[dict] = field(default_factory=list)   # the declaration's claims, judged (nlpbench.claims.judged)
 
     @property
     def diffs(self) -> list[float]:
@@ -160,33 +153,6 @@ class TableResult:
     def count(self, status: str) -> int:
         """Grid cells with this status (an "ok" cell always carries a value)."""
         return sum(1 for ln in self.lines if ln.status == status)
-
-
-def table_status(
-    n_cells: int,
-    n_ok: int,
-    n_needs_data: int,
-    mean_abs_diff: float | None,
-    n_flagged: int,
-    tolerance: float,
-) -> str:
-    """Status of a whole table, one of TABLE_STATUSES.
-
-    * ``needs data`` - at least one cell needs a data set that is not there (other cells may be ok);
-    * ``not yet implemented`` - no cell has a reproduced value;
-    * ``reproduced`` - every cell is ok, the mean |reproduced - paper| over the cells the paper printed is
-      <= ``tolerance``, and no cell is flagged (|diff| > the table's ``diff_flag``);
-    * ``differs`` - anything else: values off the paper, some cells not run or failed, or nothing to compare.
-
-    Cited cells (reference columns the document copied from other work) are left out of ``n_cells``.
-    """
-    if n_needs_data > 0:
-        return "needs data"
-    if n_ok == 0:
-        return "not yet implemented"
-    if n_ok == n_cells and mean_abs_diff is not None and mean_abs_diff <= tolerance and n_flagged == 0:
-        return "reproduced"
-    return "differs"
 
 
 def seed_sd(values: list[float]) -> float:
@@ -211,11 +177,20 @@ def _check_unique(labels: list[str], what: str) -> None:
         seen.add(label)
 
 
+def stored_value(v: float | None) -> float | None:
+    """A cell's value as the table stores it, to 4 decimal places: an accuracy of 950 of 1,000 computed in float32
+    (94.99999762) is 95.0 and passes a 95 % threshold, in the derived rows, the claims and the notes alike."""
+    if v is None:
+        return None
+    v = float(v)
+    return round(v, 4) + 0.0 if math.isfinite(v) else v
+
+
 def _normalise(cell: Cell) -> tuple[float | None, str, str]:
     """(value, status, detail) with a consistent status: an ok cell without a finite value is not ok."""
     if cell.status not in CELL_STATUSES:
         raise ValueError(f"cell {cell.row!r}/{cell.column!r}: unknown status {cell.status!r}")
-    value = None if cell.reproduced is None else float(cell.reproduced)
+    value = stored_value(cell.reproduced)
     if value is not None and not math.isfinite(value):
         return None, "failed", "; ".join(s for s in (cell.detail, f"non-finite value {value}") if s)
     if cell.status != "ok":
@@ -223,6 +198,33 @@ def _normalise(cell: Cell) -> tuple[float | None, str, str]:
     if value is None:
         return None, "not_run", cell.detail
     return value, "ok", cell.detail
+
+
+def counted(ln: Line) -> bool:
+    """A cell the table's status counts: the paper printed a number there and it is not a cited one."""
+    return ln.status not in NOT_COUNTED and ln.paper is not None
+
+
+def judge(spec: TableSpec, lines: list[Line], has_reference: bool) -> judging.TableVerdict:
+    """Each computed line's verdict (set on the line), then the table's (nlpbench.judging)."""
+    judged = []
+    for ln in lines:
+        ln.verdict = None
+        if ln.status == "ok" and counted(ln):
+            unit = spec.rules.unit_of(ln.row, ln.column)
+            seeds = list(ln.seeds.values()) if ln.seeds else None
+            ln.verdict = judging.judge_cell(ln.reproduced, ln.paper, ln.paper_text, seeds, unit,
+                                            spec.rules.epsilon_of(unit))
+            judged.append((ln.diff, ln.verdict))
+    return judging.judge_table([ln.status for ln in lines if counted(ln)], judged, spec.rules, has_reference)
+
+
+def finish(result: "TableResult", has_reference: bool) -> "TableResult":
+    """Judge the result's cells and set its verdict, status and the cells outside noise."""
+    result.verdict = judge(result.spec, result.lines, has_reference)
+    result.status = result.verdict.status
+    result.flagged = [ln for ln in result.lines if ln.verdict is not None and ln.verdict.status == judging.OUTSIDE]
+    return result
 
 
 def _derive(spec: TableSpec, lines: list[Line]) -> list[Derived]:
@@ -323,22 +325,15 @@ def build_table(spec: TableSpec, cells: list[Cell], provenance: dict, notes: lis
             paper=parse_paper(r["paper"]) if r else None,
             paper_text=r["paper"] if r else "",
             status=status, ref_note=r["note"] if r else "", detail=detail,
+            seeds={k: stored_value(v) for k, v in cell.seeds.items()} if cell.seeds and status == "ok" else None,
         ))
 
-    flagged = [ln for ln in lines if spec.flags(ln.diff, ln.paper)]
     unmatched = [c for k, c in ref.items() if k not in grid_set]
     result = TableResult(
         spec=spec, lines=lines, derived=_derive(spec, lines), provenance=dict(provenance),
-        notes=list(notes), auto_notes=_auto_notes(lines, unmatched), flagged=flagged, status="",
+        notes=list(notes), auto_notes=_auto_notes(lines, unmatched), flagged=[], status="",
     )
-    result.status = table_status(
-        n_cells=len(lines) - sum(result.count(c) for c in NOT_COUNTED), n_ok=result.count("ok"),
-        n_needs_data=result.count("needs_data"),
-        mean_abs_diff=result.mean_abs_diff, n_flagged=len(flagged), tolerance=spec.tolerance,
-    )
-    if not ref and result.status == "differs":   # nothing printed to compare with (cells may be partly run)
-        result.status = ADDITION
-    return result
+    return finish(result, has_reference=bool(ref))
 
 
 # ---------------------------------------------------------------- rendering
@@ -366,20 +361,69 @@ def render_csv(result: TableResult) -> str:
     """Long CSV: one line per grid cell in spec order, then the derived rows."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["row", "column", "reproduced", "paper", "diff", "status", "note"])
+    w.writerow(["row", "column", "reproduced", "paper", "diff", "status", "note", "seeds", "noise"])
     for ln in result.lines:
-        w.writerow([ln.row, ln.column, _num(ln.reproduced), ln.paper_text, _num(ln.diff), ln.status, ln.note])
+        w.writerow([ln.row, ln.column, _num(ln.reproduced), ln.paper_text, _num(ln.diff), ln.status, ln.note,
+                    seeds_text(ln.seeds), ln.verdict.status if ln.verdict else ""])
     for d in result.derived:
         paper = "" if d.paper is None else (f"{d.paper:.2f}" if d.kind == "mean" else _num(d.paper))
         status = "ok" if d.reproduced is not None else "not_run"
-        w.writerow([d.kind, d.column, _num(d.reproduced), paper, _num(d.diff), status, d.note])
+        w.writerow([d.kind, d.column, _num(d.reproduced), paper, _num(d.diff), status, d.note, "", ""])
     return buf.getvalue()
+
+
+def seeds_text(seeds: dict[int, float] | None) -> str:
+    """Per-seed values as the CSV stores them: "seed:value" separated by spaces (empty for one or none)."""
+    if not seeds or len(seeds) < 2:
+        return ""
+    return " ".join(f"{k}:{_num(v)}" for k, v in sorted(seeds.items()))
+
+
+def parse_seeds(text: str) -> dict[int, float] | None:
+    """The inverse of seeds_text."""
+    if not text.strip():
+        return None
+    return {int(k): float(v) for k, v in (part.split(":", 1) for part in text.split())}
 
 
 def _reproduced_md(ln: Line, decimals: int) -> str:
     if ln.status != "ok":
         return STATUS_TEXT[ln.status]
+    if ln.seeds and len(ln.seeds) > 1:     # the value shown, with the range of our seeds beside it
+        lo, hi = min(ln.seeds.values()), max(ln.seeds.values())
+        return f"{ln.reproduced:.{decimals}f} ({lo:.{decimals}f}–{hi:.{decimals}f})"
     return f"{ln.reproduced:.{decimals}f}"
+
+
+def figures_text(verdict: judging.TableVerdict | None) -> str:
+    """The mean and max |Δ| per unit, each in its unit ("mean |Δ| 2.55 points, max 11.30; ...")."""
+    if verdict is None or not verdict.units:
+        return ""
+    parts = []
+    for u in verdict.units:
+        label = judging.UNITS[u.unit].label
+        unit = f" {label}" if label else ""
+        parts.append(f"mean |Δ| {four_places(u.mean_abs_diff):.2f}{unit} over {u.n} cells (tolerance "
+                     f"{u.tolerance:g}), max {four_places(u.max_abs_diff):.2f}"
+                     if len(verdict.units) > 1 or u.unit != "points" else
+                     f"mean |Δ| {four_places(u.mean_abs_diff):.2f}, max |Δ| {four_places(u.max_abs_diff):.2f}")
+    return "; ".join(parts)
+
+
+def _status_line(result: TableResult) -> str:
+    v = result.verdict
+    summary = [f"{len(result.lines)} cells", f"{result.count('ok')} with a reproduced value"]
+    summary += [f"{result.count(s)} {'not applicable' if s == 'not_applicable' else STATUS_TEXT[s]}"
+                for s in CELL_STATUSES[1:] if result.count(s)]
+    if v is not None and v.n_computed:
+        summary.append(f"{v.n_within} of {v.n_computed} compared cells within our noise")
+    figures = figures_text(v)
+    if figures:
+        summary.append(figures)
+    line = f"Status: **{result.status}** ({', '.join(summary)})"
+    if result.status == judging.NOT_COMPARABLE:
+        line += f". Not comparable at this scale: {result.spec.rules.comparable}"
+    return line
 
 
 def _paper_md(ln: Line) -> str:
@@ -403,6 +447,12 @@ def _derived_md(d: Derived, decimals: int) -> list[str]:
     return [_md(rep), _md(pap), _md(delta)]
 
 
+def _delta_decimals(ln: Line) -> int:
+    """Δ printed with one decimal, more where the paper prints more (fractions: "0.4210")."""
+    text = ln.paper_text.strip()
+    return max(1, len(text.split(".", 1)[1]) if "." in text else 0)
+
+
 def _md_row(cells: list[str]) -> str:
     return "| " + " | ".join(cells) + " |"
 
@@ -423,13 +473,7 @@ def render_markdown(result: TableResult) -> str:
     """Title, provenance, one wide table (reproduced / paper / Δ per column), flagged cells, notes."""
     spec = result.spec
     out = [f"# {source_label(spec.source)} — Table {spec.table}: {spec.title}", ""]
-    mad, xad = result.mean_abs_diff, result.max_abs_diff
-    summary = [f"{len(result.lines)} cells", f"{result.count('ok')} with a reproduced value"]
-    summary += [f"{result.count(s)} {'not applicable' if s == 'not_applicable' else STATUS_TEXT[s]}"
-                for s in CELL_STATUSES[1:] if result.count(s)]
-    if mad is not None:       # from the sidecar's stored values, so that results/README.md prints the same digits
-        summary.append(f"mean |Δ| {four_places(mad):.2f}, max |Δ| {four_places(xad):.2f}")
-    out += [f"Status: **{result.status}** ({', '.join(summary)})", "", "## Provenance", ""]
+    out += [_status_line(result), "", "## Provenance", ""]
     if result.provenance:
         for key, value in result.provenance.items():
             if isinstance(value, dict):
@@ -451,7 +495,7 @@ def render_markdown(result: TableResult) -> str:
         cells = [_md(row)]
         for col in spec.columns:
             ln = by_key[(row, col)]
-            delta = "" if ln.diff is None else _signed(ln.diff)
+            delta = "" if ln.diff is None else _signed(ln.diff, _delta_decimals(ln))
             if (row, col) in flagged:
                 delta = f"**{delta}**"
             cells += [_md(_reproduced_md(ln, spec.decimals)), _md(_paper_md(ln)), delta]
@@ -465,13 +509,19 @@ def render_markdown(result: TableResult) -> str:
         for d in derived:
             cells += _derived_md(d, spec.decimals)
         out.append(_md_row(cells))
-    out += ["", f"Δ = reproduced − paper, in the paper's unit. Bold Δ: more than {spec.flag_text} off.", ""]
-
-    out += [f"## Cells differing from the paper by more than {spec.flag_text}", ""]
+    out += ["", "Δ = reproduced − paper, in the cell's unit. A value with a range beside it is the seed the table "
+            "selects, and the range is that of all our seeds. Bold Δ: outside our noise, that is |Δ| above both the "
+            "unit's ε and twice the SD over our seeds, with the paper's value outside our seeds' range "
+            "(`nlpbench.judging` says how ε was chosen).", ""]
+    if result.claims:
+        out += ["## Claims", ""]
+        out += [f"- **{c['verdict']}**: {c['sentence']}" for c in result.claims]
+        out.append("")
+    out += ["## Cells outside our noise", ""]
     if result.flagged:
         for ln in result.flagged:
-            out.append(f"- row {ln.row}, {ln.column}: reproduced {ln.reproduced:.{spec.decimals}f}, "
-                       f"paper {ln.paper_text}, Δ {_signed(ln.diff)}")
+            out.append(f"- row {ln.row}, {ln.column}: reproduced {_reproduced_md(ln, spec.decimals)}, "
+                       f"paper {ln.paper_text}, Δ {_signed(ln.diff, _delta_decimals(ln))}: {ln.verdict.reason}")
     else:
         out.append("none")
     out += ["", "## Notes", ""]
@@ -500,7 +550,7 @@ def four_places(v: float | None) -> float | None:
 
 def summary(result: TableResult) -> dict:
     """The JSON sidecar's content."""
-    spec = result.spec
+    spec, v = result.spec, result.verdict
     return {
         "source": spec.source,
         "table": spec.table,
@@ -513,12 +563,26 @@ def summary(result: TableResult) -> dict:
         "n_not_run": result.count("not_run"),
         "n_failed": result.count("failed"),
         "n_cited": result.count("cited"),
+        "n_compared": v.n_computed if v else 0,
+        "n_within_noise": v.n_within if v else 0,
+        "units": [{"unit": u.unit, "n": u.n, "mean_abs_diff": four_places(u.mean_abs_diff),
+                   "max_abs_diff": four_places(u.max_abs_diff), "tolerance": u.tolerance}
+                  for u in (v.units if v else ())],
         "mean_abs_diff": four_places(result.mean_abs_diff),
         "max_abs_diff": four_places(result.max_abs_diff),
-        "flagged": [
+        "outside_noise": [
             {"row": ln.row, "column": ln.column, "reproduced": four_places(ln.reproduced),
-             "paper": ln.paper_text, "diff": four_places(ln.diff)}
+             "paper": ln.paper_text, "diff": four_places(ln.diff), "why": ln.verdict.reason}
             for ln in result.flagged
+        ],
+        "claims": result.claims,
+        "display": {"rows": spec.rows, "columns": spec.columns, "decimals": spec.decimals,
+                    "pass_threshold": spec.pass_threshold, "mean_row": spec.mean_row},
+        "notes": result.notes,
+        "cells": [
+            {"row": ln.row, "column": ln.column, "reproduced": ln.reproduced, "status": ln.status,
+             "detail": ln.detail, "seeds": None if not ln.seeds else [[k, v] for k, v in sorted(ln.seeds.items())]}
+            for ln in result.lines
         ],
     }
 

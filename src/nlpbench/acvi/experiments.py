@@ -375,8 +375,7 @@ def table_parts(params: dict, source: str, name: str, data_root: Path, runs_root
     decl = d.decl
     ref_title = {(r["source"], r["table"]): r["title"] for r in paper.reference_index()}
     spec = tables.TableSpec(source=d.source, table=name, title=decl.get("title") or ref_title[(d.source, name)],
-                            rows=list(decl["rows"]), columns=list(decl["columns"]), decimals=decl["decimals"],
-                            diff_flag=decl.get("flag_points", 10.0), tolerance=decl.get("tolerance", 5.0))
+                            rows=list(decl["rows"]), columns=list(decl["columns"]), decimals=decl["decimals"])
     seeds = ag.seeds_of(params, decl)
     cells = [_cell(params, r, c, {**rv, **cv}, data_root, runs_root, seeds)
              for r, rv in decl["rows"].items() for c, cv in decl["columns"].items()]

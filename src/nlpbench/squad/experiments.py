@@ -224,10 +224,8 @@ def table_parts(params: dict, name: str, runs_root: Path, data_root: Path) -> Ta
     decl = tables_of(params)[name]
     cells, per_seed = table_cells(params, name, runs_root)
     ref_title = {(r["source"], r["table"]): r["title"] for r in paper.reference_index()}
-    flag = decl.get("flag", 10.0)
     spec = tables.TableSpec(source=SOURCE, table=name, title=decl.get("title") or ref_title.get((SOURCE, name), name),
-                            rows=row_names(decl), columns=list(decl["columns"]), decimals=decl.get("decimals", 1),
-                            diff_flag=flag, tolerance=decl.get("tolerance", 5.0))
+                            rows=row_names(decl), columns=list(decl["columns"]), decimals=decl.get("decimals", 1))
     groups = [group_id(params, c) for c in table_configs(params, name)]
     wall, devices = 0.0, set()
     for g in groups:

@@ -134,11 +134,8 @@ def table_parts(params: dict, table: str, runs_root: Path) -> TableParts:
     """The cells of one of Tables 4.2, 5.2, 6.1, 6.2: each row and column names part of a (run, mode, metric)."""
     spec_p = tg_tables(params)[table]
     ref_title = {(r["source"], r["table"]): r["title"] for r in paper.reference_index()}
-    flag = spec_p["flag"]
     spec = tables.TableSpec(source=SOURCE, table=table, title=ref_title[(SOURCE, table)], rows=list(spec_p["rows"]),
-                            columns=list(spec_p["columns"]), decimals=spec_p["decimals"],
-                            diff_flag=flag.get("points", 10.0), diff_flag_relative=flag.get("relative"),
-                            tolerance=spec_p["tolerance"])
+                            columns=list(spec_p["columns"]), decimals=spec_p["decimals"])
     cells = [_cell(r, c, rv, cv, params, runs_root) for r, rv in spec_p["rows"].items()
              for c, cv in spec_p["columns"].items()]
     names = [n for n in dict.fromkeys(v.get("run") for part in ("rows", "columns")
