@@ -26,7 +26,10 @@ def inline_declarations(root: Path) -> dict:
             decl = yaml.safe_load(file.read_text())
             for scale, keys in (decl.pop("by_scale", None) or {}).items():
                 for key, value in keys.items():
-                    params["scales"][scale][f"{section}.{file.parent.name}.{file.stem}.{key}"] = value
+                    if key in decl or "." in key:
+                        params["scales"][scale][f"{section}.{file.parent.name}.{file.stem}.{key}"] = value
+                    else:       # a key only that scale sets stays the declaration's own by_scale
+                        decl.setdefault("by_scale", {}).setdefault(scale, {})[key] = value
             params.setdefault(section, {}).setdefault(file.parent.name, {})[file.stem] = decl
             file.unlink()
     return params

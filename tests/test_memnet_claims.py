@@ -76,7 +76,8 @@ def _declared_notes(name: str, root: Path, scale: str = "cpu") -> list[str]:
     if parts is None:
         from nlpbench.memnet.game import game_table_parts
         parts = game_table_parts(params, name, root)
-    return build.declared_notes(params, d, parts, Paths(runs=root))
+    cells = build.table_cells(params, d, parts, Paths(runs=root))
+    return [c["sentence"] for c in build.declared_claims(d, cells, "differs")] + build.declared_notes(d, cells)
 
 
 def test_a_pilot_table_reports_mean_validation_accuracy_and_never_reads_test(tmp_path):

@@ -394,14 +394,15 @@ UNTESTABLE, NEEDS_DATA = "untestable at this scale", "needs data"
 VERDICTS = (HOLDS, WITHIN_NOISE, NOT_HOLD, REVERSED, UNTESTABLE, NEEDS_DATA)
 
 
-def category(verdict: str | None, table_status: str) -> str:
+def category(verdict: str | None, table_status: str, needs_data: bool = False) -> str:
     """A judged verdict's category ("holds, but not beyond the seed spread" -> holds within noise); a claim with
-    nothing to judge needs data, or is untestable where the table's scale is not comparable with the document."""
+    nothing to judge needs data where the table lacks data (`needs_data`: some of its cells need a data set), and is
+    untestable otherwise, as it is where the table's scale is not comparable with the document."""
     from nlpbench import judging
     if table_status == judging.NOT_COMPARABLE:
         return UNTESTABLE
     if verdict is None:
-        return NEEDS_DATA if table_status in (judging.NEEDS_DATA, judging.NOT_IMPLEMENTED) else UNTESTABLE
+        return NEEDS_DATA if needs_data or table_status == judging.NEEDS_DATA else UNTESTABLE
     if verdict.startswith("holds, but") or verdict.startswith("is not decided"):
         return WITHIN_NOISE
     if verdict.startswith("holds"):
@@ -411,7 +412,7 @@ def category(verdict: str | None, table_status: str) -> str:
     return NOT_HOLD
 
 
-def judged(claims: list[dict], table: str, cells: TableCells, table_status: str) -> list[dict]:
+def judged(claims: list[dict], table: str, cells: TableCells, table_status: str, needs_data: bool = False) -> list[dict]:
     """One record per claim line (per column for the kinds judged column by column): the document's sentence, what
     is compared, the verdict category on our numbers, and the generated sentence with the numbers."""
     out = []
@@ -431,7 +432,7 @@ def judged(claims: list[dict], table: str, cells: TableCells, table_status: str)
         for subject, sides in pairs:
             ours = sides[0][1]
             out.append({"table": table, "claim": c["text"], "subject": subject,
-                        "verdict": category(ours[0] if ours else None, table_status),
+                        "verdict": category(ours[0] if ours else None, table_status, needs_data),
                         "sentence": _line(c["text"], subject, sides)})
     return out
 

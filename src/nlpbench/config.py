@@ -238,6 +238,11 @@ def _read_homes(params: dict, path: Path) -> dict[tuple[str, str, str], tuple[Pa
                 raise ConfigError(f"{file}: {section}.{source}.{name} is also declared in {path}; keep one home")
             items[name] = decl
             found[(section, source, name)] = (file, by_scale)
+    for section in SECTIONS:                # a declaration written inside params.yaml may hold its by_scale too
+        for source, items in (params.get(section) or {}).items():
+            for name, decl in (items or {}).items():
+                if (section, source, name) not in found and isinstance(decl, dict) and BY_SCALE in decl:
+                    found[(section, source, name)] = (path, decl.pop(BY_SCALE) or {})
     return found
 
 

@@ -1,0 +1,159 @@
+"""The judging rule (nlpbench.judging) on hand-built cells and tables, and `nlpbench judge` on committed tables."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from nlpbench import judging, rejudge
+from nlpbench.judging import Rules, judge_cell
+from nlpbench.tables import Cell, TableSpec, build_table, write_table
+
+REPO = Path(__file__).resolve().parents[1]
+COLS = ["Baseline / MemN2N", "t-MEM-NN / 1 sample", "t-MEM-NN / 10 samples"]
+ROWS = [str(i) for i in range(1, 21)]
+
+
+def printed(table: str = "2") -> dict[tuple[str, str], float]:
+    from nlpbench.paper import reference_cells
+    return {(c["row"], c["column"]): float(c["paper"]) for c in reference_cells("tolias-thesis", table)}
+
+
+def tolias2(**kw) -> TableSpec:
+    return TableSpec("tolias-thesis", "2", "t", ROWS, COLS, pass_threshold=95.0, mean_row=True, **kw)
+
+
+def test_a_seed_selection_outlier_inside_our_seed_range_is_within_noise():
+    # Table 2, task 11 MemN2N: the selected seed scored 96.3, the paper 85, our ten seeds 84.8-96.3
+    seeds = [84.8, 85.1, 85.6, 86.0, 86.4, 86.9, 87.0, 87.5, 85.9, 96.3]
+    v = judge_cell(96.3, 85.0, "85", seeds, "points", 3.0)
+    assert v.status == judging.WITHIN and "inside our 10 seeds' range" in v.reason
+    # the same cell from one seed: ε alone, so 11.3 points off is outside
+    assert judge_cell(96.3, 85.0, "85", [96.3], "points", 3.0).status == judging.OUTSIDE
+    # the paper's rounding widens the range by half its last digit: "84.6" stays below 84.8 - 0.05
+    assert judge_cell(96.3, 84.6, "84.6", seeds, "points", 3.0).status == judging.OUTSIDE
+    narrow = [90.0, 90.2, 90.1]
+    assert judge_cell(90.1, 89.5, "89.5", narrow, "points", 0.1).status == judging.OUTSIDE
+    assert judge_cell(90.1, 89.6, "90", narrow, "points", 0.1).status == judging.WITHIN      # 89.5-90.5 meets it
+
+
+def test_two_sd_over_our_seeds_widens_epsilon():
+    wide = [70.0, 80.0, 90.0]       # SD 10: |Δ| up to 20 is noise
+    assert judge_cell(80.0, 99.0, "99", wide, "points", 3.0).status == judging.WITHIN
+    assert judge_cell(80.0, 101.0, "101", wide, "points", 3.0).status == judging.OUTSIDE
+
+
+def test_a_table_with_a_needs_data_cell_beside_matching_cells_is_reproduced_in_part():
+    detail = "missing en-10k/qa3 training file"
+    cells = [Cell(r, c, None, "needs_data", detail) if r == "3" else Cell(r, c, v)
+             for (r, c), v in printed().items()]
+    res = build_table(tolias2(), cells, {}, [])
+    assert res.status == "reproduced (57 of 60 cells)"
+    assert judging.status_kind(res.status) == "reproduced (k of n cells)"
+    assert build_table(tolias2(), [Cell(r, c, None, "needs_data", detail) for r, c in printed()], {}, []).status \
+        == "needs data"
+
+
+def test_one_cell_far_off_does_not_veto_a_table_but_ten_percent_do():
+    values = printed()
+    far = {("11", COLS[0])}
+    res = build_table(tolias2(), [Cell(r, c, v + (11.3 if (r, c) in far else 0.0)) for (r, c), v in values.items()],
+                      {}, [])
+    assert res.status == "reproduced" and [(ln.row, ln.column) for ln in res.flagged] == [("11", COLS[0])]
+    off = {(r, COLS[0]) for r in ROWS[:7]}           # 7 of 60 cells outside noise: 88 % within
+    res = build_table(tolias2(), [Cell(r, c, v - (4.0 if (r, c) in off else 0.0)) for (r, c), v in values.items()],
+                      {}, [])
+    assert res.status == "differs" and res.verdict.n_within == 53
+
+
+def test_a_mixed_unit_table_reports_one_figure_per_unit_each_judged_in_its_unit():
+    rules = Rules.from_declaration({"units": {"Entropy": "nats", "Distinct-1": "fraction", "Distinct-2": "fraction"}})
+    spec = TableSpec("bahuleyan-thesis", "5.2", "t", ["Entropy", "Distinct-1", "Distinct-2"],
+                     ["VAE with Bypass", "VAE without Bypass"], decimals=3, rules=rules)
+    from nlpbench.paper import reference_cells
+    paper = {(c["row"], c["column"]): float(c["paper"]) for c in reference_cells("bahuleyan-thesis", "5.2")}
+    # entropy 0.05 nat off (within 0.1), distinct 0.02 off (within 0.03)
+    cells = [Cell(r, c, v + (0.05 if r == "Entropy" else 0.02)) for (r, c), v in paper.items()]
+    res = build_table(spec, cells, {}, [])
+    assert res.status == "reproduced"
+    figures = {u.unit: u for u in res.verdict.units}
+    assert set(figures) == {"nats", "fraction"}
+    assert figures["nats"].mean_abs_diff == pytest.approx(0.05) and figures["nats"].n == 2
+    assert figures["fraction"].mean_abs_diff == pytest.approx(0.02) and figures["fraction"].n == 4
+    # 0.05 off in a fraction is outside its ε of 0.03, though it would be nothing in points
+    cells = [Cell(r, c, v + (0.05 if r != "Entropy" else 0.0)) for (r, c), v in paper.items()]
+    assert build_table(spec, cells, {}, []).status == "differs"
+
+
+def test_a_table_not_comparable_at_its_scale_says_so_and_still_shows_its_numbers(tmp_path):
+    rules = Rules.from_declaration({"not_comparable": "trained on a tenth of the data"})
+    res = build_table(tolias2(rules=rules), [Cell(r, c, v) for (r, c), v in printed().items()], {}, [])
+    assert res.status == judging.NOT_COMPARABLE
+    md = write_table(res, tmp_path)["md"].read_text()
+    assert "Not comparable at this scale: trained on a tenth of the data" in md
+    assert "| 1 | 100.0 | 100 |" in md
+
+
+def test_bad_judging_keys_are_named():
+    with pytest.raises(judging.JudgingError, match="units.Entropy: 'bits' is not a unit"):
+        Rules.from_declaration({"units": {"Entropy": "bits"}}, "tables.x.y")
+    with pytest.raises(judging.JudgingError, match="epsilon.points"):
+        Rules.from_declaration({"epsilon": {"points": -1}})
+
+
+def test_a_float32_accuracy_of_exactly_95_percent_passes():
+    # 950 of 1,000 computed in float32 reads 94.99999761581421: the table stores 95.0 and counts it as a pass
+    values = printed()
+    cells = [Cell(r, c, 94.99999761581421 if (r, c) == ("2", COLS[0]) else v) for (r, c), v in values.items()]
+    res = build_table(tolias2(), cells, {}, [])
+    passes = next(d for d in res.derived if d.kind == "passes" and d.column == COLS[0])
+    assert "2" in passes.reproduced_rows
+
+
+def test_the_markdown_shows_our_seed_range_beside_the_selected_value(tmp_path):
+    cells = [Cell(r, c, v, seeds={0: v - 1, 1: v, 2: v - 2} if (r, c) == ("2", COLS[0]) else None)
+             for (r, c), v in printed().items()]
+    paths = write_table(build_table(tolias2(), cells, {}, []), tmp_path)
+    assert "| 2 | 84.0 (82.0–84.0) | 84 |" in paths["md"].read_text()
+    rows = {(r["row"], r["column"]): r for r in csv.DictReader(paths["csv"].open())}
+    assert rows[("2", COLS[0])]["seeds"] == "0:83 1:84 2:82" and rows[("2", COLS[0])]["noise"] == "within noise"
+
+
+def _copy_results(tmp_path: Path, names: list[str]) -> Path:
+    out = tmp_path / "results" / "tolias-thesis"
+    out.mkdir(parents=True)
+    for name in names:
+        for ext in ("csv", "md", "json"):
+            shutil.copy(REPO / "results" / "tolias-thesis" / f"{name}.{ext}", out / f"{name}.{ext}")
+    return out.parent
+
+
+def test_judge_rejudges_a_committed_table_without_changing_a_cell(tmp_path):
+    results = _copy_results(tmp_path, ["2"])
+    before = list(csv.reader((results / "tolias-thesis" / "2.csv").open()))
+    from nlpbench import registry
+    params = registry.load(REPO / "params.yaml")
+    [(source, name, old, new)] = rejudge.judge_all(REPO / "params.yaml", params, results, ["tolias-thesis/2"])
+    after = list(csv.reader((results / "tolias-thesis" / "2.csv").open()))
+    assert [r[:7] for r in after[:61]] == [r[:7] for r in before[:61]]      # the cells as trained
+    side = json.loads((results / "tolias-thesis" / "2.json").read_text())
+    assert side["status"] == new and len(side["cells"]) == 60
+    task11 = next(c for c in side["cells"] if c["row"] == "11" and c["column"] == COLS[0])
+    assert len(task11["seeds"]) == 10                                            # read from the cell's note
+    assert any(c["claim"].startswith("§6.4.2") for c in side["claims"])
+    # judging again from the stored cells gives the same files
+    first = {p.name: p.read_bytes() for p in (results / "tolias-thesis").iterdir()}
+    rejudge.judge_all(REPO / "params.yaml", params, results, ["tolias-thesis/2"])
+    assert {p.name: p.read_bytes() for p in (results / "tolias-thesis").iterdir()} == first
+
+
+def test_judge_names_a_table_that_is_not_committed(tmp_path):
+    from nlpbench import registry
+    from nlpbench.config import ConfigError
+    results = _copy_results(tmp_path, ["2"])
+    with pytest.raises(ConfigError, match="no committed table 'tolias-thesis/99'"):
+        rejudge.judge_all(REPO / "params.yaml", registry.load(REPO / "params.yaml"), results, ["tolias-thesis/99"])
