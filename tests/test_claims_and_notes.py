@@ -138,6 +138,10 @@ SEEDED = {"t": {(r, "c"): max(v.values()) for (_, r, _), v in SEEDS.items()}}
     ({"kind": "above_spread", "rows": ["hi", "lo"]}, "holds: hi 31.00 ± 1.00 against lo 21.00 ± 1.00"),
     ({"kind": "above_spread", "rows": ["lo", "hi"]}, "is reversed"),
     ({"kind": "above_spread", "rows": ["mid", "lo"]}, "is not resolved by the seed spread"),
+    ({"kind": "close", "rows": ["hi", "mid"], "within": 5},
+     "holds: hi 32.00 (best of seeds) against mid 35.00 (+3.00); largest |difference| 3.00 (bound 5)"),
+    ({"kind": "close", "rows": ["hi", "mid", "lo"], "within": 5}, "does not hold: hi 32.00 (best of seeds) against "
+     "mid 35.00 (+3.00), lo 22.00 (-10.00); largest |difference| 10.00 (bound 5)"),
 ])
 def test_each_seed_kind_holds_or_not(claim, verdict):
     printed = {("t", "hi", "c"): 50.0, ("t", "lo", "c"): 40.0, ("t", "mid", "c"): 10.0}
@@ -158,6 +162,7 @@ def test_columns_above_compares_with_where_the_document_has_it_above():
     ({"kind": "higher_mean", "a": "a", "b": "z"}, r"T\.claims\.0\.b: Table t has no column 'z'"),
     ({"kind": "above", "rows": ["1", "99"], "columns": ["a"]}, r"T\.claims\.0\.rows: Table t has no row '99'"),
     ({"kind": "higher_mean", "a": "a", "b": "b", "wthin": 1}, r"unknown key\(s\) wthin"),
+    ({"kind": "close", "rows": ["1", "2"], "columns": ["a"]}, r"T\.claims\.0: kind close needs within"),
 ])
 def test_a_claim_that_names_what_does_not_exist_is_a_named_error(claim, message):
     with pytest.raises(config.ConfigError, match=message):
