@@ -156,6 +156,17 @@ def test_columns_above_compares_with_where_the_document_has_it_above():
         {"kind": "columns_above", "a": "a", "b": "b", "rows": ["r"]}, grid, {("t", "r", "a"): 1.0}, seeds)
 
 
+def test_a_column_judged_column_by_column_may_hold_a_colon_when_named_with_its_table():
+    seeds = {("t", "hi", "c: x"): {0: 30.0, 1: 31.0}, ("t", "lo", "c: x"): {0: 20.0, 1: 21.0}}
+    grid = {"t": {("hi", "c: x"): 31.0, ("lo", "c: x"): 21.0}}
+    claim = {"kind": "above", "rows": ["hi", "lo"], "columns": ["t:c: x"]}
+    claims.check([{"text": "x", **claim}], "t", _cells(grid), "T")
+    assert "Claim (§1: x; c: x): in our numbers it holds" in _one(claim, grid, None, seeds)
+    other = {**grid, "u": {("hi", "c"): 1.0}}
+    with pytest.raises(config.ConfigError, match=r"T\.claims\.0\.columns: kind above reads this table's columns"):
+        claims.check([{"text": "x", **claim, "columns": ["u:c"]}], "t", _cells(other), "T")
+
+
 @pytest.mark.parametrize("claim, message", [
     ({"kind": "bigger", "a": "a", "b": "b"}, r"T\.claims\.0\.kind: 'bigger' is not a claim kind"),
     ({"kind": "higher_mean", "a": "a"}, r"T\.claims\.0: kind higher_mean needs b"),

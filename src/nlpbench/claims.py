@@ -89,6 +89,14 @@ def check(claims: list[dict], table: str, cells: TableCells, where: str) -> None
                 raise NoteError(f"{at}.printed_as: Table {table} prints no column {printed!r}")
         for r in c.get("rows") or []:
             cells.check_row(table, r, f"{at}.rows")
+        if c["kind"] in PER_COLUMN and any(t != table for t, _ in _refs(c["columns"], table)):
+            raise NoteError(f"{at}.columns: kind {c['kind']} reads this table's columns only (a column whose name "
+                            f"holds a colon is named \"{table}:<column>\")")
+
+
+def _own_columns(c: dict, table: str) -> list[str]:
+    """The columns of a kind judged column by column, "<table>:" removed (a name holding a colon needs it)."""
+    return [column for _, column in _refs(c["columns"], table)]
 
 
 # -- kinds judged on both sides ---------------------------------------------------------------------------------
@@ -381,7 +389,7 @@ def lines(claims: list[dict], table: str, cells: TableCells) -> list[str]:
     for c in claims:
         kind = c["kind"]
         if kind in PER_COLUMN:
-            for column in c["columns"]:
+            for column in _own_columns(c, table):
                 judged = _judge_column(c, table, column, cells)
                 out.append(_line(c["text"], column, [("our numbers", judged)]))
             continue
@@ -427,7 +435,8 @@ def judged(claims: list[dict], table: str, cells: TableCells, table_status: str)
     for c in claims:
         kind = c["kind"]
         if kind in PER_COLUMN:
-            pairs = [(column, [("our numbers", _judge_column(c, table, column, cells))]) for column in c["columns"]]
+            pairs = [(column, [("our numbers", _judge_column(c, table, column, cells))])
+                     for column in _own_columns(c, table)]
         else:
             subject = ""
             if isinstance(c.get("a"), str) and isinstance(c.get("b"), str):
