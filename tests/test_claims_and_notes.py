@@ -138,6 +138,10 @@ SEEDED = {"t": {(r, "c"): max(v.values()) for (_, r, _), v in SEEDS.items()}}
     ({"kind": "above_spread", "rows": ["hi", "lo"]}, "holds: hi 31.00 ± 1.00 against lo 21.00 ± 1.00"),
     ({"kind": "above_spread", "rows": ["lo", "hi"]}, "is reversed"),
     ({"kind": "above_spread", "rows": ["mid", "lo"]}, "holds, but not beyond the seed spread"),
+    ({"kind": "close", "rows": ["hi", "mid"], "within": 5},
+     "holds: hi 32.00 (best of seeds) against mid 35.00 (+3.00); largest |difference| 3.00 (bound 5)"),
+    ({"kind": "close", "rows": ["hi", "mid", "lo"], "within": 5}, "does not hold: hi 32.00 (best of seeds) against "
+     "mid 35.00 (+3.00), lo 22.00 (-10.00); largest |difference| 10.00 (bound 5)"),
 ])
 def test_each_seed_kind_holds_or_not(claim, verdict):
     printed = {("t", "hi", "c"): 50.0, ("t", "lo", "c"): 40.0, ("t", "mid", "c"): 10.0}
@@ -152,12 +156,24 @@ def test_columns_above_compares_with_where_the_document_has_it_above():
         {"kind": "columns_above", "a": "a", "b": "b", "rows": ["r"]}, grid, {("t", "r", "a"): 1.0}, seeds)
 
 
+def test_a_column_judged_column_by_column_may_hold_a_colon_when_named_with_its_table():
+    seeds = {("t", "hi", "c: x"): {0: 30.0, 1: 31.0}, ("t", "lo", "c: x"): {0: 20.0, 1: 21.0}}
+    grid = {"t": {("hi", "c: x"): 31.0, ("lo", "c: x"): 21.0}}
+    claim = {"kind": "above", "rows": ["hi", "lo"], "columns": ["t:c: x"]}
+    claims.check([{"text": "x", **claim}], "t", _cells(grid), "T")
+    assert "Claim (§1: x; c: x): in our numbers it holds" in _one(claim, grid, None, seeds)
+    other = {**grid, "u": {("hi", "c"): 1.0}}
+    with pytest.raises(config.ConfigError, match=r"T\.claims\.0\.columns: kind above reads this table's columns"):
+        claims.check([{"text": "x", **claim, "columns": ["u:c"]}], "t", _cells(other), "T")
+
+
 @pytest.mark.parametrize("claim, message", [
     ({"kind": "bigger", "a": "a", "b": "b"}, r"T\.claims\.0\.kind: 'bigger' is not a claim kind"),
     ({"kind": "higher_mean", "a": "a"}, r"T\.claims\.0: kind higher_mean needs b"),
     ({"kind": "higher_mean", "a": "a", "b": "z"}, r"T\.claims\.0\.b: Table t has no column 'z'"),
     ({"kind": "above", "rows": ["1", "99"], "columns": ["a"]}, r"T\.claims\.0\.rows: Table t has no row '99'"),
     ({"kind": "higher_mean", "a": "a", "b": "b", "wthin": 1}, r"unknown key\(s\) wthin"),
+    ({"kind": "close", "rows": ["1", "2"], "columns": ["a"]}, r"T\.claims\.0: kind close needs within"),
 ])
 def test_a_claim_that_names_what_does_not_exist_is_a_named_error(claim, message):
     with pytest.raises(config.ConfigError, match=message):

@@ -36,6 +36,7 @@ whether a difference is larger than the spread over seeds:
   best           the best row (best of seeds) is the document's best
   columns_above  column a is above column b on at least the rows where the document has it above
   above_spread   rows[0]'s seed mean is above rows[1]'s by more than the larger seed SD (reversed below minus it)
+  close          each later row is within `within` (in the column's unit) of rows[0] (best of seeds): "similar"
 """
 
 from __future__ import annotations
@@ -52,12 +53,13 @@ SPREAD_MARGIN = 5.0                # points: a spread counts as reduced only whe
 BOTH_SIDES = ("more_passes", "higher_mean", "similar_mean", "samples_help", "tracks", "outperforms",
               "first_beats_second", "ensemble_passes_all", "own_pattern_best", "augmented_evens",
               "smaller_spread_than")
-PER_COLUMN = ("above", "order", "best", "above_spread")
+PER_COLUMN = ("above", "order", "best", "above_spread", "close")
 KINDS = BOTH_SIDES + PER_COLUMN + ("columns_above",)
 LIST_SIDES = ("own_pattern_best", "augmented_evens", "smaller_spread_than")   # a or b may be a list of columns
 NEEDS = {k: ("a", "b") for k in BOTH_SIDES}
 NEEDS.update({"own_pattern_best": ("a",), "above": ("rows", "columns"), "order": ("rows", "columns"),
-              "best": ("rows", "columns"), "above_spread": ("rows", "columns"), "columns_above": ("a", "b", "rows")})
+              "best": ("rows", "columns"), "above_spread": ("rows", "columns"), "columns_above": ("a", "b", "rows"),
+              "close": ("rows", "columns", "within")})
 KEYS = ("kind", "a", "b", "rows", "columns", "within", "printed_as", "text")
 
 
@@ -87,6 +89,14 @@ def check(claims: list[dict], table: str, cells: TableCells, where: str) -> None
                 raise NoteError(f"{at}.printed_as: Table {table} prints no column {printed!r}")
         for r in c.get("rows") or []:
             cells.check_row(table, r, f"{at}.rows")
+        if c["kind"] in PER_COLUMN and any(t != table for t, _ in _refs(c["columns"], table)):
+            raise NoteError(f"{at}.columns: kind {c['kind']} reads this table's columns only (a column whose name "
+                            f"holds a colon is named \"{table}:<column>\")")
+
+
+def _own_columns(c: dict, table: str) -> list[str]:
+    """The columns of a kind judged column by column, "<table>:" removed (a name holding a colon needs it)."""
+    return [column for _, column in _refs(c["columns"], table)]
 
 
 # -- kinds judged on both sides ---------------------------------------------------------------------------------
@@ -300,6 +310,13 @@ def _judge_column(c: dict, table: str, column: str, cells: TableCells) -> tuple[
         verdict = _holds(holds) + (", and the difference is larger than the seed spread" if holds and strong else
                                    ", but not beyond the seed spread" if holds else "")
         return verdict, "; ".join(parts)
+    if kind == "close":
+        gaps = {b: max(have[b].values()) - max(have[rows[0]].values()) for b in rows[1:]}
+        widest = max(gaps, key=lambda b: abs(gaps[b]))
+        return _holds(abs(gaps[widest]) <= c["within"]), (
+            f"{rows[0]} {max(have[rows[0]].values()):.2f} (best of seeds) against "
+            + ", ".join(f"{b} {max(have[b].values()):.2f} ({gaps[b]:+.2f})" for b in rows[1:])
+            + f"; largest |difference| {abs(gaps[widest]):.2f} (bound {c['within']:g})")
     if kind == "order":
         steps, holds, strong = [], True, True
         for lo, hi in zip(rows, rows[1:]):
@@ -372,7 +389,7 @@ def lines(claims: list[dict], table: str, cells: TableCells) -> list[str]:
     for c in claims:
         kind = c["kind"]
         if kind in PER_COLUMN:
-            for column in c["columns"]:
+            for column in _own_columns(c, table):
                 judged = _judge_column(c, table, column, cells)
                 out.append(_line(c["text"], column, [("our numbers", judged)]))
             continue
@@ -419,7 +436,8 @@ def judged(claims: list[dict], table: str, cells: TableCells, table_status: str,
     for c in claims:
         kind = c["kind"]
         if kind in PER_COLUMN:
-            pairs = [(column, [("our numbers", _judge_column(c, table, column, cells))]) for column in c["columns"]]
+            pairs = [(column, [("our numbers", _judge_column(c, table, column, cells))])
+                     for column in _own_columns(c, table)]
         else:
             subject = ""
             if isinstance(c.get("a"), str) and isinstance(c.get("b"), str):
