@@ -5,6 +5,7 @@
     nlpbench table <source> <table>      build one table of results/ from its runs
     nlpbench output <source> <name>      build one other output (qualitative table, figure, benchmark)
     nlpbench index                       rewrite results/index.csv and results/README.md
+    nlpbench report [--out PATH]         one HTML page of the index, every table, output and figure
     nlpbench plan | status | check       what the chosen scale builds | what is left, with an ETA | validate
     nlpbench costs                       refresh results/costs.tsv (per-group costs) from a run's benchmark files
     nlpbench end-to-end <name>           time declared tables end to end in a scratch clone (on demand)
@@ -25,6 +26,7 @@ from nlpbench.data.babi import BabiFormatError, MissingDataError
 from nlpbench.data.fetch import FetchError
 from nlpbench.family import Paths
 from nlpbench.io import OutputError
+from nlpbench.report import ReportError
 
 
 def _overrides(pairs: list[str]) -> dict:
@@ -135,6 +137,12 @@ def cmd_index(args) -> None:
     print(f"wrote {Path(args.results) / 'index.csv'} and README.md")
 
 
+def cmd_report(args) -> None:
+    from nlpbench.report import write_report
+    out = Path(args.out) if args.out else Path(args.results) / "report.html"
+    print(f"wrote {write_report(Path(args.results), out)}")
+
+
 def cmd_plan(args) -> None:
     from nlpbench import plan, status
     from nlpbench.provenance import resolve_device
@@ -233,6 +241,10 @@ def main(argv: list[str] | None = None) -> int:
     _threads_option(p)
     p.set_defaults(func=cmd_output)
     sub.add_parser("index", help="rewrite results/index.csv and results/README.md").set_defaults(func=cmd_index)
+    p = sub.add_parser("report", help="write one self-contained HTML page of results/: the index, then every table "
+                                      "and output it links, with their figures")
+    p.add_argument("--out", metavar="PATH", help="where to write it (default results/report.html)")
+    p.set_defaults(func=cmd_report)
     sub.add_parser("plan", help="list the data steps, groups and targets of the chosen scale").set_defaults(
         func=cmd_plan)
     p = sub.add_parser("status", help="groups trained and to train per family and table, and the ETA")
@@ -279,7 +291,8 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:            # `nlpbench plan | head`: the reader left; not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except (config.ConfigError, FetchError, MissingDataError, BabiFormatError, OutputError, LoadError) as e:
+    except (config.ConfigError, FetchError, MissingDataError, BabiFormatError, OutputError, LoadError,
+            ReportError) as e:
         print(f"nlpbench: {e}", file=sys.stderr)
         return 2
     return code or 0
