@@ -15,7 +15,9 @@ for _t in PLAN.targets.values():
             # reruns it (Snakemake's mtime and input triggers)
             [f for f in _t.reads if Path(f).exists()],
         output:
-            *_t.files,
+            # the pages, tables and figures shown by `snakemake --report` (the JSON sidecars are not), by document
+            *[report(f, category=_t.source, subcategory=_t.name) if f.endswith((".md", ".csv", ".png")) else f
+              for f in _t.files],
             done=PLAN.marker(_t, SCALE),
         log:
             f"logs/{_t.section}/{_t.source}-{_t.name}.log",
@@ -45,3 +47,16 @@ rule index:     # after the documents' tables (`all`); `snakemake studies` refre
         "logs/index.log",
     shell:
         "nlpbench index > {log:q} 2>&1 || (tail -n 15 {log:q} >&2; exit 1)"
+
+
+rule report:    # `snakemake report`: the tables and the index if they are stale, then one self-contained HTML page
+                # of results/ (the index, every table and output it links, their figures); not part of `all`
+    input:
+        "results/index.csv",
+        "results/README.md",
+    output:
+        "results/report.html",
+    log:
+        "logs/report.log",
+    shell:
+        "nlpbench report --out {output:q} > {log:q} 2>&1 || (tail -n 15 {log:q} >&2; exit 1)"

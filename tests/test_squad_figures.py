@@ -109,3 +109,27 @@ def test_the_figures_read_the_tables_runs_and_bad_declarations_are_named():
 def test_a_histogram_of_no_questions_is_rejected_naming_the_key():
     with pytest.raises(ConfigError, match=r"outputs\.shen-thesis\.fig4\.2\.questions"):
         load("cpu", {"outputs.shen-thesis.fig4.2.questions": 0})
+
+
+def test_the_heatmaps_register_their_figure_with_the_results_index(tmp_path, monkeypatch):
+    """Figure 4.6 is listed by the index under its output, as the other figures are (here from stand-in models)."""
+    from nlpbench.squad import data as squad_data
+    from nlpbench.squad import experiments as x
+
+    params = load("smoke")
+    decl = params["outputs"]["shen-thesis"]["4.6"]
+    passage, question = ["the", "game", "was", "played", "on", "sunday", "."], ["what", "day", "was", "it", "?"]
+    built = {"contexts": [{"tokens": passage}], "examples": [
+        {"question": decl["question"], "question_tokens": question, "context": 0, "span": [5, 5],
+         "answers": ["sunday"]}]}
+    monkeypatch.setattr(squad_data, "load_prepared", lambda ddir, part: built)
+    monkeypatch.setattr(x, "load_vectors", lambda params, root: (sorted(set(passage + question)), None))
+
+    def model(p, q):
+        return {"S": torch.rand(1, p.shape[1], q.shape[1])}
+    monkeypatch.setattr(x, "load_best_seed", lambda params, cfg, *rest: None if cfg.similarity == "general-3"
+                        else (model, 1, 12.5))
+    out = x.draw_heatmaps(params, decl, "shen-thesis", "4.6", tmp_path, tmp_path, tmp_path / "results")
+    side = json.loads((tmp_path / "results" / "shen-thesis" / "4.6.output.json").read_text())
+    assert side["files"] == [out.name] == ["fig4.6.png"] and side["kind"] == "figure" and side["scale"] == "smoke"
+    assert side["status"] == "4 of 6 configurations drawn" and side["note"] == "a test question at scale smoke"

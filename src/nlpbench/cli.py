@@ -6,6 +6,7 @@
     nlpbench output <source> <name>      build one other output (qualitative table, figure, benchmark)
     nlpbench index                       rewrite results/index.csv and results/README.md
     nlpbench judge [SOURCE/TABLE ...]    judge committed tables again from their stored cells (no retraining)
+    nlpbench report [--out PATH]         one HTML page of the index, every table, output and figure
     nlpbench plan | status | check       what the chosen scale builds | what is left, with an ETA | validate
     nlpbench costs                       refresh results/costs.tsv (per-group costs) from a run's benchmark files
     nlpbench end-to-end <name>           time declared tables end to end in a scratch clone (on demand)
@@ -26,6 +27,7 @@ from nlpbench.data.babi import BabiFormatError, MissingDataError
 from nlpbench.data.fetch import FetchError
 from nlpbench.family import Paths
 from nlpbench.io import OutputError
+from nlpbench.report import ReportError
 
 
 def _overrides(pairs: list[str]) -> dict:
@@ -147,6 +149,12 @@ def cmd_index(args) -> None:
     print(f"wrote {Path(args.results) / 'index.csv'} and README.md")
 
 
+def cmd_report(args) -> None:
+    from nlpbench.report import write_report
+    out = Path(args.out) if args.out else Path(args.results) / "report.html"
+    print(f"wrote {write_report(Path(args.results), out)}")
+
+
 def cmd_plan(args) -> None:
     from nlpbench import plan, status
     from nlpbench.provenance import resolve_device
@@ -249,6 +257,10 @@ def main(argv: list[str] | None = None) -> int:
                                      "judging rule, a unit, an epsilon or a claim): no retraining")
     p.add_argument("tables", nargs="*", metavar="SOURCE/TABLE", help="e.g. tolias-thesis/2 (default: every one)")
     p.set_defaults(func=cmd_judge)
+    p = sub.add_parser("report", help="write one self-contained HTML page of results/: the index, then every table "
+                                      "and output it links, with their figures")
+    p.add_argument("--out", metavar="PATH", help="where to write it (default results/report.html)")
+    p.set_defaults(func=cmd_report)
     sub.add_parser("plan", help="list the data steps, groups and targets of the chosen scale").set_defaults(
         func=cmd_plan)
     p = sub.add_parser("status", help="groups trained and to train per family and table, and the ETA")
@@ -295,7 +307,8 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:            # `nlpbench plan | head`: the reader left; not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except (config.ConfigError, FetchError, MissingDataError, BabiFormatError, OutputError, LoadError) as e:
+    except (config.ConfigError, FetchError, MissingDataError, BabiFormatError, OutputError, LoadError,
+            ReportError) as e:
         print(f"nlpbench: {e}", file=sys.stderr)
         return 2
     return code or 0

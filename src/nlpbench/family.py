@@ -43,6 +43,12 @@ class TrainGroup:
     needs: tuple[str, ...] = ()        # data steps
 
 
+def table_figure(figure: str) -> str:
+    """The file a table's declared figure (its home's `figure: "4.1"`) is drawn to, beside the table in
+    results/<source>/: fig4.1.png."""
+    return f"fig{figure}.png"
+
+
 @dataclass(frozen=True)
 class Target:
     """A table (cells beside the paper's numbers) or another output (qualitative table, figure, ...)."""

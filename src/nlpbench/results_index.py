@@ -12,8 +12,10 @@ import csv
 import io
 from pathlib import Path
 
+from nlpbench.config import read_yaml
+from nlpbench.family import table_figure
 from nlpbench.io import read_json, write_json, write_text
-from nlpbench.paper import reference_index, source_label
+from nlpbench.paper import REFERENCE_DIR, reference_index, source_label
 from nlpbench.claims import VERDICTS
 from nlpbench.judging import ADDITION, UNITS, status_kind
 from nlpbench.tables import TABLE_STATUSES
@@ -98,6 +100,27 @@ def _load_sidecars(results_dir: Path) -> list[tuple[dict, dict | None]]:
     return out
 
 
+def _table_figures(results_dir: Path, source: str, table: str) -> list[str]:
+    """The figure a table's home declares (`figure:`), where it was drawn beside the table."""
+    home = REFERENCE_DIR / source / f"{table}.yaml"
+    decl = read_yaml(home.read_text(encoding="utf-8"), str(home)) if home.exists() else None
+    figure = decl.get("figure") if isinstance(decl, dict) else None
+    return [table_figure(figure)] if figure and (results_dir / source / table_figure(figure)).exists() else []
+
+
+def _figures(results_dir: Path, entries: list[tuple[dict, dict | None]], outputs: list[dict]) -> dict:
+    """Where each figure under results/<source>/ is linked: (source, table) -> the figures of a built table;
+    (source, None) -> those neither a table nor a registered output lists (an output drawn before its rule
+    registered it), so that the index links every figure the pipeline wrote."""
+    out: dict = {(ref["source"], ref["table"]): _table_figures(results_dir, ref["source"], ref["table"])
+                 for ref, side in entries if side}
+    for source in dict.fromkeys(ref["source"] for ref, _ in entries):
+        listed = {f for (s, _), files in out.items() if s == source for f in files} | \
+            {f for o in outputs if o["source"] == source for f in o["files"]}
+        out[(source, None)] = sorted(p.name for p in (results_dir / source).glob("*.png") if p.name not in listed)
+    return out
+
+
 def _index_csv(entries: list[tuple[dict, dict | None]]) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
@@ -113,7 +136,7 @@ def _cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def _figures(side: dict) -> str:
+def _mean_diffs(side: dict) -> str:
     """Mean |Δ| per unit, each in its unit ("2.55" for points alone; "0.04 · 0.31 nats" where units mix)."""
     units = side.get("units")
     if units is None:                  # a sidecar written before the units were stored
@@ -161,7 +184,7 @@ def _registers(rows: list[dict], sources: list[str]) -> list[str]:
     return out
 
 
-def _readme(entries: list[tuple[dict, dict | None]], outputs: list[dict]) -> str:
+def _readme(entries: list[tuple[dict, dict | None]], outputs: list[dict], figures: dict) -> str:
     counts: dict[str, int] = {}
     for _, side in entries:
         kind = status_kind(side["status"] if side else NOT_BUILT)
@@ -186,14 +209,15 @@ def _readme(entries: list[tuple[dict, dict | None]], outputs: list[dict]) -> str
             if side:
                 ok = f"{side['n_within_noise']} / {side['n_compared']}" if "n_compared" in side else \
                     f"– / {side['n_cells']}"
-                files = f"[md]({stem}.md) · [csv]({stem}.csv)"
+                files = " · ".join([f"[md]({stem}.md)", f"[csv]({stem}.csv)"]
+                                   + [f"[png]({source}/{f})" for f in figures[(source, ref["table"])]])
                 status = side["status"]
-                mad = _figures(side)
+                mad = _mean_diffs(side)
             else:
                 ok, mad, files, status = f"– / {ref['cells']}", "", "", NOT_BUILT
             out.append(f"| {ref['table']} | {_cell(ref['title'])} | {status} | {ok} | {mad} | {files} |")
         extra = [o for o in outputs if o["source"] == source]
-        if extra:
+        if extra or figures[(source, None)]:
             out += ["", "Other outputs (qualitative tables, figures, additions, benchmarks):", ""]
             out.append("| Output | Title | Kind | Status | Scale | Files |")
             out.append("|---|---|---|---|---|---|")
@@ -202,6 +226,9 @@ def _readme(entries: list[tuple[dict, dict | None]], outputs: list[dict]) -> str
                 status = o["status"] + (f" ({_cell(o['note'])})" if o.get("note") else "")
                 out.append(f"| {o['name']} | {_cell(o['title'])} | {o['kind']} | {_cell(status)} | {o['scale']} "
                            f"| {files} |")
+            for f in figures[(source, None)]:
+                out.append(f"| {Path(f).stem} | (not registered by the rule that drew it: rebuilding its output "
+                           f"describes it) | figure | drawn |  | [png]({source}/{f}) |")
     return "\n".join(out) + "\n"
 
 
@@ -212,4 +239,5 @@ def write_index(results_dir: Path) -> None:
     entries = _load_sidecars(results_dir)
     write_text(results_dir / "index.csv", _index_csv(entries))
     write_text(results_dir / "claims.csv", _claims_csv(claim_rows(entries)))
-    write_text(results_dir / "README.md", _readme(entries, _load_outputs(results_dir)))
+    outputs = _load_outputs(results_dir)
+    write_text(results_dir / "README.md", _readme(entries, outputs, _figures(results_dir, entries, outputs)))

@@ -29,7 +29,7 @@ from nlpbench.data.fetch import FetchError
 from nlpbench.dmn import fact_order
 from nlpbench.dmn.groups import (ENSEMBLE_MEMBERS, SOURCE, DMNGroup, _kind, _tasks_in_scale, all_datasets,
                                  base_settings, column_groups, dmn_tables, job_done, table_groups, table_rows)
-from nlpbench.family import TableParts
+from nlpbench.family import TableParts, table_figure
 from nlpbench.provenance import code_commit, device_label, now_utc
 
 MODEL_LABEL = {"dmn+": "DMN+", "modmn+": "MoDMN+", "ff-dmn": "ff-DMN"}
@@ -423,7 +423,7 @@ def draw_figure(params: dict, table: str, figure: str, results_dir: Path) -> Pat
     title = f"Figure {figure}: graphical presentation of Table {table}"
     fig.suptitle(title)
     fig.tight_layout()
-    out = Path(results_dir) / SOURCE / f"fig{figure}.png"
+    out = Path(results_dir) / SOURCE / table_figure(figure)
     with io.atomic_path(out) as tmp:
         fig.savefig(tmp, format="png", dpi=110)
     plt.close(fig)

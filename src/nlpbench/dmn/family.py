@@ -8,7 +8,7 @@ from pathlib import Path
 
 from nlpbench import claims, config
 from nlpbench.dmn import groups as dg
-from nlpbench.family import DataStep, Paths, TableParts, Target, TrainGroup
+from nlpbench.family import DataStep, Paths, TableParts, Target, TrainGroup, table_figure
 
 
 def _x():
@@ -36,7 +36,7 @@ class DMNFamily:
             base = f"results/{d.source}/{d.name}"
             files = (f"{base}.md", f"{base}.csv", f"{base}.json")
             if d.decl.get("figure"):
-                files += (f"results/{d.source}/fig{d.decl['figure']}.png",)
+                files += (f"results/{d.source}/{table_figure(d.decl['figure'])}",)
             groups = tuple(dg.job_id(g, item) for g in dg.table_groups(params, d.name) for item in g.items)
             out.append(Target("tables", d.source, d.name, files, groups))
         return out

@@ -18,9 +18,9 @@ import time
 import warnings
 from pathlib import Path
 
-from nlpbench import io, paper, rundirs, tables
+from nlpbench import io, paper, results_index, rundirs, tables
 from nlpbench.config import ConfigError
-from nlpbench.family import TableParts
+from nlpbench.family import TableParts, table_figure
 from nlpbench.provenance import code_commit, now_utc
 from nlpbench.squad.groups import (MODEL_NAMES, SOURCE, Config, all_configs, cell_part, cells_of, data_id, group_id,
                                    group_settings, heatmap_configs, row_names, run_dir, table_configs, tables_of)
@@ -302,7 +302,7 @@ def draw_boxes(params: dict, name: str, figure: str, per_seed: dict, results_dir
     fig.suptitle(f"Figure {figure} (from Table {name}): each box = the seeds of one cell (red dot: mean); "
                  "blue crosses: the thesis (right axis)", fontsize=9)
     fig.tight_layout()
-    out = Path(results_dir) / SOURCE / f"fig{figure}.png"
+    out = Path(results_dir) / SOURCE / table_figure(figure)
     with io.atomic_path(out) as tmp:
         fig.savefig(tmp, format="png", dpi=90)
     plt.close(fig)
@@ -376,7 +376,7 @@ def draw_heatmaps(params: dict, decl: dict, source: str, name: str, data_root: P
     passage = torch.tensor([[index[t] for t in ctx["tokens"]]])
     question = torch.tensor([[index[t] for t in example["question_tokens"]]])
     configs = heatmap_configs(decl)
-    n_sim = len(decl["similarities"])
+    n_sim, drawn = len(decl["similarities"]), 0
     fig, axes = plt.subplots(2, n_sim, figsize=(3.2 * n_sim, 2 * 0.22 * (hi - lo) + 2.5), squeeze=False)
     for k, cfg in enumerate(configs):
         ax = axes[k // n_sim][k % n_sim]
@@ -386,6 +386,7 @@ def draw_heatmaps(params: dict, decl: dict, source: str, name: str, data_root: P
             ax.axis("off")
             continue
         model, seed, best_em = best
+        drawn += 1
         with torch.no_grad():
             S = model(passage, question)["S"][0, lo:hi].numpy()
         ax.imshow(S, cmap="Greys", aspect="auto")
@@ -401,4 +402,8 @@ def draw_heatmaps(params: dict, decl: dict, source: str, name: str, data_root: P
         with io.atomic_path(out) as tmp:
             fig.savefig(tmp, format="png", dpi=90)
     plt.close(fig)
+    results_index.register_output(results_root, source, name, decl.get("title", f"Figure {name}: attention "
+                                  "similarity S of one question, best seed of each configuration"), "figure",
+                                  [out.name], f"{drawn} of {len(configs)} configurations drawn", params["scale"],
+                                  note=where)
     return out

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from nlpbench import config, rundirs
 from nlpbench.config import ConfigError
-from nlpbench.family import DataStep, Paths, TableParts, Target, TrainGroup
+from nlpbench.family import DataStep, Paths, TableParts, Target, TrainGroup, table_figure
 from nlpbench.squad import groups as sg
 
 
@@ -45,7 +45,7 @@ class SquadFamily:
             base = f"results/{d.source}/{d.name}"
             files = (f"{base}.md", f"{base}.csv", f"{base}.json")
             if d.decl.get("figure"):
-                files += (f"results/{d.source}/fig{d.decl['figure']}.png",)
+                files += (f"results/{d.source}/{table_figure(d.decl['figure'])}",)
             groups = tuple(sg.group_id(params, c) for c in sg.table_configs(params, d.name))
             out.append(Target("tables", d.source, d.name, files, groups, ("squad",)))
         for d in config.declared(params, "outputs", self.name):
