@@ -22,11 +22,38 @@ HISTORY = {
 }
 
 
-# Committed results built before the history left the notes and code that write them. Each says it again only when
+# Committed results built before the history left the notes and code that write them (a JSON sidecar keeps its page's
+# notes since `nlpbench judge` stored them). Each says it again only when
 # its table is rebuilt, and that needs its runs, which a clone does not hold: the memnet, DMN and SQuAD tables at the
 # cpu scale are about 21 job-hours of training on a 2-core CPU. A file leaves this list when its rebuild is clean
 # (test_the_stale_list_only_shrinks).
 STALE_UNTIL_REBUILT = {
+    "results/shen-thesis/3.1.json",
+    "results/shen-thesis/4.2.json",
+    "results/shen-thesis/4.3.json",
+    "results/shen-thesis/4.4.json",
+    "results/shen-thesis/5.2.json",
+    "results/shen-thesis/5.3.json",
+    "results/shen-thesis/5.4.json",
+    "results/shen-thesis/5.5.json",
+    "results/shen-thesis/6.3.json",
+    "results/shen-thesis/6.5.json",
+    "results/shen-thesis/6.6.json",
+    "results/shen-thesis/6.7.json",
+    "results/shen-thesis/A.1.json",
+    "results/tolias-thesis/13.json",
+    "results/tolias-thesis/14.json",
+    "results/tolias-thesis/15.json",
+    "results/tolias-thesis/16.json",
+    "results/tolias-thesis/17.json",
+    "results/tolias-thesis/2.json",
+    "results/tolias-thesis/6.json",
+    "results/tolias-thesis/acvi-qg.json",
+    "results/tolias-thesis/hindi-answer-forms.json",
+    "results/tolias-thesis/hindi-size.json",
+    "results/tolias-thesis/pilot-hindi.json",
+    "results/tolias-thesis/pilot-minibatches.json",
+    "results/tolias-thesis/task15-10k-seeds.json",
     "results/shen-thesis/3.1.md",
     "results/shen-thesis/4.2.md",
     "results/shen-thesis/4.3.md",
@@ -46,7 +73,6 @@ STALE_UNTIL_REBUILT = {
     "results/tolias-thesis/15.md",
     "results/tolias-thesis/16.md",
     "results/tolias-thesis/17.md",
-    "results/tolias-thesis/2-layerwise.md",
     "results/tolias-thesis/2.md",
     "results/tolias-thesis/3.md",
     "results/tolias-thesis/4.md",
