@@ -193,3 +193,50 @@ def test_every_declarations_notes_and_claims_parse_at_each_scale(scale):
     for family in registry.families_in(params):
         claims.check_declared(params, family.name)
     assert n_notes > 100 and n_claims > 50
+
+
+@pytest.mark.parametrize("seed_values, verdict, held", [
+    # a over b on every seed's own cells: holds
+    ({"a": [(90, 91, 92), (80, 81, 82)], "b": [(70, 71, 72), (60, 61, 62)]}, "holds", 3),
+    # the selected cells say a > b, but two of three seeds say otherwise: inside our noise
+    ({"a": [(90, 60, 60), (80, 50, 50)], "b": [(70, 75, 75), (60, 65, 65)]}, "holds within noise", 1),
+])
+def test_a_claim_that_holds_on_the_selected_cells_is_judged_on_each_seeds_own_cells(seed_values, verdict, held):
+    grid = {"t": {(row, col): seed_values[col][i][0] for col in "ab" for i, row in enumerate(("1", "2"))}}
+    seeds = {("t", row, col): dict(enumerate(seed_values[col][i])) for col in "ab" for i, row in enumerate(("1", "2"))}
+    [record] = claims.judged([{"text": "§1: x", "kind": "higher_mean", "a": "a", "b": "b"}], "t",
+                             _cells(grid, None, seeds), "differs")
+    assert record["verdict"] == verdict
+    assert f"on each of our 3 seeds' own cells it holds for {held}" in record["sentence"]
+
+
+def test_a_claim_with_nothing_to_judge_needs_data_where_its_table_lacks_data():
+    cells = _cells({"t": {("1", "a"): 90.0}}, None, None)
+    claim = [{"text": "§1: x", "kind": "higher_mean", "a": "a", "b": "b"}]
+    assert claims.judged(claim, "t", cells, "reproduced (1 of 2 cells)", needs_data=True)[0]["verdict"] == "needs data"
+    assert claims.judged(claim, "t", cells, "differs")[0]["verdict"] == "untestable at this scale"
+    assert claims.judged(claim, "t", cells, "not comparable at this scale")[0]["verdict"] == "untestable at this scale"
+
+
+BENCH = ("section,quantity,measured,paper,unit,note\n"
+         "Training,t-MEM-NN / MemN2N,1.6,1.02,x,\n"
+         "Inference,\"t-MEM-NN / MemN2N, S = 1\",1.07,,x,\n")
+
+
+def test_a_measured_claim_is_judged_on_its_outputs_csv():
+    declared = [{"kind": "at_most", "where": {"section": "Training", "quantity": "t-MEM-NN / MemN2N"},
+                 "column": "measured", "bound": 1.1, "text": "§6.4.4: negligible"},
+                {"kind": "at_most", "where": {"section": "Inference", "quantity": "t-MEM-NN / MemN2N, S = 1"},
+                 "column": "measured", "bound": 1.1, "text": "§6.4.4: comparable"},
+                {"kind": "at_least", "where": {"section": "Inference", "quantity": "missing"},
+                 "column": "measured", "bound": 1.1, "text": "§6.5.2: costs more"}]
+    first, second, third = claims.judge_measured(declared, "timing", BENCH, "outputs.x.timing")
+    assert first["verdict"] == "does not hold" and "1.6 x (at most 1.1); the document's: 1.02" in first["sentence"]
+    assert second["verdict"] == "holds"
+    assert third["verdict"] == "needs data" and "not measured" in third["sentence"]
+    dofs = "group,task,seed,nu_A,nu_B,nu_C,within_claim\ng,1,0,2,2,2,True\ng,1,1,9,2,2,False\n"
+    [share] = claims.judge_measured([{"kind": "share_at_least", "column": "within_claim", "bound": 1.0,
+                                      "text": "§6.5.5: all"}], "dof", dofs, "outputs.x.dof")
+    assert share["verdict"] == "does not hold" and "1 of 2 (50.0 %)" in share["sentence"]
+    with pytest.raises(notes.NoteError, match=r"outputs.x.timing.claims.0.column: the output has no column 'secs'"):
+        claims.judge_measured([{**declared[0], "column": "secs"}], "timing", BENCH, "outputs.x.timing")

@@ -88,4 +88,20 @@ def declared_claims(d: config.Declared, cells: notes.TableCells | None, table_st
 def output(params: dict, source: str, name: str, paths: Paths) -> list[Path]:
     d = config.declaration(params, "outputs", source, name)
     io.inside(paths.results, paths.results / source / name)
-    return registry.get(d.family).output(source, name, params, paths)
+    out = registry.get(d.family).output(source, name, params, paths)
+    judge_output_claims(d, paths.results)
+    return out
+
+
+def judge_output_claims(d: config.Declared, results: Path) -> bool:
+    """The claims an output's home declares, judged on its CSV into its index sidecar (the claims registers read
+    them); False when the output has no claims or has not been built."""
+    side_path = Path(results) / d.source / f"{d.name}{results_index.OUTPUT_SUFFIX}"
+    data = Path(results) / d.source / f"{d.name}.csv"
+    if not d.decl.get("claims") or not side_path.is_file() or not data.is_file():
+        return False
+    side = io.read_json(side_path)
+    side["claims"] = claims.judge_measured(d.decl["claims"], d.name, data.read_text(encoding="utf-8"),
+                                           f"params.yaml: {d.where}")
+    io.write_json(side_path, side)
+    return True

@@ -41,6 +41,7 @@ whether a difference is larger than the spread over seeds:
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 
 from nlpbench import tables
@@ -412,7 +413,9 @@ VERDICTS = (HOLDS, WITHIN_NOISE, NOT_HOLD, REVERSED, UNTESTABLE, NEEDS_DATA)
 
 
 def category(verdict: str | None, table_status: str, needs_data: bool = False) -> str:
-    """A judged verdict's category ("holds, but not beyond the seed spread" -> holds within noise); a claim with
+    """A judged verdict's category ("holds, but not beyond the seed spread" -> holds within noise; `judged` also
+    counts a claim that holds in the selected cells but on at most half of our seeds' own cells as holding within
+    noise); a claim with
     nothing to judge needs data where the table lacks data (`needs_data`: some of its cells need a data set), and is
     untestable otherwise, as it is where the table's scale is not comparable with the document."""
     from nlpbench import judging
@@ -427,6 +430,25 @@ def category(verdict: str | None, table_status: str, needs_data: bool = False) -
     if verdict.startswith("is reversed"):
         return REVERSED
     return NOT_HOLD
+
+
+def over_seeds(c: dict, table: str, cells: TableCells) -> tuple[int, int] | None:
+    """(k, n): the claim holds on the cells of k of our n seeds, each seed's cells judged alone (the columns it
+    compares paired by seed); None unless every compared cell has the same two or more seeds."""
+    columns = set(_refs(c.get("a"), table)) | set(_refs(c.get("b"), table))
+    keys = [k for k in cells.ours if (k[0], k[2]) in columns]
+    if not keys or any(k not in cells.seeds for k in keys):
+        return None
+    ids = set.intersection(*(set(cells.seeds[k]) for k in keys))
+    if len(ids) < 2:
+        return None
+    held = 0
+    for seed in sorted(ids):
+        ours = dict(cells.ours)
+        ours.update({k: cells.seeds[k][seed] for k in keys})
+        one = _judge(c, table, dataclasses.replace(cells, ours=ours), False)
+        held += one is not None and one[0].startswith("holds")
+    return held, len(ids)
 
 
 def judged(claims: list[dict], table: str, cells: TableCells, table_status: str, needs_data: bool = False) -> list[dict]:
@@ -447,10 +469,17 @@ def judged(claims: list[dict], table: str, cells: TableCells, table_status: str,
             if kind != "columns_above":
                 sides.append((printed_label(cells.source), _judge(c, table, cells, True)))
             pairs = [(subject, sides)]
+        seeds = over_seeds(c, table, cells) if kind in BOTH_SIDES else None
         for subject, sides in pairs:
             ours = sides[0][1]
-            out.append({"table": table, "claim": c["text"], "subject": subject,
-                        "verdict": category(ours[0] if ours else None, table_status, needs_data),
+            verdict = category(ours[0] if ours else None, table_status, needs_data)
+            if ours is not None and seeds is not None:
+                held, n = seeds
+                sides = [(sides[0][0], (ours[0], ours[1] + f" (the selected seeds); on each of our {n} seeds' own "
+                                        f"cells it holds for {held}"))] + sides[1:]
+                if verdict == HOLDS and held <= n / 2:      # most seeds do not show it: inside our noise
+                    verdict = WITHIN_NOISE
+            out.append({"table": table, "claim": c["text"], "subject": subject, "verdict": verdict,
                         "sentence": _line(c["text"], subject, sides)})
     return out
 
@@ -499,3 +528,56 @@ def check_declared(params: dict, family: str) -> None:
         for i, note in enumerate(d.decl.get("notes") or []):
             fill(note, d.name, cells, f"{where}.notes.{i}")
         check(d.decl.get("claims") or [], d.name, cells, where)
+
+
+# -- claims on a measured output (a benchmark's ratios, the fitted dofs): read from its CSV ----------------------
+
+MEASURED_KINDS = ("at_most", "at_least", "share_at_least")
+MEASURED_KEYS = ("kind", "where", "column", "bound", "text")
+
+
+def judge_measured(declared: list[dict], name: str, csv_text: str, where: str) -> list[dict]:
+    """One register record per claim an output's home declares, judged on the output's CSV:
+
+      at_most / at_least  the `column` of the one row matching `where` ({CSV column: value}) is at most / at least
+                          `bound` (a benchmark's ratio: "no loss of efficiency" as t-MEM-NN / MemN2N <= 1.1)
+      share_at_least      the share of the rows whose `column` reads True is at least `bound` (the fitted dofs)
+    """
+    import csv as _csv
+    import io as _io
+    rows = list(_csv.DictReader(_io.StringIO(csv_text)))
+    out = []
+    for i, c in enumerate(declared):
+        at = f"{where}.claims.{i}"
+        if c.get("kind") not in MEASURED_KINDS:
+            raise NoteError(f"{at}.kind: {c.get('kind')!r} is not a measured claim kind ({', '.join(MEASURED_KINDS)})")
+        if rows and c["column"] not in rows[0]:
+            raise NoteError(f"{at}.column: the output has no column {c['column']!r} ({', '.join(rows[0])})")
+        if c["kind"] == "share_at_least":
+            hits = [r for r in rows if r[c["column"]] == "True"]
+            if not rows:
+                verdict, numbers = NEEDS_DATA, "no rows measured"
+            else:
+                share = len(hits) / len(rows)
+                verdict = _holds(share >= c["bound"])
+                numbers = (f"in our numbers it {verdict}: {len(hits)} of {len(rows)} ({100 * share:.1f} %) "
+                           f"(bound {100 * c['bound']:g} %)")
+        else:
+            match = [r for r in rows if all(r.get(k) == v for k, v in (c.get("where") or {}).items())]
+            if len(match) > 1:
+                raise NoteError(f"{at}.where: {len(match)} rows match; name one")
+            if not match:
+                verdict, numbers = NEEDS_DATA, "not measured"
+            else:
+                r = match[0]
+                value = float(r[c["column"]])
+                ok = value <= c["bound"] if c["kind"] == "at_most" else value >= c["bound"]
+                verdict = _holds(ok)
+                printed = f"; the document's: {r['paper']}" if r.get("paper") else ""
+                unit = f" {r['unit']}" if r.get("unit") else ""
+                numbers = (f"in our numbers it {verdict}: {' / '.join(str(v) for v in (c.get('where') or {}).values())}"
+                           f" {value:.4g}{unit} ({'at most' if c['kind'] == 'at_most' else 'at least'} "
+                           f"{c['bound']:g}){printed}")
+        out.append({"table": name, "claim": c["text"], "subject": "", "verdict": verdict,
+                    "sentence": f"Claim ({c['text']}): {numbers}."})
+    return out

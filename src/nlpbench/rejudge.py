@@ -171,4 +171,8 @@ def judge_all(params_path: Path, params: dict, results_dir: Path, which: list[st
                               f"(committed: {', '.join(known)})")
         targets = [known[w] for w in which]
     cache = {params["scale"]: params}
-    return [(s, n, *judge_table(params_path, results_dir, s, n, cache)) for s, n in targets]
+    judged = [(s, n, *judge_table(params_path, results_dir, s, n, cache)) for s, n in targets]
+    if not which:                    # and the claims of every built output that declares some (benchmarks, dofs)
+        for d in config.declared(params, "outputs"):
+            build.judge_output_claims(d, results_dir)
+    return judged

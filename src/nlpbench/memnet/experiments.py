@@ -288,7 +288,8 @@ def table_parts(params: dict, d: Declared, runs_root: Path) -> TableParts:
                 what = ("validation accuracy, mean over seeds" if split == "val"
                         else f"test accuracy, mean{sd} over {len(vals)} seeds")
                 cells.append(tables.Cell(str(task), column, statistics.mean(vals), "ok",
-                                         f"{what}; per seed " + ", ".join(f"{v:.1f}" for v in vals)))
+                                         f"{what}; per seed " + ", ".join(f"{v:.1f}" for v in vals),
+                                         seeds={m["seed"]: v for m, v in zip(sorted(ok, key=lambda m: m["seed"]), vals)}))
                 continue
             chosen = select_run(ok, col["metric"], params["memnet"]["tie_break"])
 
@@ -301,7 +302,8 @@ def table_parts(params: dict, d: Declared, runs_root: Path) -> TableParts:
                 + ")" if len(tests) > 1 else "")
             val = "" if group.joint else f" (validation {100 * chosen['val_acc'][col['metric']]:.1f})"
             cells.append(tables.Cell(str(task), column, 100 * test_acc(chosen), "ok",
-                                     f"seed {chosen['seed']} chosen by validation{val}{spread}"))
+                                     f"seed {chosen['seed']} chosen by validation{val}{spread}",
+                                     seeds={m["seed"]: 100 * test_acc(m) for m in ok}))
             if "dof" in chosen and col["metric"] == "S10":
                 dofs.append((task, chosen["dof"]))
     n_trained = 0                      # runs trained, not declared: a task without data ("needs data") trains none
