@@ -414,3 +414,8 @@ def test_a_table_whose_build_fails_midway_leaves_its_old_files_unchanged(tmp_pat
         build.table(params, source, name, paths, allow_empty=True)
     assert {p.name: p.read_bytes() for p in (tmp_path / "results" / source).iterdir()} == old
     assert [p.name for p in (tmp_path / "results").iterdir()] == [source]
+
+
+def test_a_tables_figure_is_linked_from_its_page(tmp_path):
+    res = build_table(tolias2(figures=["fig4.1.png"]), exact_cells(), {}, [])
+    assert "## Figure\n\n![fig4.1](fig4.1.png)\n" in write_table(res, tmp_path)["md"].read_text()

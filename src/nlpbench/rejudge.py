@@ -140,7 +140,8 @@ def judge_table(params_path: Path, results_dir: Path, source: str, name: str, ca
     params = _scale_params(params_path, scale, cache)
     d = config.declaration(params, "tables", source, name)
     spec = tables.TableSpec(source, name, side["title"], display["rows"], display["columns"], display["decimals"],
-                            display["pass_threshold"], display["mean_row"], rules=build.rules(d, params))
+                            display["pass_threshold"], display["mean_row"], rules=build.rules(d, params),
+                            figures=[f for f in build.figures(d) if (Path(results_dir) / source / f).is_file()])
     result = tables.build_table(spec, cells, side.get("provenance") or {}, kept)
     if d.decl.get("claims"):
         table_cells = notes.TableCells(source)

@@ -324,8 +324,14 @@ class _Report:
             if rest:
                 parts.append(f"<p>{inline_html(rest, self.href(''), self.src(''))}</p>")
         else:
-            parts.append(markdown_to_html(self.read(page), self.href(base), self.src(base)).rstrip("\n"))
+            text = self.read(page)
+            for figure in self.figures[page]:           # a page that shows its figure itself keeps it in place
+                if f"]({posixpath.relpath(figure, base or '.')})" in text:
+                    parts.append(f'<a id="{_attr(figure)}"></a>')
+            parts.append(markdown_to_html(text, self.href(base), self.src(base)).rstrip("\n"))
         for figure in self.figures[page]:
+            if f'<a id="{_attr(figure)}"></a>' in parts:
+                continue
             parts.append(f'<figure id="{_attr(figure)}"><img src="{_data_uri(self.root / figure)}" '
                          f'alt="{_attr(figure)}"><figcaption><a href="{_attr(self.file_href(figure))}">'
                          f"{html.escape(figure)}</a></figcaption></figure>")

@@ -60,6 +60,7 @@ class TableSpec:
     pass_threshold: float | None = None
     mean_row: bool = False
     rules: judging.Rules = field(default_factory=judging.Rules)   # units, ε, comparability (from the declaration)
+    figures: list[str] = field(default_factory=list)   # files drawn from the table, beside it (fig4.1.png)
 
 
 def _diff(reproduced: float | None, paper: float | None) -> float | None:
@@ -516,6 +517,10 @@ def render_markdown(result: TableResult) -> str:
     if result.claims:
         out += ["## Claims", ""]
         out += [f"- **{c['verdict']}**: {c['sentence']}" for c in result.claims]
+        out.append("")
+    if spec.figures:
+        out += ["## Figure" + ("s" if len(spec.figures) > 1 else ""), ""]
+        out += [f"![{Path(f).stem}]({f})" for f in spec.figures]
         out.append("")
     out += ["## Cells outside our noise", ""]
     if result.flagged:
