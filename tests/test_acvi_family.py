@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from nlpbench import build, config, plan, registry
+from nlpbench import build, claims, config, plan, registry
 from nlpbench.acvi import config as ac
 from nlpbench.acvi import groups as ag
 from nlpbench.data.fetch import FetchError
@@ -97,7 +97,8 @@ def test_the_addition_claim_is_judged_against_the_seed_spread(tmp_path, acvi, as
     paths = Paths(tmp_path, tmp_path, tmp_path)
     parts = registry.get("acvi").table("tolias-thesis", "acvi-qg", params, paths)
     d = config.declaration(params, "tables", "tolias-thesis", "acvi-qg")
-    lines = [c["sentence"] for c in build.declared_claims(d, build.table_cells(params, d, parts, paths), "differs")]
+    cells = build.table_cells(params, d, parts, paths)
+    lines = [c["sentence"] for c in claims.judged(d.decl["claims"], d.name, cells, "differs")]
     assert any(f"Claim (ACVI beats ASA; ROUGE-L): in our numbers it {verdict}: " in n for n in lines), lines
     cells = {(c.row, c.column): c for c in parts.cells}
     assert cells[("PG + coverage: ASA", "ROUGE-L")].reproduced == pytest.approx(statistics.fmean(asa))

@@ -77,7 +77,8 @@ def _declared_notes(name: str, root: Path, scale: str = "cpu") -> list[str]:
         from nlpbench.memnet.game import game_table_parts
         parts = game_table_parts(params, name, root)
     cells = build.table_cells(params, d, parts, Paths(runs=root))
-    return [c["sentence"] for c in build.declared_claims(d, cells, "differs")] + build.declared_notes(d, cells)
+    judged = claims.judged(d.decl.get("claims") or [], d.name, cells, "differs")
+    return [c["sentence"] for c in judged] + build.declared_notes(d, cells)
 
 
 def test_a_pilot_table_reports_mean_validation_accuracy_and_never_reads_test(tmp_path):

@@ -34,7 +34,7 @@ def table(params: dict, source: str, name: str, paths: Paths, allow_empty: bool 
     cells = table_cells(params, d, parts, paths) if d.decl.get("claims") or d.decl.get("notes") else None
     lines = ([SMOKE_NOTE] if params["scale"] == "smoke" else []) + parts.notes + declared_notes(d, cells)
     result = tables.build_table(spec, parts.cells, parts.provenance, lines)
-    result.claims = declared_claims(d, cells, result.status, result.count("needs_data") > 0)
+    result.claims = declared_claims(d, cells, result)
     # the table's files land together, or none of them (a full disk never leaves a new CSV beside an old .md)
     with io.staged(paths.results) as stage:
         out = tables.write_table(result, stage)
@@ -80,14 +80,13 @@ def declared_notes(d: config.Declared, cells: notes.TableCells | None) -> list[s
             for i, n in enumerate(d.decl.get("notes") or [])]
 
 
-def declared_claims(d: config.Declared, cells: notes.TableCells | None, table_status: str,
-                    needs_data: bool = False) -> list[dict]:
-    """The declaration's claims, each judged from the cells (nlpbench.claims.judged); `needs_data`: some of the
-    table's cells need a data set that is not here."""
+def declared_claims(d: config.Declared, cells: notes.TableCells | None, result: tables.TableResult) -> list[dict]:
+    """The declaration's claims, each judged from the cells (nlpbench.claims.judged) given the table's status."""
     if not d.decl.get("claims"):
         return []
     claims.check(d.decl["claims"], d.name, cells, f"params.yaml: {d.where}")
-    return claims.judged(d.decl["claims"], d.name, cells, table_status, needs_data)
+    return claims.judged(d.decl["claims"], d.name, cells, result.status, result.count("needs_data") > 0,
+                         result.spec.rules.comparable)
 
 
 def output(params: dict, source: str, name: str, paths: Paths) -> list[Path]:

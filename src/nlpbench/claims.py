@@ -451,7 +451,8 @@ def over_seeds(c: dict, table: str, cells: TableCells) -> tuple[int, int] | None
     return held, len(ids)
 
 
-def judged(claims: list[dict], table: str, cells: TableCells, table_status: str, needs_data: bool = False) -> list[dict]:
+def judged(claims: list[dict], table: str, cells: TableCells, table_status: str, needs_data: bool = False,
+           not_comparable: str | None = None) -> list[dict]:
     """One record per claim line (per column for the kinds judged column by column): the document's sentence, what
     is compared, the verdict category on our numbers, and the generated sentence with the numbers."""
     out = []
@@ -479,8 +480,11 @@ def judged(claims: list[dict], table: str, cells: TableCells, table_status: str,
                                         f"cells it holds for {held}"))] + sides[1:]
                 if verdict == HOLDS and held <= n / 2:      # most seeds do not show it: inside our noise
                     verdict = WITHIN_NOISE
+            sentence = _line(c["text"], subject, sides)
+            if verdict == UNTESTABLE and not_comparable:
+                sentence += f" Untestable at this scale: {not_comparable}."
             out.append({"table": table, "claim": c["text"], "subject": subject, "verdict": verdict,
-                        "sentence": _line(c["text"], subject, sides)})
+                        "sentence": sentence})
     return out
 
 

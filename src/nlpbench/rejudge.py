@@ -149,7 +149,7 @@ def judge_table(params_path: Path, results_dir: Path, source: str, name: str, ca
         for other in notes.referenced_tables(d.decl, name):
             _, o_display, o_cells, _ = stored(results_dir, source, other)
             table_cells.add(other, o_display["rows"], o_display["columns"], o_cells, o_display["decimals"])
-        result.claims = build.declared_claims(d, table_cells, result.status, result.count("needs_data") > 0)
+        result.claims = build.declared_claims(d, table_cells, result)
     with io.staged(results_dir) as stage:
         tables.write_table(result, stage)
     return side["status"], result.status
