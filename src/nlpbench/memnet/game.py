@@ -21,13 +21,14 @@ from nlpbench.data import babi
 from nlpbench.memnet import guess_number as gn
 from nlpbench.memnet.data import tensors_from_samples
 from nlpbench.memnet.experiments import (checkpointed_runs, execution_provenance, execution_record, save_run,
-                                        train_together)
+                                        select_run, train_together)
 from nlpbench.provenance import code_commit, device_label
 from nlpbench.memnet.predict import RunPredictor
 from nlpbench.memnet.train import Run
 
 COLUMNS = {"Baseline / MemN2N": ("memn2n", 1), "t-MEM-NN / 1 sample": ("tmemnn", 1),
            "t-MEM-NN / 10 samples": ("tmemnn", 10)}
+VAL_METRIC = {("memn2n", 1): "point", ("tmemnn", 1): "S1", ("tmemnn", 10): "S10"}   # the validation accuracy read
 SIZE_LABEL = {100: "100", 1000: "1k", 10000: "10k"}
 METRICS = {"accuracy": "Accuracy", "success": "Success", "rounds": "Rounds"}
 
@@ -113,36 +114,59 @@ def _run_json(group: GameGroup, runs_root: Path, lo: int, hi: int, seed: int, na
     return io.read_json(path) if path.exists() else None
 
 
+def chosen_run(group: GameGroup, runs_root: Path, lo: int, hi: int, model: str, S: int,
+               tie_break: str) -> tuple[dict, dict[int, dict]] | None:
+    """(the chosen run's metrics, {seed: its test games' metrics}) of one column: the seed with the best validation
+    accuracy (held-out training states, never the test games; ties as `memnet.tie_break`), as Table 2 chooses;
+    None before any seed of the group has played its test games."""
+    runs = {}
+    for seed in group.seeds:
+        metrics, games = (_run_json(group, runs_root, lo, hi, seed, n) for n in ("metrics.json", "games.json"))
+        if metrics is not None and games is not None:
+            runs[seed] = (metrics, games[f"S{S}" if model == "tmemnn" else "S1"]["metrics"])
+    if not runs:
+        return None
+    chosen = select_run([m for m, _ in runs.values()], VAL_METRIC[(model, S)], tie_break)
+    return chosen, {seed: g for seed, (_, g) in runs.items()}
+
+
 def game_table_parts(params: dict, table: str, runs_root: Path) -> TableParts:
     """Table 16 (range 0-10) or 17 (0-100): Accuracy / Success / Rounds per training size and column."""
     game = params["memnet"]["game"]
     lo, hi = game["ranges"][table]
     groups = game_groups(params)
-    seed = game["seeds"][0]
+    seeds = game["seeds"]
     rows = [f"{SIZE_LABEL.get(n, str(n))} / {label}" for n in game["train_sizes"] for label in METRICS.values()]
     ref_title = {(r["source"], r["table"]): r["title"] for r in paper.reference_index()}
     spec = tables.TableSpec(source="tolias-thesis", table=table, title=ref_title[("tolias-thesis", table)],
                             rows=rows, columns=list(COLUMNS), decimals=1)
     cells, wall, devices, commits, reads, hop_kernels, kernels = [], 0.0, set(), set(), set(), set(), set()
     for g in groups.values():
-        games = _run_json(g, runs_root, lo, hi, seed, "games.json")
         for column, (model, S) in COLUMNS.items():
-            if model != g.model or games is None:
+            found = chosen_run(g, runs_root, lo, hi, model, S, params["memnet"]["tie_break"]) \
+                if model == g.model else None
+            if found is None:
                 continue
-            m = games[f"S{S}" if model == "tmemnn" else "S1"]["metrics"]
+            chosen, by_seed = found
+            m = by_seed[chosen["seed"]]
             size = SIZE_LABEL.get(g.train_size, str(g.train_size))
+            why = (f"seed {chosen['seed']} chosen by validation ({100 * chosen['val_acc'][VAL_METRIC[(model, S)]]:.1f})"
+                   if len(by_seed) > 1 else "")
             for key, label in METRICS.items():
                 value = m[key]
                 ok = value == value   # NaN rounds: no game won
+                spread = {s: v[key] for s, v in by_seed.items() if v[key] == v[key]}
+                won = f"{m['n_success']} of {m['n_games']} games won" if key == "rounds" else ""
                 cells.append(tables.Cell(f"{size} / {label}", column, value if ok else None, "ok" if ok else "failed",
-                                         f"{m['n_success']} of {m['n_games']} games won" if key == "rounds" else ""))
+                                         "; ".join(x for x in (why, won) if x),
+                                         seeds=spread if len(spread) > 1 else None))
         path = rundirs.run_dir(runs_root, g.group_id) / "group.json"
         if path.exists():
             summary = io.read_json(path)
             wall += summary["wall_time_s"]
             devices.add(summary["device"])
             commits.add(summary.get("code_commit", "unknown"))
-        metrics = _run_json(g, runs_root, lo, hi, seed, "metrics.json")
+        metrics = _run_json(g, runs_root, lo, hi, seeds[0], "metrics.json")
         if metrics is not None:      # runs trained before game runs recorded the execution keys: "not recorded"
             reads.add(metrics.get("memory_read", "not recorded"))
             hop_kernels.add(metrics.get("hop_kernels", "not recorded"))
@@ -156,7 +180,10 @@ def game_table_parts(params: dict, table: str, runs_root: Path) -> TableParts:
                   "training wall time": f"{wall / 60:.1f} min ({len(groups)} groups, both ranges)",
                   "runs": ", ".join(str(rundirs.run_dir(rundirs.RUNS, g)) for g in groups)}
     notes = [
-        f"Scale `{params['scale']}`, seed {seed}, {game['test_games']} fixed test games (targets uniform in "
+        f"Scale `{params['scale']}`, {len(seeds)} training seed(s) per cell ({', '.join(map(str, seeds))}); a cell "
+        "reports the seed with the best validation accuracy on held-out training states for its column (ties: "
+        f"`memnet.tie_break: {params['memnet']['tie_break']}`), with the range over the seeds beside it. "
+        f"{game['test_games']} fixed test games (targets uniform in "
         f"{lo}-{hi}, seed {gn.TEST_SEED}), at most {game['max_tries']} guesses each. Model settings as Table 2 "
         "(3 hops, delta 20, the memnet section of params.yaml).",
         "Reading A-7 (§6.6): a training example is one game state (the history of guesses and hints as facts, "
@@ -176,7 +203,8 @@ def write_transcript(params: dict, runs_root: Path, results_dir: Path) -> Path:
     t = game["transcript"]
     lo, hi = game["ranges"][t["range_table"]]
     group = next(g for g in game_groups(params).values() if g.model == t["model"] and g.train_size == t["train_size"])
-    games = _run_json(group, runs_root, lo, hi, game["seeds"][0], "games.json")
+    found = chosen_run(group, runs_root, lo, hi, t["model"], t["samples"], params["memnet"]["tie_break"])
+    games = None if found is None else _run_json(group, runs_root, lo, hi, found[0]["seed"], "games.json")
     if games is None:
         raise FileNotFoundError(f"{rundirs.run_dir(runs_root, group.group_id)}: no test games yet "
                                 "(train the group first)")
@@ -184,7 +212,8 @@ def write_transcript(params: dict, runs_root: Path, results_dir: Path) -> Path:
     name = "t-MEM-NN" if t["model"] == "tmemnn" else "MemN2N"
     text = gn.format_transcript(rounds, name, lo, hi, t["train_size"])
     header = (f"# Table 18: sample output of the guess-the-number game (reproduced)\n\nTest game #{t['game']} of "
-              f"{rundirs.run_dir(rundirs.RUNS, group.group_id)}, S = {t['samples']}, scale `{params['scale']}`, "
+              f"{rundirs.run_dir(rundirs.RUNS, group.group_id)} (seed {found[0]['seed']}, chosen by validation as in Table "
+              f"{t['range_table']}), S = {t['samples']}, scale `{params['scale']}`, "
               f"code commit {code_commit()}. The "
               "thesis's game (target 57, 8 rounds, accuracy 0.75) is replayed exactly by the package's tests "
               "(tests/test_guess_number.py); this one is our model's.\n\n")
