@@ -64,8 +64,8 @@ def _cnndm(split: str, shard: str, sha256: str, size: int | None, approx: int | 
         how=("sha256: the Hub's git-LFS details of the file (commit 3adf624, 'Add 3.0.0 data files')" if sha256 else
              "sha256: read from the Hub's git-LFS pointer of the file when it is downloaded"),
         mirror=f"cnn_dm/hf-abisee-cnn_dailymail/{path}",
-        size_note="" if size else "not listed where we could read it: about the size of the third training shard",
-        approx_bytes=approx)
+        size_note="as the Hub lists it (rounded)" if sha256 else
+        "not listed where we could read it: about the size of the third training shard", approx_bytes=approx)
 
 
 FILES: tuple[RemoteFile, ...] = (
@@ -78,14 +78,16 @@ FILES: tuple[RemoteFile, ...] = (
                4_854_279, git_sha1="e9a3f913ad1468ebe105b891334ca7b0bc0e2510",
                how="git blob SHA-1 in rajpurkar/SQuAD-explorer's tree (dataset/dev-v1.1.json)",
                mirror="squad/dev-v1.1.json"),
-    RemoteFile("glove-840b", "glove", "https://nlp.stanford.edu/data/glove.840B.300d.zip", 2_176_768_927,
+    RemoteFile("glove-840b", "glove", "https://nlp.stanford.edu/data/glove.840B.300d.zip", None,
                sha256="c06db255e65095393609f19a4cfca20bf3a71e20cc53e892aafa490347e3849f",
-               how="Stanford publishes no checksum: sha256 and size of the same zip as the Hugging Face Hub's git-LFS "
-                   "details show them for a copy (2.18 GB); the download is checked against it",
-               mirror="glove/glove.840B.300d.zip"),
+               how="Stanford publishes no checksum: the sha256 the Hugging Face Hub's git-LFS details show for a copy "
+                   "of this zip (kcz358/glove; stanfordnlp/glove holds the same file name, 2.18 GB); the download is "
+                   "checked against it", mirror="glove/glove.840B.300d.zip",
+               size_note="2.18 GB as the Hub lists the zip", approx_bytes=2_180_000_000),
     RemoteFile("snli", "snli", "https://nlp.stanford.edu/projects/snli/snli_1.0.zip", 94_550_081,
                sha256="afb3d70a5af5d8de0d9d81e2637e0fb8c22d1235c2749d83125ca43dab0dbd3e",
-               how="sha256 as ParlAI and Julia DataDeps record it; size: the Hugging Face snli card's download size",
+               how="sha256 as ParlAI and Julia DataDeps record it; size: the Hugging Face snli card's download size "
+                   "(TensorFlow Datasets lists 90.17 MiB)",
                mirror="snli/snli_1.0.zip"),
     RemoteFile("qg-train", "qg", "https://raw.githubusercontent.com/HareeshBahuleyan/tf-var-attention/master/"
                "data/df_qgen_train.csv", None, git_sha1="bda5ddd916da0a4310f4c43aca02156409a92457",
@@ -108,10 +110,12 @@ FILES: tuple[RemoteFile, ...] = (
                    "size", mirror="cornell/cornell_movie_dialogs_corpus.zip"),
     _cnndm("train", "00000-of-00003", "", None, 259_000_000),
     _cnndm("train", "00001-of-00003", "", None, 259_000_000),
-    _cnndm("train", "00002-of-00003", "ef3b5a190df25ac99592b802f070e244251553b78a5157a0c88fa19d8ef1a13b", 259_000_000),
-    _cnndm("validation", "00000-of-00001", "65a5ccce932b08f050114ce6e3c39355d563fa24f194052bb2f27d1c6c499c91",
+    _cnndm("train", "00002-of-00003", "ef3b5a190df25ac99592b802f070e244251553b78a5157a0c88fa19d8ef1a13b", None,
+           259_000_000),
+    _cnndm("validation", "00000-of-00001", "65a5ccce932b08f050114ce6e3c39355d563fa24f194052bb2f27d1c6c499c91", None,
            34_700_000),
-    _cnndm("test", "00000-of-00001", "04e322d2634a96dba76bf9a6294fbbe48e0b36abeae43f13d86ba2c3bebffe4e", 30_000_000),
+    _cnndm("test", "00000-of-00001", "04e322d2634a96dba76bf9a6294fbbe48e0b36abeae43f13d86ba2c3bebffe4e", None,
+           30_000_000),
 )
 
 DATASETS: tuple[Dataset, ...] = (
@@ -175,8 +179,9 @@ def table_markdown() -> str:
         exact = all(_size(f)[1] for f in files)
         mark = "" if exact else "≈"
         urls = "<br>".join(f"[{f.name}]({f.url})" for f in files)
-        lines.append(f"| {_TITLES[d.name]} | {urls} | {mark}{_mb(total)} | {mark}{_time(total, 10e6)} | "
-                     f"{mark}{_time(total, 100e6)} | {d.tables} | {d.licence} | `{d.step}` |")
+        t10, t100 = (t if t.startswith("<") else mark + t for t in (_time(total, 10e6), _time(total, 100e6)))
+        lines.append(f"| {_TITLES[d.name]} | {urls} | {mark}{_mb(total)} | {t10} | {t100} | {d.tables} | "
+                     f"{d.licence} | `{d.step}` |")
     total = sum(_size(f)[0] or 0 for f in FILES)
     lines.append(f"| **all** | {len(FILES)} files | ≈{_mb(total)} | ≈{_time(total, 10e6)} | ≈{_time(total, 100e6)} "
                  "| | | |")
