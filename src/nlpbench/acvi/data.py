@@ -272,23 +272,93 @@ def prepare_cnndm_full(out_dir: str | os.PathLike, root: str | os.PathLike, mirr
             raise FetchError(f"{root}: {len(missing)} of {len(urls)} {split} stories missing (first: {missing[0]}); "
                              "unpack cnn_stories.tgz and dailymail_stories.tgz from https://cs.nyu.edu/~kcho/DMQA/")
         stories = [read_story(p.read_text(encoding="utf-8")) for p in paths]
-        lines, owner = [], []
-        for k, (art, high) in enumerate(stories):
-            lines += art + high
-            owner += [(k, "a")] * len(art) + [(k, "h")] * len(high)
-        tokens, backend = ptb_tokenize(lines, tokenizer)
-        arts = [{"id": p.stem, "article": [], "reference": []} for p in paths]
-        for (k, part), toks in zip(owner, tokens):
-            toks = fix_missing_period(toks)
-            if part == "a":
-                arts[k]["article"].extend(toks)
-            else:
-                arts[k]["reference"].append(toks)
-        rows = [json.dumps({**a, "article": split_sentences(a["article"])}, ensure_ascii=False) for a in arts]
-        write_text(out / f"{split}.jsonl", "\n".join(rows) + "\n")
-        counts[split] = len(rows)
+        backend = _write_cnndm_split(out, split, [p.stem for p in paths], stories, tokenizer)
+        counts[split] = len(stories)
     status = {"dataset": "CNN/DailyMail non-anonymised, See et al. split", "available": True, "stories": counts,
               "tokenizer": backend, "root": str(root), "files": file_records(out, [f"{s}.jsonl" for s in CNNDM_SPLITS])}
+    write_json(out / STATUS_FILE, status)
+    return status
+
+
+def _write_cnndm_split(out: Path, split: str, ids: list[str], stories: list[tuple[list[str], list[str]]],
+                       tokenizer: str) -> str:
+    """Tokenise (article lines, highlight lines) as See et al. (lower-cased PTB tokens, a missing period added to
+    each line) and write <split>.jsonl ({"id", "article": sentences, "reference": highlight sentences}); return the
+    tokenizer backend used."""
+    lines, owner = [], []
+    for k, (art, high) in enumerate(stories):
+        lines += art + high
+        owner += [(k, "a")] * len(art) + [(k, "h")] * len(high)
+    tokens, backend = ptb_tokenize(lines, tokenizer)
+    arts = [{"id": i, "article": [], "reference": []} for i in ids]
+    for (k, part), toks in zip(owner, tokens):
+        toks = fix_missing_period(toks)
+        if part == "a":
+            arts[k]["article"].extend(toks)
+        else:
+            arts[k]["reference"].append(toks)
+    rows = [json.dumps({**a, "article": split_sentences(a["article"])}, ensure_ascii=False) for a in arts]
+    write_text(out / f"{split}.jsonl", "\n".join(rows) + "\n")
+    return backend
+
+
+# CNN/DM from the Hugging Face Hub (abisee/cnn_dailymail, config 3.0.0: parquet files with the columns article,
+# highlights, id). Made from the DMQA stories with See et al.'s url lists, so the split is theirs (train 287,113 where
+# See et al. report 287,226: the Hub's builder leaves out the stories without article text or highlights; validation
+# 13,368; test 11,490), and `id` is the sha1 of the story's url, See et al.'s story file name. Text is not tokenised or lower-cased there; each article
+# line already ends with a period (the same fix See et al. applied) and the lines are joined with spaces, the
+# highlights with newlines. We tokenise as See et al. did (PTB tokenizer, lower case): `_write_cnndm_split`.
+CNNDM_HUB_FILES = {"train": ("cnndm-train-00000-of-00003", "cnndm-train-00001-of-00003", "cnndm-train-00002-of-00003"),
+                   "val": ("cnndm-validation",), "test": ("cnndm-test",)}
+CNNDM_HUB_COLUMNS = ("id", "article", "highlights")
+
+
+def read_cnndm_parquet(path: Path) -> tuple[list[str], list[tuple[list[str], list[str]]]]:
+    """(ids, [(article lines, highlight lines)]) of one parquet file of abisee/cnn_dailymail 3.0.0."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowException, OSError) as e:
+        raise FetchError(f"{path}: not a readable parquet file ({e}); delete it and run the data step "
+                         "acvi-cnndm-full again") from e
+    missing = [c for c in CNNDM_HUB_COLUMNS if c not in table.column_names]
+    if missing:
+        raise FetchError(f"{path}: lacks the column(s) {', '.join(missing)} of abisee/cnn_dailymail 3.0.0 "
+                         f"({', '.join(CNNDM_HUB_COLUMNS)}; found {', '.join(table.column_names)})")
+    cols = {c: table.column(c).to_pylist() for c in CNNDM_HUB_COLUMNS}
+    stories = [([a] if a and a.strip() else [], [h.strip() for h in (hl or "").split("\n") if h.strip()])
+               for a, hl in zip(cols["article"], cols["highlights"])]
+    return [str(i) for i in cols["id"]], stories
+
+
+def prepare_cnndm_hub(out_dir: str | os.PathLike, downloads: str | os.PathLike,
+                      mirror: str | os.PathLike | None = None, *, tokenizer: str = "auto",
+                      allow_download: bool = True) -> dict:
+    """Fetch the abisee/cnn_dailymail 3.0.0 parquet files (the mirror's copies under cnn_dm/hf-abisee-cnn_dailymail/,
+    else downloaded; each verified by sha256), tokenise them like `prepare_cnndm_full` and write <split>.jsonl, then
+    STATUS.json last (which file came from where, with its checksum)."""
+    from nlpbench.data import catalog
+    from nlpbench.data.fetch import fetch_remote
+
+    out = Path(out_dir)
+    counts, sources, backend = {}, [], ""
+    for split in CNNDM_SPLITS:
+        ids, stories = [], []
+        for key in CNNDM_HUB_FILES[split]:
+            path, origin, checksum = fetch_remote(catalog.get(key), downloads, mirror, allow_download=allow_download)
+            sources.append({"split": split, "file": path.name, "from": origin, "checksum": checksum})
+            more_ids, more = read_cnndm_parquet(path)
+            ids += more_ids
+            stories += more
+        if not stories:
+            raise FetchError(f"CNN/DM {split}: the parquet files hold no stories")
+        backend = _write_cnndm_split(out, split, ids, stories, tokenizer)
+        counts[split] = len(stories)
+    status = {"dataset": "CNN/DailyMail non-anonymised, See et al. split (Hugging Face abisee/cnn_dailymail 3.0.0)",
+              "available": True, "stories": counts, "tokenizer": backend, "sources": sources,
+              "files": file_records(out, [f"{s}.jsonl" for s in CNNDM_SPLITS])}
     write_json(out / STATUS_FILE, status)
     return status
 

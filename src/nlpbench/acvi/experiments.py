@@ -112,6 +112,11 @@ def external_status(params: dict, step: str, out: Path, mirror: str | None = Non
         from nlpbench.acvi.data import prepare_duc2004
         s = prepare_duc2004(out, given, tokenizer=params["acvi"]["data"]["tokenizer"])
         return f"{step}: DUC 2004 task 1 prepared in {out}: {s['documents']} documents, {s['references']} references"
+    if given is None and step == "acvi-cnndm-full" and params["acvi"]["data"]["cnndm_download"]:
+        from nlpbench.acvi.data import prepare_cnndm_hub
+        s = prepare_cnndm_hub(out, out.parent.parent / "downloads", mirror,
+                              tokenizer=params["acvi"]["data"]["tokenizer"])
+        return f"{step}: CNN/DM (Hugging Face abisee/cnn_dailymail 3.0.0) prepared in {out}: {s['stories']}"
     state = f"not supplied (acvi.data.{key} is null)"
     io.write_json(out / "STATUS.json", {"step": step, "available": False, "state": state, "how": how})
     return f"{step}: {state}"

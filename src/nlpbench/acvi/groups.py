@@ -51,8 +51,8 @@ def run_settings(params: dict, name: str, seed: int) -> dict:
 def data_key(params: dict, task: str) -> dict:
     """What the run's data depends on (a stand-in is other data than the real corpus)."""
     a = params["acvi"]
-    return {"task": task, "stand_in": task in TASK_DATA and a["stand_ins"],
-            "data": a["data"] if task != "qg" else None}
+    data = {k: v for k, v in a["data"].items() if not (k == "cnndm_download" and not v)}   # off: the ids of before
+    return {"task": task, "stand_in": task in TASK_DATA and a["stand_ins"], "data": data if task != "qg" else None}
 
 
 # Settings added after runs existed that change nothing without a latent (VED, latent_dim 0): left out of the ids
@@ -84,9 +84,11 @@ def make_run(params: dict, name: str, seed: int | None = None) -> AcviRun:
 
 def trainable(params: dict, task: str) -> bool:
     """QG always (mirror data); CNN/DM and video on their stand-ins, or when the user supplies the data set
-    (acvi.data.cnndm_dir / msvd_dir: the data step TASK_DATA[task] prepares it)."""
+    (acvi.data.cnndm_dir / msvd_dir: the data step TASK_DATA[task] prepares it); CNN/DM also when the data step
+    downloads it (acvi.data.cnndm_download)."""
     a = params["acvi"]
-    return task == "qg" or a["stand_ins"] or a["data"][EXTERNAL[TASK_DATA[task]][1]] is not None
+    return (task == "qg" or a["stand_ins"] or a["data"][EXTERNAL[TASK_DATA[task]][1]] is not None
+            or (task == "cnndm" and a["data"]["cnndm_download"]))
 
 
 def _parts(decl: dict) -> list[dict]:

@@ -370,3 +370,94 @@ def prepare_babi(out_dir: str | os.PathLike, mirror: str | os.PathLike | None = 
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return status
+
+
+# ------------------------------------------------------------------ any catalogued file (nlpbench.data.catalog)
+LFS_OID = re.compile(r"^oid sha256:([0-9a-f]{64})$", re.M)
+LFS_SIZE = re.compile(r"^size (\d+)$", re.M)
+
+
+def lfs_pointer(url: str, timeout: float = 60.0) -> tuple[str, int | None]:
+    """(sha256, size) from the git-LFS pointer a Hugging Face Hub `raw/` URL serves for a large file."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            text = response.read(4096).decode("utf-8", "replace")
+    except (urllib.error.URLError, OSError, ValueError) as e:
+        raise DownloadError(f"could not read the git-LFS pointer {url}: {e}") from e
+    oid, size = LFS_OID.search(text), LFS_SIZE.search(text)
+    if oid is None:
+        raise ChecksumError(f"{url} is not a git-LFS pointer (no 'oid sha256:' line), so the file cannot be verified")
+    return oid.group(1), int(size.group(1)) if size else None
+
+
+def _mirror_manifest_sha256(mirror: Path, rel: str) -> str:
+    """The sha256 the mirror's MANIFEST.tsv (in `rel`'s top folder) lists for `rel`, or ""."""
+    top, _, inner = rel.partition("/")
+    manifest = mirror / top / "MANIFEST.tsv"
+    if not manifest.is_file():
+        return ""
+    rows = manifest.read_text(encoding="utf-8").splitlines()
+    header = rows[0].split("\t") if rows else []
+    if "path" not in header or "sha256" not in header:
+        return ""
+    i_path, i_sha = header.index("path"), header.index("sha256")
+    for row in rows[1:]:
+        fields = row.split("\t")
+        if len(fields) > max(i_path, i_sha) and fields[i_path] == inner:
+            return fields[i_sha].lower()
+    return ""
+
+
+def verify_remote(path: Path, entry, *, mirror: Path | None = None, remedy: str = "") -> str:
+    """Check `path` against the catalogue entry `entry` (nlpbench.data.catalog.RemoteFile); return the checksum it
+    passed as "<kind>:<hex>". A mismatch is a ChecksumError naming the file, the expected and the actual value."""
+    if entry.sha256 or not entry.git_sha1:
+        expected, kind = entry.sha256, "sha256"
+        if not expected and mirror is not None and path.is_relative_to(mirror):
+            expected, kind = _mirror_manifest_sha256(mirror, entry.mirror), f"sha256 (from {mirror}'s MANIFEST.tsv)"
+        if not expected and entry.lfs_pointer:
+            expected, kind = lfs_pointer(entry.lfs_pointer)[0], f"sha256 (from the git-LFS pointer {entry.lfs_pointer})"
+        if not expected:
+            raise ChecksumError(f"{path}: no checksum is recorded for {entry.name} (catalogue key {entry.key}), "
+                                f"so it cannot be verified; {remedy}")
+        actual = sha256_file(path)
+    else:
+        expected, kind, actual = entry.git_sha1, "git blob SHA-1", git_blob_sha1(path)
+    if actual != expected.lower():
+        raise ChecksumError(f"{path}: {kind} mismatch for {entry.name} ({entry.url}): expected {expected}, got "
+                            f"{actual}; {remedy}")
+    return f"{'git-sha1' if kind.startswith('git') else 'sha256'}:{actual}"
+
+
+def fetch_remote(entry, downloads: str | os.PathLike, mirror: str | os.PathLike | None = None, *,
+                 allow_download: bool = True, timeout: float = 300.0) -> tuple[Path, str, str]:
+    """The verified file of the catalogue entry `entry`: the mirror's copy (`<mirror>/<entry.mirror>`), else a
+    download (kept in `downloads/`, verified before it is kept). Returns (path, where it came from, checksum).
+    A bad download is deleted; a bad mirror copy is reported, not deleted."""
+    mirror = resolve_mirror(mirror)
+    tried = []
+    if mirror is not None and entry.mirror:
+        candidate = mirror / entry.mirror
+        tried.append(str(candidate))
+        if candidate.is_file():
+            remedy = (f"the mirror's copy is damaged or not the official file: replace it with {entry.url}, or use "
+                      f"another mirror (${MIRROR_ENV})")
+            return candidate, str(candidate), verify_remote(candidate, entry, mirror=mirror, remedy=remedy)
+    dest = Path(downloads) / entry.name
+    tried.append(str(dest))
+    remedy = "the download was deleted; run the data step again to download it anew"
+    if dest.is_file():          # an earlier, verified download (a failed one never stays)
+        return dest, entry.url, verify_remote(dest, entry, remedy=f"delete {dest} and run the data step again")
+    if not allow_download:
+        raise FetchError(f"{entry.name} not found (looked at {'; '.join(tried)}) and downloads are disabled; "
+                         f"set ${MIRROR_ENV} to a directory holding {entry.mirror}, or allow downloads")
+    try:
+        with atomic_path(dest) as tmp:   # the file appears under its name only once it passed its checksum
+            download(entry.url, tmp, timeout=timeout)
+            checksum = verify_remote(Path(tmp), entry, remedy=remedy)
+    except DownloadError as e:
+        raise DownloadError(f"cannot get {entry.name}: not at {'; '.join(tried)}, and {e}. Connect to the network, "
+                            f"or set ${MIRROR_ENV} to a directory holding {entry.mirror}") from e
+    except ChecksumError as e:
+        raise ChecksumError(str(e).replace(str(tmp), str(dest), 1)) from e
+    return dest, entry.url, checksum

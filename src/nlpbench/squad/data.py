@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from nlpbench.data import catalog
 from nlpbench.data.fetch import (
     ChecksumError,
     DownloadError,
@@ -33,15 +34,9 @@ from nlpbench.data.fetch import (
 from nlpbench.data.prepared import STATUS_FILE, file_records, read_status as _read_status, verify_prepared
 from nlpbench.io import read_json, write_json
 
-URLS = {
-    "train": "https://rajpurkar.github.io/SQuAD-explorer/dataset/train-v1.1.json",
-    "dev": "https://rajpurkar.github.io/SQuAD-explorer/dataset/dev-v1.1.json",
-}
-# git blob SHA-1s of the official files (shared/data/README.md §2): `git hash-object FILE`.
-OFFICIAL_GIT_SHA1 = {
-    "train": "77f1d9a7daee11f7bc293832020f7709f63410ad",
-    "dev": "e9a3f913ad1468ebe105b891334ca7b0bc0e2510",
-}
+URLS = {split: catalog.get(f"squad-{split}").url for split in ("train", "dev")}
+# git blob SHA-1s of the official files (nlpbench.data.catalog; `git hash-object FILE`).
+OFFICIAL_GIT_SHA1 = {split: catalog.get(f"squad-{split}").git_sha1 for split in ("train", "dev")}
 # Offline mirror: the dev set rebuilt from the official explorer pages (answer_start = first occurrence).
 MIRROR_RECONSTRUCTED_DEV = "squad/dev-v1.1.reconstructed.json.gz"
 MIRROR_RECONSTRUCTED_DEV_SHA256 = "7dbb3dab2cb66e088a9242e3dd97d76a64718e6b3c4dd2741ba79725e8d904c3"

