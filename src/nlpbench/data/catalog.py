@@ -70,14 +70,16 @@ def _cnndm(split: str, shard: str, sha256: str, size: int | None, approx: int | 
 
 FILES: tuple[RemoteFile, ...] = (
     RemoteFile("squad-train", "squad", "https://rajpurkar.github.io/SQuAD-explorer/dataset/train-v1.1.json",
-               30_288_272, git_sha1="77f1d9a7daee11f7bc293832020f7709f63410ad",
+               None, git_sha1="77f1d9a7daee11f7bc293832020f7709f63410ad",
                how="git blob SHA-1 in rajpurkar/SQuAD-explorer's tree (dataset/train-v1.1.json); size: the Hugging "
                    "Face squad card's download size less the dev file's",
-               mirror="squad/train-v1.1.json"),
+               mirror="squad/train-v1.1.json", approx_bytes=30_288_272,
+               size_note="the Hugging Face squad card's download size less the dev file's, not re-read here"),
     RemoteFile("squad-dev", "squad", "https://rajpurkar.github.io/SQuAD-explorer/dataset/dev-v1.1.json",
-               4_854_279, git_sha1="e9a3f913ad1468ebe105b891334ca7b0bc0e2510",
+               None, git_sha1="e9a3f913ad1468ebe105b891334ca7b0bc0e2510",
                how="git blob SHA-1 in rajpurkar/SQuAD-explorer's tree (dataset/dev-v1.1.json)",
-               mirror="squad/dev-v1.1.json"),
+               mirror="squad/dev-v1.1.json", approx_bytes=4_854_279,
+               size_note="the Hugging Face squad card's figure, not re-read here"),
     RemoteFile("glove-840b", "glove", "https://nlp.stanford.edu/data/glove.840B.300d.zip", None,
                sha256="c06db255e65095393609f19a4cfca20bf3a71e20cc53e892aafa490347e3849f",
                how="Stanford publishes no checksum: the sha256 the Hugging Face Hub's git-LFS details show for a copy "
@@ -105,9 +107,10 @@ FILES: tuple[RemoteFile, ...] = (
                size_note="not published: about 185,000 pairs at the validation CSV's 114 bytes a pair",
                approx_bytes=21_100_000),
     RemoteFile("cornell", "cornell", "https://www.cs.cornell.edu/~cristian/data/cornell_movie_dialogs_corpus.zip",
-               9_916_637, sha256="3bde8a571f615201bc2d2453e22878090719638592f774720eddec739de8c900",
+               None, sha256="3bde8a571f615201bc2d2453e22878090719638592f774720eddec739de8c900",
                how="sha256 as Julia DataDeps records it; size: the Hugging Face cornell_movie_dialog card's download "
-                   "size", mirror="cornell/cornell_movie_dialogs_corpus.zip"),
+                   "size", mirror="cornell/cornell_movie_dialogs_corpus.zip", approx_bytes=9_916_637,
+               size_note="the Hugging Face cornell_movie_dialog card's download size, not re-read here"),
     _cnndm("train", "00000-of-00003", "", None, 259_000_000),
     _cnndm("train", "00001-of-00003", "", None, 259_000_000),
     _cnndm("train", "00002-of-00003", "ef3b5a190df25ac99592b802f070e244251553b78a5157a0c88fa19d8ef1a13b", None,
