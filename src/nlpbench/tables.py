@@ -139,6 +139,11 @@ class TableResult:
 
     @property
     def diffs(self) -> list[float]:
+        """|Δ| of every cell with both sides, where the table holds one unit only (a mean over several units would
+        mix them: the verdict's figures are per unit)."""
+        units = {self.spec.rules.unit_of(ln.row, ln.column) for ln in self.lines if ln.diff is not None}
+        if len(units) > 1:
+            return []
         return [abs(d) for d in (ln.diff for ln in self.lines) if d is not None]
 
     @property
