@@ -157,3 +157,21 @@ def test_judge_names_a_table_that_is_not_committed(tmp_path):
     results = _copy_results(tmp_path, ["2"])
     with pytest.raises(ConfigError, match="no committed table 'tolias-thesis/99'"):
         rejudge.judge_all(REPO / "params.yaml", registry.load(REPO / "params.yaml"), results, ["tolias-thesis/99"])
+
+
+def test_the_registers_gather_the_tables_claims_and_the_measured_outputs_claims(tmp_path):
+    from nlpbench import registry
+    from nlpbench.results_index import write_index
+    results = _copy_results(tmp_path, ["2"])
+    for name in ("timing.csv", "timing.md", "timing.output.json"):
+        shutil.copy(REPO / "results" / "tolias-thesis" / name, results / "tolias-thesis" / name)
+    side = json.loads((results / "tolias-thesis" / "timing.output.json").read_text())
+    side.pop("claims", None)                      # as the benchmark writes it: no claims yet
+    (results / "tolias-thesis" / "timing.output.json").write_text(json.dumps(side))
+    rejudge.judge_all(REPO / "params.yaml", registry.load(REPO / "params.yaml"), results)
+    write_index(results)
+    rows = list(csv.DictReader((results / "claims.csv").open()))
+    assert {r["table"] for r in rows} == {"2", "timing"}
+    assert any(r["claim"].startswith("§6.4.4") and r["verdict"] in ("holds", "does not hold") for r in rows)
+    readme = (results / "README.md").read_text()
+    assert readme.index("## The documents' claims") < readme.index("## The tables")
