@@ -127,6 +127,7 @@ def test_dvc_lock_round_trips_the_whole_params_yaml(tmp_path):
     _run([DVC, "repro"], work, env)
     status = _run([DVC, "status"], work, env)
     assert "up to date" in status.stdout.lower(), status.stdout
+    _run([DVC, "remote", "add", "-d", "lab", str(tmp_path / "remote")], work, env)   # the README's form
     _run([DVC, "push"], work, env)
     # a declaration changed: DVC sees it (its home under pipeline/ is a dependency of the tables stage) and still
     # reads its lock
@@ -252,6 +253,7 @@ def test_dvc_exp_run_regenerates_tables_and_keeps_its_runs(tmp_path, mirror_dir)
     assert (work / "results" / "index.csv").exists()
     assert (work / "dvc.lock").exists()
     assert "up to date" in _run([DVC, "status"], work, env).stdout.lower()
+    _run([DVC, "remote", "add", "-d", "lab", str(tmp_path / "remote")], work, env)
     _run([DVC, "push"], work, env)
 
     checkpoints = {p: p.read_bytes() for p in (work / "runs").rglob("model.pt")}
