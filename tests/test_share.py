@@ -39,7 +39,9 @@ def test_pack_snapshots_data_and_runs_without_this_clones_table_markers(tmp_path
     files = sorted(str(p.relative_to(tmp_path / "share")) for p in (tmp_path / "share").rglob("*") if p.is_file())
     assert files == ["data/babi/en/qa1_train.txt", "runs/memnet-smoke/run-1/model.pt"]
     assert counts == {"data": 1, "runs": 1}
-    assert (tmp_path / "share/runs/memnet-smoke/run-1/model.pt").stat().st_ino == run.stat().st_ino   # no copy
+    with run.open("r+") as f:            # a file rewritten in place in runs/ leaves the snapshot as it was
+        f.write("WEIGHTS")
+    assert (tmp_path / "share/runs/memnet-smoke/run-1/model.pt").read_text() == "weights"
     # a second pack replaces the snapshot: a run removed since is gone from it
     run.unlink()
     share.pack(tmp_path / "data", tmp_path / "runs", tmp_path / "share")
@@ -65,6 +67,7 @@ def test_restore_keeps_your_files_and_gives_the_pulled_ones_one_mtime(tmp_path):
     stamps = {(tmp_path / p).stat().st_mtime for p in ("data/babi/qa1.txt", "data/babi", "data", "runs/g/r1/model.pt",
                                                        "runs/g/r1")}
     assert len(stamps) == 1 and stamps.pop() > old + 1800
+    assert (tmp_path / "share/runs/g/r1/model.pt").stat().st_mtime == pytest.approx(old)   # copies, not links
 
 
 def test_restore_without_a_pulled_snapshot_says_what_to_run(tmp_path, monkeypatch):
@@ -112,6 +115,8 @@ def test_pulled_runs_rebuild_the_table_in_a_fresh_clone_without_training(tmp_pat
     _run(["dvc", "remote", "add", "-d", "lab", str(remote)], a, env)          # the README's commands, in order
     _run(["dvc", "repro", "--single-item", "share"], a, env)
     _run(["dvc", "push"], a, env)
+    # DVC links share/ to its cache; runs/ shares no file with either (a file rewritten there cannot alter a pushed one)
+    assert all(p.stat().st_nlink == 1 for p in (a / "runs").rglob("*") if p.is_file())
     assert any(remote.rglob("*")), "dvc push sent nothing to the remote"
     _run(["git", "add", "dvc.lock", ".dvc/config"], a, env)
     _run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "runs pushed to the lab remote"], a, env)
@@ -125,4 +130,5 @@ def test_pulled_runs_rebuild_the_table_in_a_fresh_clone_without_training(tmp_pat
     _run(["snakemake", "--cores", "1", "--resources", "gpu=1"], b, env)
     assert not (b / "logs" / "train").exists() and not (b / "logs" / "data").exists()   # no training, no fetching
     assert (b / table).read_bytes() == (a / table).read_bytes()
+    assert all(p.stat().st_nlink == 1 for p in (b / "runs").rglob("*") if p.is_file())
     assert yaml.safe_load((b / "dvc.lock").read_text())["stages"]["share"]

@@ -1,11 +1,13 @@
 """Prepared data and trained runs shared through a DVC remote.
 
-DVC's `share` stage (dvc.yaml) snapshots data/ and runs/ into share/, the one directory DVC caches and pushes: hard
-links where the file system allows them (no second copy on disk), copies elsewhere. data/ and runs/ themselves stay
-outputs DVC never caches, so no DVC command (`dvc exp run` checks out every cached output first, deleting what it has
-no record of) touches what a user fetched or trained; DVC only ever rewrites share/.
+DVC's `share` stage (dvc.yaml) copies data/ and runs/ into share/, the one directory DVC caches and pushes; DVC then
+links share/'s files to its cache (.dvc/config: reflinks, else hard links), so that the cache is the only second
+copy on disk. data/ and runs/ themselves stay outputs DVC never caches, and never share a file with the cache (a
+file written in place there cannot change a cached one), so no DVC command (`dvc exp run` checks out every cached
+output first, deleting what it has no record of) touches what a user fetched or trained; DVC only ever rewrites
+share/.
 
-In a clone, `dvc pull` brings share/ back and `restore` puts its files into data/ and runs/, all with one
+In a clone, `dvc pull` brings share/ back and `restore` copies its files into data/ and runs/, all with one
 modification time, so that Snakemake sees every pulled run as up to date with the data it was trained on and only
 builds the tables. Left out of a snapshot: runs/_tables/ (the markers saying that this clone built its tables: a
 clone that pulls builds them from the runs) and the temporary files of writes still under way.
@@ -42,17 +44,14 @@ def _shared_files(top: Path, skip: tuple[str, ...]) -> list[Path]:
     return found
 
 
-def _link_or_copy(src: Path, dst: Path) -> None:
+def _copy(src: Path, dst: Path) -> None:
     dst.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        os.link(src, dst)
-    except OSError:            # another file system, or one without hard links
-        shutil.copy2(src, dst)
+    shutil.copy2(src, dst)
 
 
 def pack(data: Path = Path("data"), runs: Path = Path("runs"), snapshot: Path = SNAPSHOT) -> dict[str, int]:
-    """Replace `snapshot` by a snapshot of `data` and `runs` (as snapshot/data and snapshot/runs); returns the number
-    of files of each. The snapshot is built beside and moved into place when complete."""
+    """Replace `snapshot` by a copy of `data` and `runs` (as snapshot/data and snapshot/runs); returns the number of
+    files of each. The snapshot is built beside and moved into place when complete."""
     snapshot = Path(snapshot)
     try:
         snapshot.parent.mkdir(parents=True, exist_ok=True)
@@ -65,7 +64,7 @@ def pack(data: Path = Path("data"), runs: Path = Path("runs"), snapshot: Path = 
             (build / name).mkdir()
             files = _shared_files(top, NOT_SHARED.get(name, ())) if top.is_dir() else []
             for rel in files:
-                _link_or_copy(top / rel, build / name / rel)
+                _copy(top / rel, build / name / rel)
             counts[name] = len(files)
         if snapshot.is_symlink() or snapshot.is_file():
             snapshot.unlink()
@@ -80,7 +79,7 @@ def pack(data: Path = Path("data"), runs: Path = Path("runs"), snapshot: Path = 
 
 
 def restore(data: Path = Path("data"), runs: Path = Path("runs"), snapshot: Path = SNAPSHOT) -> dict[str, list]:
-    """Put the files of `snapshot` (what `dvc pull` brought) into `data` and `runs`. A file already there with the same
+    """Copy the files of `snapshot` (what `dvc pull` brought) into `data` and `runs`. A file already there with the same
     bytes is left as it is; one with other bytes is kept too (a restore never replaces your own data or runs) and
     listed. Every restored file and its directories get one modification time, so that Snakemake finds each pulled run
     up to date with its data. Returns the paths restored, already there, and kept although they differ."""
@@ -99,7 +98,7 @@ def restore(data: Path = Path("data"), runs: Path = Path("runs"), snapshot: Path
                 if dst.exists():
                     done["same" if filecmp.cmp(source / rel, dst, shallow=False) else "kept"].append(dst)
                     continue
-                _link_or_copy(source / rel, dst)
+                _copy(source / rel, dst)
                 done["restored"].append(dst)
                 touched.add(dst)
                 touched.update(p for p in dst.parents if p != top.parent and top in (p, *p.parents))
