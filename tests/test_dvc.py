@@ -50,9 +50,11 @@ def _fresh_clone(work: Path, env: dict) -> Path:
 def _instant_commands(bindir: Path) -> Path:
     """`snakemake` and `nlpbench` that return at once (the training itself is test_pipeline.py's): DVC's side of
     each stage -- what it deletes, checks out and writes into dvc.lock -- runs exactly as with the real commands.
-    The stand-in for snakemake leaves a file in runs/, as a run would."""
+    The stand-in for snakemake leaves a file in runs/, as a run would; `nlpbench share` (the share stage's snapshot)
+    is the real one."""
     bindir.mkdir()
-    (bindir / "nlpbench").write_text("#!/bin/sh\nexit 0\n")
+    real = BINDIR / "nlpbench"
+    (bindir / "nlpbench").write_text(f'#!/bin/sh\n[ "$1" = share ] && exec "{real}" "$@"\nexit 0\n')
     (bindir / "snakemake").write_text("#!/bin/sh\nmkdir -p runs/_tables && date +%s%N > runs/_tables/stand-in\n")
     for tool in bindir.iterdir():
         tool.chmod(0o755)
@@ -125,6 +127,7 @@ def test_dvc_lock_round_trips_the_whole_params_yaml(tmp_path):
     _run([DVC, "repro"], work, env)
     status = _run([DVC, "status"], work, env)
     assert "up to date" in status.stdout.lower(), status.stdout
+    _run([DVC, "remote", "add", "-d", "lab", str(tmp_path / "remote")], work, env)   # the README's form
     _run([DVC, "push"], work, env)
     # a declaration changed: DVC sees it (its home under pipeline/ is a dependency of the tables stage) and still
     # reads its lock
@@ -250,6 +253,7 @@ def test_dvc_exp_run_regenerates_tables_and_keeps_its_runs(tmp_path, mirror_dir)
     assert (work / "results" / "index.csv").exists()
     assert (work / "dvc.lock").exists()
     assert "up to date" in _run([DVC, "status"], work, env).stdout.lower()
+    _run([DVC, "remote", "add", "-d", "lab", str(tmp_path / "remote")], work, env)
     _run([DVC, "push"], work, env)
 
     checkpoints = {p: p.read_bytes() for p in (work / "runs").rglob("model.pt")}

@@ -11,6 +11,7 @@
     nlpbench costs                       refresh results/costs.tsv (per-group costs) from a run's benchmark files
     nlpbench end-to-end <name>           time declared tables end to end in a scratch clone (on demand)
     nlpbench verify [SOURCE/TABLE ...]   retrain committed tables in a scratch clone and compare every cell
+    nlpbench share pack | restore        snapshot data/ and runs/ into share/ for a DVC remote | put a pulled one back
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from nlpbench.data.fetch import FetchError
 from nlpbench.family import Paths
 from nlpbench.io import OutputError
 from nlpbench.report import ReportError
+from nlpbench.share import ShareError
 
 
 def _overrides(pairs: list[str]) -> dict:
@@ -213,6 +215,23 @@ def cmd_verify(args) -> int:
                          args.tolerance, args.max_minutes, args.cores)
 
 
+def cmd_share(args) -> None:
+    from nlpbench import share
+    data, runs = Path(args.data), Path(args.runs)
+    if args.action == "pack":
+        counts = share.pack(data, runs)
+        print(f"{share.SNAPSHOT}/: {counts['data']} files of {data}/ and {counts['runs']} of {runs}/ "
+              "(push them with `dvc push`)")
+        return
+    done = share.restore(data, runs)
+    print(f"{len(done['restored'])} files restored into {data}/ and {runs}/ from {share.SNAPSHOT}/, "
+          f"{len(done['same'])} already there")
+    if done["kept"]:
+        print(f"kept your own version of {len(done['kept'])} files that differ from the pulled ones: "
+              + ", ".join(str(p) for p in done["kept"][:10]) + (" ..." if len(done["kept"]) > 10 else ""),
+              file=sys.stderr)
+
+
 def _threads_option(p: argparse.ArgumentParser) -> None:
     """--threads of the commands that train or time models (the rules pass their thread count through it)."""
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch's default)")
@@ -297,6 +316,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cores", type=int, default=1, help="snakemake's cores in the clone (default 1)")
     p.add_argument("--logs", default="logs", help="where snakemake's log and the rebuilt CSVs go (logs/verify/)")
     p.set_defaults(func=cmd_verify)
+    p = sub.add_parser("share", help="pack: snapshot data/ and runs/ into share/ for `dvc push` (the `share` stage "
+                                     "of dvc.yaml); restore: after `dvc pull`, put share/ back into data/ and runs/")
+    p.add_argument("action", choices=("pack", "restore"))
+    p.set_defaults(func=cmd_share)
     args = parser.parse_args(argv)
     from nlpbench.provenance import code_commit
     code_commit()                      # the commit of the code this process loaded, fixed before it runs
@@ -308,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except (config.ConfigError, FetchError, MissingDataError, BabiFormatError, OutputError, LoadError,
-            ReportError) as e:
+            ReportError, ShareError) as e:
         print(f"nlpbench: {e}", file=sys.stderr)
         return 2
     return code or 0
