@@ -79,7 +79,15 @@ install() {   # install [build] [with-tests]
     [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
     local index extra=()
     index=$(torch_index "$build")
-    [ -z "$index" ] || extra=(--extra-index-url "$index")
+    if [ -n "$index" ]; then
+      # pip retries an unreachable index for every package: ask once; out of reach, pip's own sources must hold
+      # the pinned torch (a wheel directory in pip's find-links, a mirror of the index)
+      if "$VENV/bin/python" -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1].rstrip("/") + "/torch/", timeout=15)' "$index" 2>/dev/null; then
+        extra=(--extra-index-url "$index")
+      else
+        echo "nlpbench: $index is out of reach; $(grep -o '^torch==[^ ]*' "$lock") must come from pip's own configuration" >&2
+      fi
+    fi
     # every package and its sha256 from the lock; nlpbench itself then adds nothing
     "$VENV/bin/python" -m pip install --quiet --require-hashes "${extra[@]}" -r "$lock"
     "$VENV/bin/python" -m pip install --quiet --no-deps -e .
