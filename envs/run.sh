@@ -143,9 +143,14 @@ lock() {
   [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
   "$VENV/bin/python" -m uv --version >/dev/null 2>&1 || "$VENV/bin/python" -m pip install --quiet "uv>=0.5"
   mkdir -p envs/lock
-  local b failed=0
+  local b failed=0 yaml digest
   for b in ${BUILD:-cpu test cu13 cu12}; do      # the CPU lock first: the others take its versions
     lock_one "$b" ${ARGS[@]+"${ARGS[@]}"} || failed=2
+  done
+  for yaml in envs/nlpbench.yaml envs/nlpbench-cuda.yaml; do   # the conda environments name their lock's digest
+    b=$(sed -n 's|^# envs/lock/\([a-z0-9]*\)\.txt sha256: .*|\1|p' "$yaml")
+    digest=$("$VENV/bin/python" -c 'import hashlib, sys; print(hashlib.sha256(open(sys.argv[1], "rb").read()).hexdigest())' "envs/lock/$b.txt")
+    sed -i "s|^\(# envs/lock/$b\.txt sha256:\) .*|\1 $digest|" "$yaml"
   done
   return $failed
 }

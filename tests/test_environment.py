@@ -134,3 +134,25 @@ def test_test_tools_are_an_extra_and_locked():
         req = Requirement(spec)
         assert canonicalize_name(req.name) in test, f"envs/lock/test.txt lacks {spec}"
         assert req.specifier.contains(Version(test[canonicalize_name(req.name)][0]))
+
+
+def test_conda_environments_install_their_lock_and_name_its_digest():
+    """`snakemake --sdm conda` rebuilds an environment only when its file (or post-deploy script) changes: each file
+    names the sha256 of the lock it installs, so a new lock makes a new environment."""
+    import hashlib
+
+    import yaml
+
+    for name, build in (("nlpbench", "cpu"), ("nlpbench-cuda", "cu13")):
+        path = REPO / "envs" / f"{name}.yaml"
+        text = path.read_text()
+        lock = LOCKS / f"{build}.txt"
+        digest = re.search(rf"^# envs/lock/{build}\.txt sha256: ([0-9a-f]{{64}})$", text, re.M)
+        assert digest and digest.group(1) == hashlib.sha256(lock.read_bytes()).hexdigest(), \
+            f"{path.name} names another digest of {lock.name}: run bash envs/run.sh lock"
+        deps = yaml.safe_load(text)["dependencies"]
+        pip = next(d["pip"] for d in deps if isinstance(d, dict))
+        assert f"-r lock/{build}.txt" in pip and not any("-e" in p.split() for p in pip)   # hashes forbid -e
+        assert {"openjdk=17", "perl-xml-parser"} <= set(d for d in deps if isinstance(d, str))
+        deploy = REPO / "envs" / f"{name}.post-deploy.sh"
+        assert "--no-deps -e" in deploy.read_text() and os.access(deploy, os.X_OK)
