@@ -363,7 +363,10 @@ _target = Target("tables", "tolias-thesis", NAME, files=(f"results/{{NAME}}.md",
 PLAN = nb_plan.Plan({{NAME: DataStep(NAME, f"data/{{NAME}}.ready")}},
                     {{NAME: TrainGroup(NAME, f"runs/{{NAME}}.json", needs=(NAME,))}},
                     {{_target.key: _target}}, {{NAME: "memnet", _target.key: "memnet"}})
-TRAIN_THREADS, TRAIN_GPU, TRAIN_PRIORITY = 1, 0, {{NAME: 0}}
+from nlpbench import resources as nb_res
+import sys
+TRAIN_THREADS, TRAIN_GPU, TRAIN_PRIORITY, COSTS, RUNS_HERE = 1, 0, {{NAME: 0}}, {{}}, True
+PYTHON = sys.executable
 rule_name = nb_plan.rule_name
 
 include: {repo!r} + "/pipeline/data.smk"
