@@ -29,9 +29,11 @@ SCALE = PARAMS["scale"]
 # cuda (on any planning host, a CPU-only login node included) or auto on a host that runs its own jobs and has one;
 # `--resources gpu=N` runs N of them at once, each on a device of its own (src/nlpbench/gpu_slots.py). On a CPU a job
 # takes one thread and no GPU, so `--cores N` trains N groups side by side (docs/scales.md).
-RUNS_HERE = workflow.local_exec and not workflow.remote_exec
-TRAIN_GPU = nb_res.gpus(PARAMS["device"], RUNS_HERE)
-TRAIN_THREADS = nb_res.train_threads(TRAIN_GPU)
+# Snakemake reads the Snakefile before it chooses the executor, so what depends on where jobs run is asked per
+# job (these functions), not at parse time.
+runs_here = lambda *_: nb_res.runs_here(workflow)    # the planning host runs the jobs (no cluster executor)
+train_gpu = lambda *_: nb_res.gpus(PARAMS["device"], runs_here())
+train_threads = lambda *_: nb_res.train_threads(train_gpu())
 COSTS = nb_status.read_costs()
 PYTHON = sys.executable                   # the Python that has nlpbench (the rules' small helpers run in it)
 # Longest expected training job first (results/costs.tsv), so that the short ones fill the cores at the end; a data
@@ -73,9 +75,10 @@ rule studies:   # the reading pilots, seed-spread studies and additions behind t
 onstart:   # the plan before the first job: scale, device, groups per family, and the time this run should take
     _by_rule = {rule_name("train", gid): gid for gid in PLAN.groups}
     _this_run = [_by_rule[j.rule.name] for j in workflow.dag.needrun_jobs() if j.rule.name in _by_rule]
-    print(nb_status.report(PARAMS, PLAN, "cuda" if TRAIN_GPU else "cpu", workflow.cores, per_table=False,
+    _side_by_side = workflow.cores if runs_here() else workflow.nodes    # on a cluster: the jobs queued at once
+    print(nb_status.report(PARAMS, PLAN, "cuda" if train_gpu() else "cpu", _side_by_side, per_table=False,
                            this_run=_this_run), file=sys.stderr)
 
 
 onsuccess:   # measured group costs feed the next estimate (results/costs.tsv)
-    shell("nlpbench {SET} costs --threads {TRAIN_THREADS:q} > /dev/null || true")
+    shell("nlpbench {SET} costs --threads {TRAIN_THREADS:q} > /dev/null || true", TRAIN_THREADS=train_threads())

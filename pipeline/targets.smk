@@ -21,9 +21,11 @@ for _t in PLAN.targets.values():
             done=PLAN.marker(_t, SCALE),
         log:
             f"logs/{_t.section}/{_t.source}-{_t.name}.log",
-        threads: nb_res.benchmark_threads(RUNS_HERE) if _t.on_demand else 1
+        threads: (lambda wildcards: nb_res.benchmark_threads(runs_here())) if _t.on_demand else 1
         resources:
-            **nb_res.target(_t.on_demand, TRAIN_GPU, RUNS_HERE),
+            gpu=train_gpu if _t.on_demand else 0,
+            slurm_extra=(lambda wildcards: nb_res.benchmark_slurm_extra(runs_here())) if _t.on_demand else "",
+            **nb_res.target(_t.on_demand),
         params:   # a changed declaration or table-building code reruns the target (Snakemake's params trigger)
             declaration=nb_plan.declaration_digest(PARAMS, _t),
             builder=nb_plan.builder_version(PLAN.owner[_t.key]),
@@ -31,7 +33,8 @@ for _t in PLAN.targets.values():
             source=_t.source,
             name=_t.name,
             # the rule's inputs are its trained groups, so an empty table here is the scale's honest answer
-            options=f"--threads {TRAIN_THREADS}" if _t.on_demand else ("--allow-empty" if _t.section == "tables" else ""),
+            options=(lambda wildcards: f"--threads {train_threads()}") if _t.on_demand
+                    else ("--allow-empty" if _t.section == "tables" else ""),
         shell:   # (the shell string is formatted when the job runs: loop variables belong in params)
             "nlpbench {SET} {params.command} {params.source:q} {params.name:q} {params.options} > {log:q} 2>&1 "
             "|| (tail -n 15 {log:q} >&2; exit 1); date -u > {output.done:q}"

@@ -15,10 +15,11 @@ for _group in PLAN.groups.values():
             f"logs/train/{_group.id}.log",
         benchmark:
             f"logs/train/{_group.id}.benchmark.tsv"
-        threads: TRAIN_THREADS
+        threads: train_threads
         priority: TRAIN_PRIORITY[_group.id]
         resources:
-            **nb_res.train(_group.id, PLAN.owner[_group.id], SCALE, COSTS, TRAIN_GPU),
+            gpu=train_gpu,
+            **nb_res.train(_group.id, PLAN.owner[_group.id], SCALE, COSTS),
         params:
             group=_group.id,
         shell:   # gpu_slots: the job's own device(s) among the machine's, or none when it requests none

@@ -365,7 +365,8 @@ PLAN = nb_plan.Plan({{NAME: DataStep(NAME, f"data/{{NAME}}.ready")}},
                     {{_target.key: _target}}, {{NAME: "memnet", _target.key: "memnet"}})
 from nlpbench import resources as nb_res
 import sys
-TRAIN_THREADS, TRAIN_GPU, TRAIN_PRIORITY, COSTS, RUNS_HERE = 1, 0, {{NAME: 0}}, {{}}, True
+TRAIN_PRIORITY, COSTS = {{NAME: 0}}, {{}}
+train_gpu, train_threads, runs_here = (lambda *_: 0), (lambda *_: 1), (lambda *_: True)
 PYTHON = sys.executable
 rule_name = nb_plan.rule_name
 

@@ -16,9 +16,9 @@ The rules (pipeline/*.smk) take these values as they are; Snakemake schedules lo
   measured group of its family at this scale, times RUNTIME_MARGIN plus RUNTIME_SLACK_MINUTES (a cluster node is
   not the machine that measured, and a job killed at its limit loses its work); where the family has no
   measurement at this scale, DEFAULT_TRAIN_MINUTES.
-* Memory (MB): the peak resident memory measured per family at the smoke scale (Snakemake's benchmark files,
-  max_rss), with a margin, as TRAIN_MEM_MB's small-scale figure; the paper scale's figures are estimates from its
-  sizes (vocabularies, GloVe rows, CNN/DM documents), documented beside them.
+* Memory (MB): per family, an estimate from the data each job holds (vocabularies, GloVe rows, CNN/DM documents),
+  documented beside TRAIN_MEM_MB, with room to spare; not yet measured. The training rules' benchmark files
+  (logs/train/*.benchmark.tsv, column max_rss) record each job's peak, from which these can be set.
 * Disk (MB): declared where a step writes much (the paper scale's downloads and checkpoints).
 
 A cluster's limits differ: a profile overrides any of these per rule (`set-resources`, `set-threads`).
@@ -72,6 +72,13 @@ def _small(scale: str) -> bool:
     return scale in SMALL_SCALES
 
 
+def runs_here(workflow) -> bool:
+    """Whether the host that plans a Snakemake run also runs its jobs: no cluster executor, and not a job that a
+    cluster node runs. Known only once the run starts (Snakemake reads the Snakefile before it chooses the
+    executor), so the rules ask it per job."""
+    return bool(workflow.local_exec and not workflow.remote_exec)
+
+
 def gpus(device: str, runs_here: bool) -> int:
     """GPUs a training job requests for params.yaml's `device`; `runs_here`: the host that plans the run runs
     its jobs (Snakemake's local execution)."""
@@ -106,10 +113,10 @@ def train_runtime(group: str, family: str, scale: str, costs: dict[str, dict]) -
     return defaults.get(family, defaults["default"])
 
 
-def train(group: str, family: str, scale: str, costs: dict[str, dict], gpu: int) -> dict:
-    """A training rule's resources."""
+def train(group: str, family: str, scale: str, costs: dict[str, dict]) -> dict:
+    """A training rule's run time, memory and (at the paper scale) disk; its GPUs: gpus()."""
     small = _small(scale)
-    out = {"gpu": gpu, "runtime": train_runtime(group, family, scale, costs),
+    out = {"runtime": train_runtime(group, family, scale, costs),
            "mem_mb": TRAIN_MEM_MB.get(family, DEFAULT_MEM_MB)[0 if small else 1]}
     if not small:
         out["disk_mb"] = TRAIN_DISK_MB_PAPER
@@ -125,15 +132,14 @@ def data(scale: str) -> dict:
     return out
 
 
-def target(on_demand: bool, gpu: int, runs_here: bool) -> dict:
-    """A table's or output's resources; a benchmark (on demand) also takes the device it times and, on a
-    cluster, a node of its own."""
-    if not on_demand:
-        return {"gpu": 0, "runtime": TARGET_MINUTES, "mem_mb": TARGET_MEM_MB}
-    out = {"gpu": gpu, "runtime": BENCHMARK_MINUTES, "mem_mb": TARGET_MEM_MB}
-    if not runs_here:
-        out["slurm_extra"] = "--exclusive"
-    return out
+def target(on_demand: bool) -> dict:
+    """A table's or output's run time and memory; a benchmark (on demand) also takes the device it times
+    (gpus()) and, on a cluster, a node of its own (benchmark_slurm_extra)."""
+    return {"runtime": BENCHMARK_MINUTES if on_demand else TARGET_MINUTES, "mem_mb": TARGET_MEM_MB}
+
+
+def benchmark_slurm_extra(runs_here: bool) -> str:
+    return "" if runs_here else "--exclusive"
 
 
 def small() -> dict:
