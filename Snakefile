@@ -12,7 +12,7 @@ import yaml
 from nlpbench import registry as nb
 from nlpbench import plan as nb_plan
 from nlpbench import status as nb_status
-from nlpbench.provenance import resolve_device
+from nlpbench import resources as nb_res
 
 configfile: "overrides.yaml"              # the user's overrides; --config adds to them
 
@@ -25,15 +25,20 @@ SET = " ".join(
 PLAN = nb_plan.make(PARAMS)
 SCALE = PARAMS["scale"]
 
-# Training jobs: on a GPU one at a time with every core (the `gpu` resource); on a CPU one thread each and no
-# `gpu` resource, so `--cores N` trains N groups side by side (on 2 shared cores, two 1-thread jobs measured
-# faster than one 2-thread job: docs/scales.md).
-ON_GPU = resolve_device(PARAMS["device"]) == "cuda"
-TRAIN_THREADS = workflow.cores if ON_GPU else 1
-TRAIN_GPU = 1 if ON_GPU else 0
+# What each job asks for (src/nlpbench/resources.py): a training job takes one GPU when params.yaml's `device` is
+# cuda (on any planning host, a CPU-only login node included) or auto on a host that runs its own jobs and has one;
+# `--resources gpu=N` runs N of them at once, each on a device of its own (src/nlpbench/gpu_slots.py). On a CPU a job
+# takes one thread and no GPU, so `--cores N` trains N groups side by side (docs/scales.md).
+# Snakemake reads the Snakefile before it chooses the executor, so what depends on where jobs run is asked per
+# job (these functions), not at parse time.
+runs_here = lambda *_: nb_res.runs_here(workflow)    # the planning host runs the jobs (no cluster executor)
+train_gpu = lambda *_: nb_res.gpus(PARAMS["device"], runs_here())
+train_threads = lambda *_: nb_res.train_threads(train_gpu())
+COSTS = nb_status.read_costs()
+PYTHON = sys.executable                   # the Python that has nlpbench (the rules' small helpers run in it)
 # Longest expected training job first (results/costs.tsv), so that the short ones fill the cores at the end; a data
 # step takes the priority of the longest group that reads it (pipeline/data.smk).
-TRAIN_PRIORITY = nb_status.longest_first(PLAN, SCALE, nb_status.read_costs())
+TRAIN_PRIORITY = nb_status.longest_first(PLAN, SCALE, COSTS)
 
 
 rule_name = nb_plan.rule_name   # a rule per data step, group and target: data_babi, table_tolias_thesis_2, ...
@@ -60,6 +65,9 @@ rule studies:   # the reading pilots, seed-spread studies and additions behind t
         done=f"runs/_tables/{SCALE}/studies.done",
     log:
         "logs/index-studies.log",
+    threads: 1
+    resources:
+        **nb_res.small(),
     shell:
         "nlpbench index > {log:q} 2>&1 || (tail -n 15 {log:q} >&2; exit 1); date -u > {output.done:q}"
 
@@ -67,9 +75,10 @@ rule studies:   # the reading pilots, seed-spread studies and additions behind t
 onstart:   # the plan before the first job: scale, device, groups per family, and the time this run should take
     _by_rule = {rule_name("train", gid): gid for gid in PLAN.groups}
     _this_run = [_by_rule[j.rule.name] for j in workflow.dag.needrun_jobs() if j.rule.name in _by_rule]
-    print(nb_status.report(PARAMS, PLAN, "cuda" if ON_GPU else "cpu", workflow.cores, per_table=False,
+    _side_by_side = workflow.cores if runs_here() else workflow.nodes    # on a cluster: the jobs queued at once
+    print(nb_status.report(PARAMS, PLAN, "cuda" if train_gpu() else "cpu", _side_by_side, per_table=False,
                            this_run=_this_run), file=sys.stderr)
 
 
 onsuccess:   # measured group costs feed the next estimate (results/costs.tsv)
-    shell("nlpbench {SET} costs --threads {TRAIN_THREADS:q} > /dev/null || true")
+    shell("nlpbench {SET} costs --threads {TRAIN_THREADS:q} > /dev/null || true", TRAIN_THREADS=train_threads())

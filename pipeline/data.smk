@@ -15,6 +15,9 @@ for _step in PLAN.data.values():
         log:
             f"logs/data/{_step.id}.log",
         priority: DATA_PRIORITY[_step.id]
+        threads: 1
+        resources:
+            **nb_res.data(SCALE),
         params:
             step=_step.id,
         shell:

@@ -1,7 +1,7 @@
 # Tables and outputs (nlpbench.family.Target), then the index. results/ is committed to git, so a fresh clone
 # already has the files; the per-scale marker under runs/_tables/<scale>/ (not in git) is what tells Snakemake
-# that this clone built them. An on-demand target (the timing benchmark) takes every core and the gpu slot, so
-# nothing else runs beside it, and is built only when named: snakemake output_tolias_thesis_timing --cores all
+# that this clone built them. An on-demand target (the timing benchmark) takes every core (on a cluster a node of
+# its own) and the GPU it times, so nothing else runs beside it, and is built only when named: snakemake output_tolias_thesis_timing --cores all
 # (again after `nlpbench end-to-end` rewrites a record it cites: the record is one of its inputs).
 
 for _t in PLAN.targets.values():
@@ -21,9 +21,11 @@ for _t in PLAN.targets.values():
             done=PLAN.marker(_t, SCALE),
         log:
             f"logs/{_t.section}/{_t.source}-{_t.name}.log",
-        threads: workflow.cores if _t.on_demand else 1
+        threads: (lambda wildcards: nb_res.benchmark_threads(runs_here())) if _t.on_demand else 1
         resources:
-            gpu=1 if _t.on_demand else 0,
+            gpu=train_gpu if _t.on_demand else 0,
+            slurm_extra=(lambda wildcards: nb_res.benchmark_slurm_extra(runs_here())) if _t.on_demand else "",
+            **nb_res.target(_t.on_demand),
         params:   # a changed declaration or table-building code reruns the target (Snakemake's params trigger)
             declaration=nb_plan.declaration_digest(PARAMS, _t),
             builder=nb_plan.builder_version(PLAN.owner[_t.key]),
@@ -31,7 +33,8 @@ for _t in PLAN.targets.values():
             source=_t.source,
             name=_t.name,
             # the rule's inputs are its trained groups, so an empty table here is the scale's honest answer
-            options=f"--threads {TRAIN_THREADS}" if _t.on_demand else ("--allow-empty" if _t.section == "tables" else ""),
+            options=(lambda wildcards: f"--threads {train_threads()}") if _t.on_demand
+                    else ("--allow-empty" if _t.section == "tables" else ""),
         shell:   # (the shell string is formatted when the job runs: loop variables belong in params)
             "nlpbench {SET} {params.command} {params.source:q} {params.name:q} {params.options} > {log:q} 2>&1 "
             "|| (tail -n 15 {log:q} >&2; exit 1); date -u > {output.done:q}"
@@ -45,6 +48,9 @@ rule index:     # after the documents' tables (`all`); `snakemake studies` refre
         "results/README.md",
     log:
         "logs/index.log",
+    threads: 1
+    resources:
+        **nb_res.small(),
     shell:
         "nlpbench index > {log:q} 2>&1 || (tail -n 15 {log:q} >&2; exit 1)"
 
@@ -58,5 +64,8 @@ rule report:    # `snakemake report`: the tables and the index if they are stale
         "results/report.html",
     log:
         "logs/report.log",
+    threads: 1
+    resources:
+        **nb_res.small(),
     shell:
         "nlpbench report --out {output:q} > {log:q} 2>&1 || (tail -n 15 {log:q} >&2; exit 1)"

@@ -1,6 +1,7 @@
 # Training groups (nlpbench.family.TrainGroup): each job trains one group's runs (many small runs in one
 # vectorised pass where the family does so), each run with its own checkpoint and metrics.json; `done` last.
-# Longest expected job first (TRAIN_PRIORITY, in the Snakefile), so that the cores stay busy to the end.
+# Longest expected job first (TRAIN_PRIORITY, in the Snakefile), so that the cores stay busy to the end; threads,
+# GPUs, run time and memory from src/nlpbench/resources.py.
 
 for _group in PLAN.groups.values():
 
@@ -14,11 +15,13 @@ for _group in PLAN.groups.values():
             f"logs/train/{_group.id}.log",
         benchmark:
             f"logs/train/{_group.id}.benchmark.tsv"
-        threads: TRAIN_THREADS
+        threads: train_threads
         priority: TRAIN_PRIORITY[_group.id]
         resources:
-            gpu=TRAIN_GPU,
+            gpu=train_gpu,
+            **nb_res.train(_group.id, PLAN.owner[_group.id], SCALE, COSTS),
         params:
             group=_group.id,
-        shell:
-            "nlpbench {SET} train {params.group:q} --threads {threads} > {log:q} 2>&1 || (tail -n 15 {log:q} >&2; exit 1)"
+        shell:   # gpu_slots: the job's own device(s) among the machine's, or none when it requests none
+            "{PYTHON:q} -m nlpbench.gpu_slots {resources.gpu} -- nlpbench {SET} train {params.group:q} --threads {threads} "
+            "> {log:q} 2>&1 || (tail -n 15 {log:q} >&2; exit 1)"

@@ -363,7 +363,11 @@ _target = Target("tables", "tolias-thesis", NAME, files=(f"results/{{NAME}}.md",
 PLAN = nb_plan.Plan({{NAME: DataStep(NAME, f"data/{{NAME}}.ready")}},
                     {{NAME: TrainGroup(NAME, f"runs/{{NAME}}.json", needs=(NAME,))}},
                     {{_target.key: _target}}, {{NAME: "memnet", _target.key: "memnet"}})
-TRAIN_THREADS, TRAIN_GPU, TRAIN_PRIORITY = 1, 0, {{NAME: 0}}
+from nlpbench import resources as nb_res
+import sys
+TRAIN_PRIORITY, COSTS = {{NAME: 0}}, {{}}
+train_gpu, train_threads, runs_here = (lambda *_: 0), (lambda *_: 1), (lambda *_: True)
+PYTHON = sys.executable
 rule_name = nb_plan.rule_name
 
 include: {repo!r} + "/pipeline/data.smk"

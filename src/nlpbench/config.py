@@ -195,11 +195,12 @@ def _lookup(params: dict, dotted: str):
 
 
 def resolve_scale(params: dict, where: str) -> str:
-    """`scale: auto` follows the device: the documents' settings on a GPU, the cpu scale on a CPU."""
+    """`scale: auto` follows the planned device (provenance.planned_device): the documents' settings for a GPU, the
+    cpu scale for a CPU."""
     scale = params["scale"]
     if scale == "auto":
-        from nlpbench.provenance import resolve_device
-        scale = "paper" if resolve_device(params["device"]) == "cuda" else "cpu"
+        from nlpbench.provenance import planned_device
+        scale = "paper" if planned_device(params["device"]) == "cuda" else "cpu"
     if scale not in params["scales"]:
         raise ConfigError(f"{where}: scale: unknown scale {scale!r} (known: auto, {', '.join(params['scales'])})")
     return scale

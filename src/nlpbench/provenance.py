@@ -10,8 +10,18 @@ from datetime import datetime, timezone
 import torch
 
 
+def planned_device(name: str) -> str:
+    """The device params.yaml's `device` plans for, on any host: cuda and cpu as written (a CPU-only login node
+    plans GPU jobs for a GPU cluster), auto as this host sees it (cuda when torch sees one). A job resolves its own
+    device where it runs (resolve_device)."""
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return name
+
+
 def resolve_device(name: str) -> str:
-    """params.yaml `device`: auto (cuda when torch sees one) | cpu | cuda."""
+    """params.yaml `device` for the process that computes: auto (cuda when torch sees one) | cpu | cuda (an error
+    where torch sees no CUDA device)."""
     if name == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if name == "cuda" and not torch.cuda.is_available():

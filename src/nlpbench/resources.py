@@ -1,0 +1,147 @@
+"""What each rule asks of the machine that runs it: threads, GPUs, run time, memory and disk.
+
+The rules (pipeline/*.smk) take these values as they are; Snakemake schedules local jobs by them (`--cores`,
+`--resources gpu=N`) and a cluster executor passes them to the scheduler (SLURM: `--cpus-per-task`, `--gpus`,
+`--time`, `--mem`). None depends on the submitting host's `--cores`.
+
+* GPUs follow params.yaml's `device` (provenance.planned_device): `cuda` gives every training job one GPU on any
+  host, a CPU-only login node included; `cpu` none; `auto` one when the host that plans the run also runs its jobs
+  and torch sees a GPU there. On a cluster executor the planning host is not where jobs run, so `auto` requests no
+  GPU and each job computes on whatever its node shows: set `device: cuda` to ask the cluster for GPUs.
+* Threads: a CPU training job takes one (on 2 shared cores two 1-thread jobs measured faster than one 2-thread
+  job: docs/scales.md), a GPU training job GPU_TRAIN_THREADS to feed its device. A benchmark (an on-demand
+  target) must run alone: locally it asks for WHOLE_MACHINE threads, which Snakemake cuts to `--cores`, so nothing
+  runs beside it; on a cluster it asks for one thread and a node of its own (`--exclusive`).
+* Run time (minutes) of a training job: its group's measured wall time in results/costs.tsv, else the longest
+  measured group of its family at this scale, times RUNTIME_MARGIN plus RUNTIME_SLACK_MINUTES (a cluster node is
+  not the machine that measured, and a job killed at its limit loses its work); where the family has no
+  measurement at this scale, DEFAULT_TRAIN_MINUTES.
+* Memory (MB): per family, an estimate from the data each job holds (vocabularies, GloVe rows, CNN/DM documents),
+  documented beside TRAIN_MEM_MB, with room to spare; not yet measured. The training rules' benchmark files
+  (logs/train/*.benchmark.tsv, column max_rss) record each job's peak, from which these can be set.
+* Disk (MB): declared where a step writes much (the paper scale's downloads and checkpoints).
+
+A cluster's limits differ: a profile overrides any of these per rule (`set-resources`, `set-threads`).
+"""
+
+from __future__ import annotations
+
+import math
+
+from nlpbench.provenance import planned_device
+
+CPU_TRAIN_THREADS = 1
+GPU_TRAIN_THREADS = 4
+WHOLE_MACHINE = 1024            # more cores than a machine has: Snakemake gives a local job at most --cores
+
+RUNTIME_MARGIN = 3.0
+RUNTIME_SLACK_MINUTES = 10
+SMALL_SCALES = ("smoke", "cpu")  # the scales measured in results/costs.tsv; any other is sized as the paper's
+
+# minutes of a training job whose family has no measured group at this scale
+DEFAULT_TRAIN_MINUTES = {
+    "smoke": {"default": 30},
+    "cpu": {"default": 12 * 60},
+    # docs/acvi.md projects 13.4 (ASA) to 20.5 (ACVI, paper form) GPU-hours per CNN/DM run; the SQuAD tables
+    # take about 130 GPU-hours over their groups (the timing benchmark on an H100)
+    "paper": {"default": 24 * 60, "acvi": 36 * 60, "squad": 36 * 60},
+}
+
+# peak memory of one training job, MB: (smoke and cpu scales, paper scale)
+TRAIN_MEM_MB = {
+    "memnet": (2000, 8000),      # bAbI: vocabularies of a few hundred words, stories of at most 320 sentences
+    "dmn": (2000, 8000),
+    "textgen": (4000, 16000),    # SNLI / QG / dialog vocabularies with 300-d GloVe rows
+    "squad": (6000, 32000),      # SQuAD v1.1 train with GloVe 840B rows of its vocabulary, char embeddings
+    "acvi": (4000, 32000),       # CNN/DM: 287k article-summary pairs held as token ids, 50k vocabulary
+}
+DEFAULT_MEM_MB = (4000, 16000)
+DATA_MEM_MB = (4000, 16000)      # a data step: the paper scale streams GloVe 840B and reads CNN/DM
+TARGET_MEM_MB = 4000             # a table or output: reads its runs' metrics and checkpoints
+SMALL_MEM_MB = 2000              # the index, the report
+
+TRAIN_DISK_MB_PAPER = 10_000     # a paper-scale group's checkpoints
+DATA_DISK_MB_PAPER = 20_000      # the largest download (CNN/DM) and what is derived from it
+DATA_MINUTES = {"smoke": 30, "cpu": 60, "paper": 6 * 60}   # the paper scale downloads several GB
+TARGET_MINUTES = 60
+BENCHMARK_MINUTES = 6 * 60
+SMALL_MINUTES = 15
+
+
+def _small(scale: str) -> bool:
+    return scale in SMALL_SCALES
+
+
+def runs_here(workflow) -> bool:
+    """Whether the host that plans a Snakemake run also runs its jobs: no cluster executor, and not a job that a
+    cluster node runs. Known only once the run starts (Snakemake reads the Snakefile before it chooses the
+    executor), so the rules ask it per job."""
+    return bool(workflow.local_exec and not workflow.remote_exec)
+
+
+def gpus(device: str, runs_here: bool) -> int:
+    """GPUs a training job requests for params.yaml's `device`; `runs_here`: the host that plans the run runs
+    its jobs (Snakemake's local execution)."""
+    if device == "auto" and not runs_here:
+        return 0
+    return 1 if planned_device(device) == "cuda" else 0
+
+
+def train_threads(gpu: int) -> int:
+    return GPU_TRAIN_THREADS if gpu else CPU_TRAIN_THREADS
+
+
+def benchmark_threads(runs_here: bool) -> int:
+    return WHOLE_MACHINE if runs_here else 1
+
+
+def _minutes(seconds: float) -> int:
+    """A limit in whole minutes, rounded up to 5, for a job measured at `seconds`."""
+    raw = seconds * RUNTIME_MARGIN / 60 + RUNTIME_SLACK_MINUTES
+    return int(math.ceil(raw / 5) * 5)
+
+
+def train_runtime(group: str, family: str, scale: str, costs: dict[str, dict]) -> int:
+    """Minutes a training job may run (see the module's note)."""
+    own = costs.get(group)
+    if own is not None and own["scale"] == scale:
+        return _minutes(own["seconds"])
+    family_rows = [r["seconds"] for r in costs.values() if r["family"] == family and r["scale"] == scale]
+    if family_rows:
+        return _minutes(max(family_rows))
+    defaults = DEFAULT_TRAIN_MINUTES.get(scale, DEFAULT_TRAIN_MINUTES["paper"])
+    return defaults.get(family, defaults["default"])
+
+
+def train(group: str, family: str, scale: str, costs: dict[str, dict]) -> dict:
+    """A training rule's run time, memory and (at the paper scale) disk; its GPUs: gpus()."""
+    small = _small(scale)
+    out = {"runtime": train_runtime(group, family, scale, costs),
+           "mem_mb": TRAIN_MEM_MB.get(family, DEFAULT_MEM_MB)[0 if small else 1]}
+    if not small:
+        out["disk_mb"] = TRAIN_DISK_MB_PAPER
+    return out
+
+
+def data(scale: str) -> dict:
+    """A data step's resources (one thread)."""
+    small = _small(scale)
+    out = {"runtime": DATA_MINUTES.get(scale, DATA_MINUTES["paper"]), "mem_mb": DATA_MEM_MB[0 if small else 1]}
+    if not small:
+        out["disk_mb"] = DATA_DISK_MB_PAPER
+    return out
+
+
+def target(on_demand: bool) -> dict:
+    """A table's or output's run time and memory; a benchmark (on demand) also takes the device it times
+    (gpus()) and, on a cluster, a node of its own (benchmark_slurm_extra)."""
+    return {"runtime": BENCHMARK_MINUTES if on_demand else TARGET_MINUTES, "mem_mb": TARGET_MEM_MB}
+
+
+def benchmark_slurm_extra(runs_here: bool) -> str:
+    return "" if runs_here else "--exclusive"
+
+
+def small() -> dict:
+    """The index and the report."""
+    return {"runtime": SMALL_MINUTES, "mem_mb": SMALL_MEM_MB}

@@ -1,0 +1,194 @@
+"""The GPU a job requests follows params.yaml's `device`, several GPUs run several training jobs each on its own
+device, and every rule declares what a cluster scheduler needs (threads, run time, memory)."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nlpbench import gpu_slots, resources
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _copy_project(tmp_path: Path) -> None:
+    for item in ("Snakefile", "params.yaml", "overrides.yaml", "pipeline", "results"):
+        (shutil.copytree if (REPO / item).is_dir() else shutil.copy)(REPO / item, tmp_path / item)
+
+
+def _env(**extra) -> dict:
+    return {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}", **extra}
+
+
+def _planned_jobs(tmp_path: Path, *args: str) -> dict[str, dict]:
+    """rule name -> {"threads": int, "resources": {name: value}} of every job a dry run plans (with more cores
+    than any rule asks for: Snakemake cuts a local job's threads to --cores)."""
+    done = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--cores", "64", *args], cwd=tmp_path,
+                          env=_env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:] + done.stdout[-3000:]
+    jobs, rule = {}, None
+    for line in done.stdout.splitlines():
+        if line.startswith(("rule ", "localrule ")):
+            rule = line.split()[1].rstrip(":")
+            jobs[rule] = {"threads": 1, "resources": {}}
+        elif rule and line.strip().startswith("threads:"):
+            jobs[rule]["threads"] = int(line.split(":", 1)[1])
+        elif rule and line.strip().startswith("resources:"):
+            pairs = [p.split("=", 1) for p in line.split(":", 1)[1].split(", ")]
+            jobs[rule]["resources"] = {k.strip(): v.strip() for k, v in pairs}
+    return jobs
+
+
+def test_device_cuda_plans_gpu_training_jobs_on_a_host_without_a_gpu(tmp_path):
+    """A CPU-only login node plans a GPU run: every training job requests one GPU, with threads of its own (not
+    the planning host's --cores); with device=cpu none does."""
+    _copy_project(tmp_path)
+    cuda = _planned_jobs(tmp_path, "--config", "device=cuda", "scale=smoke")
+    train = {r: j for r, j in cuda.items() if r.startswith("train_")}
+    assert train and all(j["resources"]["gpu"] == "1" for j in train.values())
+    assert {j["threads"] for j in train.values()} == {resources.GPU_TRAIN_THREADS}
+    assert all(j["resources"].get("gpu", "0") == "0" for r, j in cuda.items() if r.startswith(("data_", "table_")))
+    cpu = _planned_jobs(tmp_path, "--config", "device=cpu", "scale=smoke")
+    assert {cpu[r]["resources"]["gpu"] for r in train} == {"0"} and {cpu[r]["threads"] for r in train} == {1}
+
+
+def test_device_auto_requests_a_gpu_only_where_the_planning_host_runs_the_jobs():
+    assert resources.gpus("cuda", runs_here=False) == 1 and resources.gpus("cpu", runs_here=True) == 0
+    assert resources.gpus("auto", runs_here=False) == 0         # a cluster: set device: cuda to ask for GPUs
+    import torch
+    assert resources.gpus("auto", runs_here=True) == int(torch.cuda.is_available())
+
+
+FOUR_GPUS_SNAKEFILE = '''
+import sys
+from nlpbench import plan as nb_plan
+from nlpbench import resources as nb_res
+from nlpbench import status as nb_status
+from nlpbench.family import DataStep, TrainGroup
+
+SET, SCALE, COSTS, PYTHON = "--set device=cuda", "smoke", {{}}, sys.executable
+GROUPS = [f"g{{i}}" for i in range({n})]
+PLAN = nb_plan.Plan({{"d": DataStep("d", "data/d.ready")}},
+                    {{g: TrainGroup(g, f"runs/{{g}}.json", needs=("d",)) for g in GROUPS}}, {{}},
+                    {{g: "memnet" for g in GROUPS}})
+train_gpu = lambda *_: nb_res.gpus("cuda", True)
+train_threads = lambda *_: nb_res.train_threads(train_gpu())
+TRAIN_PRIORITY = {{g: 0 for g in GROUPS}}
+rule_name = nb_plan.rule_name
+
+include: {repo!r} + "/pipeline/data.smk"
+include: {repo!r} + "/pipeline/train.smk"
+
+rule all:
+    default_target: True
+    input: [PLAN.groups[g].done for g in GROUPS]
+'''
+
+# stands in for the nlpbench command: a training job records the devices it sees and when it ran
+FAKE_TRAINER = '''#!{python}
+import json, os, pathlib, sys, time
+args = sys.argv[1:]
+kind = args[args.index("--set") + 2]
+name = args[args.index("--set") + 3]
+out = pathlib.Path("data/d.ready" if kind == "data" else f"runs/{{name}}.json")
+start = time.time()
+if kind == "train":
+    time.sleep({seconds})
+    with open("jobs.jsonl", "a") as f:
+        f.write(json.dumps({{"group": name, "devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+                            "start": start, "end": time.time()}}) + "\\n")
+out.parent.mkdir(parents=True, exist_ok=True)
+out.write_text("")
+'''
+
+
+def test_four_gpus_run_four_training_jobs_at_once_each_on_a_device_of_its_own(tmp_path):
+    """A machine showing four GPUs (a fake device list) and `--resources gpu=4`: eight training jobs run four at a
+    time, and jobs that run at the same time see different devices."""
+    (tmp_path / "Snakefile").write_text(FOUR_GPUS_SNAKEFILE.format(n=8, repo=str(REPO)))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nlpbench").write_text(FAKE_TRAINER.format(python=sys.executable, seconds=4))
+    (bin_dir / "nlpbench").chmod(0o755)
+    env = _env(CUDA_VISIBLE_DEVICES="0,1,2,3", NLPBENCH_GPU_LOCKS=str(tmp_path / "locks"))
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
+    done = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "16", "--resources", "gpu=4"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    jobs = [json.loads(line) for line in (tmp_path / "jobs.jsonl").read_text().splitlines()]
+    assert len(jobs) == 8 and {j["devices"] for j in jobs} == {"0", "1", "2", "3"}
+    most = 0
+    for job in jobs:
+        beside = [o for o in jobs if o["start"] < job["end"] and job["start"] < o["end"]]   # itself included
+        assert len({o["devices"] for o in beside}) == len(beside), beside      # never two on one device
+        most = max(most, len(beside))
+    assert most == 4
+
+
+def test_a_job_waits_for_a_device_another_job_holds(tmp_path):
+    locks = tmp_path / "locks"
+    first, fds = gpu_slots.claim(1, ["0", "1"], locks)
+    second, more = gpu_slots.claim(1, ["0", "1"], locks)
+    assert first != second
+    gpu_slots.POLL_SECONDS, old = 0.05, gpu_slots.POLL_SECONDS
+    try:
+        import threading
+        got = []
+        waiter = threading.Thread(target=lambda: got.append(gpu_slots.claim(1, ["0", "1"], locks)))
+        waiter.start()
+        waiter.join(0.5)
+        assert waiter.is_alive() and not got          # both taken: it waits
+        for fd in fds:
+            os.close(fd)
+        waiter.join(5)
+        assert got and got[0][0] == first             # the freed one
+        for fd in got[0][1] + more:
+            os.close(fd)
+    finally:
+        gpu_slots.POLL_SECONDS = old
+
+
+def test_more_gpus_than_the_machine_shows_is_a_clear_error(tmp_path):
+    env = _env(CUDA_VISIBLE_DEVICES="0", NLPBENCH_GPU_LOCKS=str(tmp_path / "locks"))
+    done = subprocess.run([sys.executable, "-m", "nlpbench.gpu_slots", "2", "--", "true"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and re.search(r"2 GPUs requested, this machine shows 1", done.stderr), done.stderr
+
+
+def test_scale_auto_follows_the_configured_device_on_any_host():
+    """`scale: auto` with `device: cuda` is the paper scale even where this host has no GPU (a login node)."""
+    from nlpbench import config
+    params = config.load(REPO / "params.yaml", {"device": "cuda"})
+    assert params["scale"] == "paper"
+    assert config.load(REPO / "params.yaml", {"device": "cpu"})["scale"] == "cpu"
+
+
+# the warnings `snakemake --lint` still gives, each for a reason: SET and PYTHON are read by every rule's shell
+# from the Snakefile (as params they would join Snakemake's params trigger and rerun every finished job of an
+# existing clone), and the rules run in the installed environment, not in a per-rule conda environment
+EXPLAINED_LINT = {"Shell command directly uses variable SET from outside of the rule",
+                  "Shell command directly uses variable PYTHON from outside of the rule",
+                  "Specify a conda environment or container for each rule."}
+
+
+def test_snakemake_lint_gives_only_the_explained_warnings(tmp_path):
+    _copy_project(tmp_path)
+    done = subprocess.run([sys.executable, "-m", "snakemake", "--lint", "--config", "scale=smoke"], cwd=tmp_path,
+                          env=_env(), capture_output=True, text=True, timeout=300)
+    warnings = {line.strip()[2:].rstrip(":") for line in (done.stdout + done.stderr).splitlines()
+                if line.startswith("    * ")}
+    assert warnings and warnings <= EXPLAINED_LINT, warnings - EXPLAINED_LINT
+
+
+def test_a_training_jobs_run_time_comes_from_its_measured_cost_with_a_margin():
+    costs = {"g1": {"family": "memnet", "scale": "cpu", "seconds": 600.0},
+             "g2": {"family": "memnet", "scale": "cpu", "seconds": 1200.0}}
+    assert resources.train_runtime("g1", "memnet", "cpu", costs) == 40        # 600 s x 3 + 10 min
+    assert resources.train_runtime("new", "memnet", "cpu", costs) == 70       # the family's longest, x 3 + 10
+    assert resources.train_runtime("new", "acvi", "paper", costs) == resources.DEFAULT_TRAIN_MINUTES["paper"]["acvi"]
+    assert resources.train("g1", "memnet", "cpu", costs)["mem_mb"] == resources.TRAIN_MEM_MB["memnet"][0]
