@@ -371,3 +371,17 @@ def test_docs_data_md_holds_the_rendered_tables() -> None:
     text = (REPO / "docs" / "data.md").read_text(encoding="utf-8")
     assert catalog.table_markdown() in text, "docs/data.md: paste the output of python -m nlpbench.data.catalog"
     assert catalog.checksum_markdown() in text
+
+
+def test_data_all_runs_every_step_of_the_scale_each_after_what_it_reads(capsys) -> None:
+    """`nlpbench --set scale=paper data --all` fetches every paper-scale data set: every step of the plan, in an
+    order where each step comes after the steps it reads; naming steps and --all together, or neither, is refused."""
+    from nlpbench import cli, plan, registry
+    p = plan.make(registry.load(REPO / "params.yaml", {"scale": "paper"}))
+    order = cli.in_order(p.data)
+    assert sorted(order) == sorted(p.data)
+    assert all(order.index(need) < order.index(step) for step in order for need in p.data[step].needs
+               if need in p.data)
+    assert {"squad", "squad-vectors", "snli", "qg", "dialog"} <= set(order)
+    assert cli.main(["--set", "scale=paper", "data"]) == 2
+    assert "name the steps" in capsys.readouterr().err

@@ -94,13 +94,30 @@ def cmd_data(args) -> None:
     p = plan.make(params)
     steps = {**shared.SHARED_STEPS, **p.data}
     mirror = args.mirror or params.get("mirror")
-    for step in args.steps:
+    if args.all == bool(args.steps):
+        raise config.ConfigError("data: name the steps (`nlpbench plan` lists them) or pass --all, not both")
+    for step in (in_order(p.data) if args.all else args.steps):
         _known(steps, step, "data step", params)
         owner = p.owner.get(step, "core")
         if owner == "core":
             print(shared.prepare(step, Path(args.data), mirror))
         else:
             print(registry.get(owner).prepare(step, params, _paths(args), mirror))
+
+
+def in_order(data: dict) -> list[str]:
+    """Every data step of a plan, each after the steps it reads."""
+    done: list[str] = []
+
+    def visit(step: str) -> None:
+        if step in done or step not in data:
+            return
+        for need in data[step].needs:
+            visit(need)
+        done.append(step)
+    for step in data:
+        visit(step)
+    return done
 
 
 def cmd_train(args) -> None:
@@ -250,7 +267,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results", default="results", help="results directory (default results/)")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("data", help="prepare data steps: download (or copy from a mirror), verify, derive")
-    p.add_argument("steps", nargs="+", metavar="step", help="a step id (`nlpbench plan` lists them), e.g. babi")
+    p.add_argument("steps", nargs="*", metavar="step", help="a step id (`nlpbench plan` lists them), e.g. babi")
+    p.add_argument("--all", action="store_true",
+                   help="every data step of the chosen scale (at --set scale=paper: every paper-scale download)")
     p.add_argument("--mirror", help="offline mirror directory (else params.yaml mirror, else $NLPBENCH_MIRROR)")
     p.set_defaults(func=cmd_data)
     p = sub.add_parser("train", help="train the runs of one group (`nlpbench plan` lists them)")
