@@ -141,3 +141,27 @@ def test_a_snakemake_run_past_its_timeout_is_stopped_with_its_jobs(tmp_path):
     time.sleep(0.5)
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)                       # the job's shell is gone too
+
+
+def test_an_interrupted_snakemake_run_in_a_clone_is_stopped_with_its_jobs(tmp_path):
+    """snakemake runs in a session of its own (so that a timeout can stop its jobs): Ctrl-C of the caller must
+    still stop them rather than leave them running."""
+    import signal
+
+    def interrupt(*_):
+        raise KeyboardInterrupt
+
+    (tmp_path / "Snakefile").write_text('rule slow:\n    output: "x"\n    shell: "echo $$ > pid; sleep 120; touch x"\n')
+    old = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.alarm(8)
+        with pytest.raises(KeyboardInterrupt):
+            clone.snakemake(tmp_path, {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"},
+                            ["--cores", "1"], tmp_path / "log")
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    pid = int((tmp_path / "pid").read_text())
+    time.sleep(0.5)
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
