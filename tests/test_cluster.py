@@ -78,6 +78,7 @@ PLAN = nb_plan.Plan({{"d": DataStep("d", "data/d.ready")}},
                     {{g: "memnet" for g in GROUPS}})
 train_gpu = lambda *_: nb_res.gpus("cuda", True)
 train_threads = lambda *_: nb_res.train_threads(train_gpu())
+CPU_ENV = gpu_env = {repo!r} + "/envs/nlpbench.yaml"    # used under --sdm conda only
 TRAIN_PRIORITY = {{g: 0 for g in GROUPS}}
 rule_name = nb_plan.rule_name
 

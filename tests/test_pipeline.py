@@ -368,6 +368,7 @@ import sys
 TRAIN_PRIORITY, COSTS = {{NAME: 0}}, {{}}
 train_gpu, train_threads, runs_here = (lambda *_: 0), (lambda *_: 1), (lambda *_: True)
 PYTHON = sys.executable
+CPU_ENV = gpu_env = {repo!r} + "/envs/nlpbench.yaml"    # used under --sdm conda only
 rule_name = nb_plan.rule_name
 
 include: {repo!r} + "/pipeline/data.smk"
