@@ -34,6 +34,12 @@ SCALE = PARAMS["scale"]
 runs_here = lambda *_: nb_res.runs_here(workflow)    # the planning host runs the jobs (no cluster executor)
 train_gpu = lambda *_: nb_res.gpus(PARAMS["device"], runs_here())
 train_threads = lambda *_: nb_res.train_threads(train_gpu())
+# The software each job runs in under `snakemake --sdm conda` (without it, the rules run in the installed
+# environment): envs/nlpbench.yaml (CPU build of torch) for every job, envs/nlpbench-cuda.yaml (CUDA 13 build) for a
+# job that takes a GPU. Both install their lock file of envs/lock/ with hashes; the path is the repository's, as an
+# included file's relative path would be read from pipeline/.
+CPU_ENV = str(Path(workflow.basedir) / "envs" / "nlpbench.yaml")
+gpu_env = lambda *_: str(Path(workflow.basedir) / "envs" / ("nlpbench-cuda.yaml" if train_gpu() else "nlpbench.yaml"))
 COSTS = nb_status.read_costs()
 PYTHON = sys.executable                   # the Python that has nlpbench (the rules' small helpers run in it)
 # Longest expected training job first (results/costs.tsv), so that the short ones fill the cores at the end; a data
@@ -68,6 +74,8 @@ rule studies:   # the reading pilots, seed-spread studies and additions behind t
     threads: 1
     resources:
         **nb_res.small(),
+    conda:
+        CPU_ENV
     shell:
         "nlpbench index > {log:q} 2>&1 || (tail -n 15 {log:q} >&2; exit 1); date -u > {output.done:q}"
 

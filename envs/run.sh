@@ -7,6 +7,8 @@
 #   bash envs/run.sh tables [snakemake args]   install if needed, then regenerate every table
 #                                              (scale auto: cpu on a CPU, paper on a GPU)
 #   bash envs/run.sh test   [pytest args]      install if needed, with the test tools, then run the test suite
+#   bash envs/run.sh gpu-check [--dry-run]     install if needed, then check the pipeline on this machine's GPU in at
+#                                              most 8 minutes and append its figures to docs/gpu.md
 #   bash envs/run.sh lock   [--cpu | --cuda 12 | --cuda 13] [uv pip compile args]
 #                                              rewrite the lock files (all four without a choice; needs the network)
 # NLPBENCH_TORCH=cpu|cu12|cu13 chooses the build for tables and test too; NLPBENCH_VENV another venv directory.
@@ -178,8 +180,13 @@ case "$cmd" in
   lock)
     lock "$@"
     ;;
+  gpu-check)
+    parse_build "$@"
+    install "$BUILD"
+    PATH="$VENV/bin:$PATH" exec "$VENV/bin/python" -m nlpbench.timing.gpu_check ${ARGS[@]+"${ARGS[@]}"}
+    ;;
   *)
-    echo "usage: bash envs/run.sh {install|tables|test|lock} [args...]" >&2
+    echo "usage: bash envs/run.sh {install|tables|test|lock|gpu-check} [args...]" >&2
     exit 2
     ;;
 esac

@@ -18,6 +18,8 @@ for _step in PLAN.data.values():
         threads: 1
         resources:
             **nb_res.data(SCALE),
+        conda:
+            CPU_ENV
         params:
             step=_step.id,
         shell:

@@ -26,6 +26,8 @@ for _t in PLAN.targets.values():
             gpu=train_gpu if _t.on_demand else 0,
             slurm_extra=(lambda wildcards: nb_res.benchmark_slurm_extra(runs_here())) if _t.on_demand else "",
             **nb_res.target(_t.on_demand),
+        conda:
+            gpu_env if _t.on_demand else CPU_ENV
         params:   # a changed declaration or table-building code reruns the target (Snakemake's params trigger)
             declaration=nb_plan.declaration_digest(PARAMS, _t),
             builder=nb_plan.builder_version(PLAN.owner[_t.key]),
@@ -51,6 +53,8 @@ rule index:     # after the documents' tables (`all`); `snakemake studies` refre
     threads: 1
     resources:
         **nb_res.small(),
+    conda:
+        CPU_ENV
     shell:
         "nlpbench index > {log:q} 2>&1 || (tail -n 15 {log:q} >&2; exit 1)"
 
@@ -67,5 +71,7 @@ rule report:    # `snakemake report`: the tables and the index if they are stale
     threads: 1
     resources:
         **nb_res.small(),
+    conda:
+        CPU_ENV
     shell:
         "nlpbench report --out {output:q} > {log:q} 2>&1 || (tail -n 15 {log:q} >&2; exit 1)"

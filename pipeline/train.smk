@@ -20,6 +20,8 @@ for _group in PLAN.groups.values():
         resources:
             gpu=train_gpu,
             **nb_res.train(_group.id, PLAN.owner[_group.id], SCALE, COSTS),
+        conda:
+            gpu_env
         params:
             group=_group.id,
         shell:   # gpu_slots: the job's own device(s) among the machine's, or none when it requests none

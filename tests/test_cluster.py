@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _copy_project(tmp_path: Path) -> None:
-    for item in ("Snakefile", "params.yaml", "overrides.yaml", "pipeline", "results"):
+    for item in ("Snakefile", "params.yaml", "overrides.yaml", "pipeline", "results", "envs"):
         (shutil.copytree if (REPO / item).is_dir() else shutil.copy)(REPO / item, tmp_path / item)
 
 
@@ -78,6 +78,7 @@ PLAN = nb_plan.Plan({{"d": DataStep("d", "data/d.ready")}},
                     {{g: "memnet" for g in GROUPS}})
 train_gpu = lambda *_: nb_res.gpus("cuda", True)
 train_threads = lambda *_: nb_res.train_threads(train_gpu())
+CPU_ENV = gpu_env = {repo!r} + "/envs/nlpbench.yaml"    # used under --sdm conda only
 TRAIN_PRIORITY = {{g: 0 for g in GROUPS}}
 rule_name = nb_plan.rule_name
 
@@ -170,10 +171,9 @@ def test_scale_auto_follows_the_configured_device_on_any_host():
 
 # the warnings `snakemake --lint` still gives, each for a reason: SET and PYTHON are read by every rule's shell
 # from the Snakefile (as params they would join Snakemake's params trigger and rerun every finished job of an
-# existing clone), and the rules run in the installed environment, not in a per-rule conda environment
+# existing clone). Every rule names its conda environment, so no "Specify a conda environment" warning remains.
 EXPLAINED_LINT = {"Shell command directly uses variable SET from outside of the rule",
-                  "Shell command directly uses variable PYTHON from outside of the rule",
-                  "Specify a conda environment or container for each rule."}
+                  "Shell command directly uses variable PYTHON from outside of the rule"}
 
 
 def test_snakemake_lint_gives_only_the_explained_warnings(tmp_path):
@@ -183,6 +183,42 @@ def test_snakemake_lint_gives_only_the_explained_warnings(tmp_path):
     warnings = {line.strip()[2:].rstrip(":") for line in (done.stdout + done.stderr).splitlines()
                 if line.startswith("    * ")}
     assert warnings and warnings <= EXPLAINED_LINT, warnings - EXPLAINED_LINT
+
+
+_RULE_ENVS = """
+import sys
+from pathlib import Path
+from snakemake.api import SnakemakeApi
+from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings
+with SnakemakeApi(OutputSettings()) as api:
+    workflow = api.workflow(resource_settings=ResourceSettings(cores=1), snakefile=Path("Snakefile"),
+                            workdir=Path("."), config_settings=ConfigSettings(config={"scale": "smoke",
+                                                                                      "device": sys.argv[1]}))
+    for rule in workflow._workflow.rules:
+        env = rule.expand_conda_env({})
+        print(rule.name, env.file.get_path_or_uri(secret_free=True) if env else "-")
+"""
+
+
+@pytest.mark.parametrize("device, train_env", [("cuda", "nlpbench-cuda.yaml"), ("cpu", "nlpbench.yaml")])
+def test_under_sdm_conda_a_gpu_job_runs_in_the_cuda_environment_and_every_other_job_in_the_cpu_one(
+        tmp_path, device, train_env):
+    _copy_project(tmp_path)
+    done = subprocess.run([sys.executable, "-c", _RULE_ENVS, device], cwd=tmp_path, env=_env(),
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    envs = dict(line.split(" ", 1) for line in done.stdout.splitlines())
+    from nlpbench import config, plan
+    the_plan = plan.make(config.load(REPO / "params.yaml", {"scale": "smoke"}))
+    benchmarks = {plan.rule_name("output", t.key) for t in the_plan.targets.values() if t.on_demand}
+    assert benchmarks and benchmarks <= set(envs)
+    for rule, env in envs.items():
+        if rule == "all":                                   # no command: nothing to run in an environment
+            continue
+        gpu_job = rule.startswith("train_") or rule in benchmarks   # the benchmarks time the GPU they take
+        want = tmp_path / "envs" / (train_env if gpu_job else "nlpbench.yaml")
+        assert Path(env) == want and want.is_file(), (rule, env)
+    assert sum(r.startswith("train_") for r in envs) > 10
 
 
 def test_a_training_jobs_run_time_comes_from_its_measured_cost_with_a_margin():

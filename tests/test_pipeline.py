@@ -25,7 +25,7 @@ def _cells(path: Path) -> dict[tuple[str, str], dict]:
 
 @pytest.mark.slow
 def test_smoke_dag_runs_from_download_to_tables(tmp_path, mirror_dir):
-    for item in ("Snakefile", "params.yaml", "overrides.yaml", "pipeline"):
+    for item in ("Snakefile", "params.yaml", "overrides.yaml", "pipeline", "envs"):
         (shutil.copytree if (REPO / item).is_dir() else shutil.copy)(REPO / item, tmp_path / item)
     # an extra experiment on en-10k, whose task-3 training file the offline mirror lacks
     params = inline_declarations(tmp_path)          # the homes as one mapping, to cut down
@@ -206,7 +206,7 @@ def _jobs(done: subprocess.CompletedProcess) -> set[str]:
 def test_the_readme_commands_run(tmp_path):
     """README quick start: every snakemake command as written (dry run), the override reaching the runs, the
     one-table command scheduling that table, and the ablation of 'Adding an ablation' pasted into params.yaml."""
-    for item in ("Snakefile", "params.yaml", "overrides.yaml", "pipeline"):
+    for item in ("Snakefile", "params.yaml", "overrides.yaml", "pipeline", "envs"):
         (shutil.copytree if (REPO / item).is_dir() else shutil.copy)(REPO / item, tmp_path / item)
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     commands = _readme_commands()
@@ -234,7 +234,7 @@ def test_the_readme_commands_run(tmp_path):
 
 def test_a_failed_data_step_says_why_on_the_console(tmp_path):
     """An empty mirror: the step fails, its reason reaches the console (not only its log), nothing is marked done."""
-    for item in ("Snakefile", "params.yaml", "overrides.yaml", "pipeline"):
+    for item in ("Snakefile", "params.yaml", "overrides.yaml", "pipeline", "envs"):
         (shutil.copytree if (REPO / item).is_dir() else shutil.copy)(REPO / item, tmp_path / item)
     (tmp_path / "empty").mkdir()
     env = {**os.environ, "NLPBENCH_MIRROR": str(tmp_path / "empty"),
@@ -271,7 +271,7 @@ def test_a_data_step_runs_before_the_shorter_training_jobs_of_the_longest_group_
     """Snakemake orders ready jobs by priority and passes none on to a job's inputs: the task-16 pattern and
     augmented data steps, left at priority 0, waited behind every bAbI training job of the DMN tables (stop 40's
     end-to-end measurement ran them 81 minutes in), and the augmented network, a ten-minute job, started last."""
-    for item in ("Snakefile", "params.yaml", "overrides.yaml", "pipeline", "results/costs.tsv"):
+    for item in ("Snakefile", "params.yaml", "overrides.yaml", "pipeline", "envs", "results/costs.tsv"):
         (tmp_path / item).parent.mkdir(parents=True, exist_ok=True)
         (shutil.copytree if (REPO / item).is_dir() else shutil.copy)(REPO / item, tmp_path / item)
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
@@ -312,7 +312,7 @@ def test_a_new_end_to_end_record_makes_its_benchmark_stale(tmp_path):
     """`nlpbench end-to-end` rewrites a record that an on-demand benchmark cites; the benchmark did not list it
     among its inputs, so `snakemake output_shen_thesis_dmn_timing` found nothing to do after a new measurement
     (stop 41 had to --forcerun it)."""
-    for item in ("Snakefile", "params.yaml", "overrides.yaml", "pipeline"):
+    for item in ("Snakefile", "params.yaml", "overrides.yaml", "pipeline", "envs"):
         (shutil.copytree if (REPO / item).is_dir() else shutil.copy)(REPO / item, tmp_path / item)
     record = tmp_path / "results/shen-thesis/end-to-end-dmn-thesis-epochs.json"
     built = [tmp_path / "results/shen-thesis/dmn-timing.md", tmp_path / "runs/_tables/cpu/shen-thesis/dmn-timing.done"]
@@ -368,6 +368,7 @@ import sys
 TRAIN_PRIORITY, COSTS = {{NAME: 0}}, {{}}
 train_gpu, train_threads, runs_here = (lambda *_: 0), (lambda *_: 1), (lambda *_: True)
 PYTHON = sys.executable
+CPU_ENV = gpu_env = {repo!r} + "/envs/nlpbench.yaml"    # used under --sdm conda only
 rule_name = nb_plan.rule_name
 
 include: {repo!r} + "/pipeline/data.smk"
@@ -420,7 +421,7 @@ def test_every_rule_quotes_the_names_it_passes_to_the_shell(tmp_path):
 def test_snakemake_config_reads_a_number_written_as_text_as_the_number(tmp_path):
     """`--config memnet='{train: {lr: 1e-2}}'`: YAML 1.1 reads 1e-2 as text; the pipeline plans the runs of 0.01."""
     from nlpbench import config, plan
-    for item in ("Snakefile", "params.yaml", "overrides.yaml", "pipeline"):
+    for item in ("Snakefile", "params.yaml", "overrides.yaml", "pipeline", "envs"):
         (shutil.copytree if (REPO / item).is_dir() else shutil.copy)(REPO / item, tmp_path / item)
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     done = _dry_run("snakemake --cores 1 --config 'memnet={train: {lr: 1e-2}}'", tmp_path, env)

@@ -216,7 +216,7 @@ def test_report_of_the_committed_results_holds_every_table_and_figure(tmp_path):
 
 @pytest.mark.slow
 def test_snakemake_report_at_the_smoke_scale_holds_each_table(tmp_path, mirror_dir):
-    for item in ("Snakefile", "params.yaml", "overrides.yaml", "pipeline"):
+    for item in ("Snakefile", "params.yaml", "overrides.yaml", "pipeline", "envs"):
         (shutil.copytree if (REPO / item).is_dir() else shutil.copy)(REPO / item, tmp_path / item)
     params = inline_declarations(tmp_path)          # the homes as one mapping, cut to one table of one task
     table2 = params["tables"]["tolias-thesis"]["2"]

@@ -176,7 +176,7 @@ def _minutes(limit: str) -> int:
 def test_a_smoke_table_is_built_through_the_slurm_profile(slurm_cluster, tmp_path):
     """Table 16 at the smoke scale through profiles/slurm: every job goes through sbatch with --time and --mem
     (scontrol shows each rule's runtime and mem_mb), the training jobs train and the table is written."""
-    for item in ("Snakefile", "params.yaml", "overrides.yaml", "pipeline", "results", "profiles"):
+    for item in ("Snakefile", "params.yaml", "overrides.yaml", "pipeline", "envs", "results", "profiles"):
         (shutil.copytree if (REPO / item).is_dir() else shutil.copy)(REPO / item, tmp_path / item)
     env = {**slurm_cluster, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     before = {j["JobId"] for j in _jobs(env)}

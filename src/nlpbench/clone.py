@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -41,9 +42,29 @@ def scratch_clone(repo: Path, commit: str, mirror: str | None, prefix: str = "nl
         yield clone, env
 
 
-def snakemake(clone: Path, env: dict, args: list[str], log_path: Path) -> int:
-    """Run snakemake with `args` in a scratch clone, its output to `log_path`; its exit status."""
+def _stop(proc: subprocess.Popen) -> None:
+    """Stop a process started in a session of its own, and every job it started (SIGTERM, then SIGKILL)."""
+    for sig, grace in ((signal.SIGTERM, 15), (signal.SIGKILL, None)):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=grace)
+            return
+
+
+def snakemake(clone: Path, env: dict, args: list[str], log_path: Path, timeout: float | None = None) -> int:
+    """Run snakemake with `args` in a scratch clone, its output to `log_path`; its exit status. After `timeout`
+    seconds snakemake and the jobs it started are stopped and the status is 124; so are they when this process
+    is interrupted (Ctrl-C)."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "w") as out:
-        return subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=clone, env=env, stdout=out,
-                              stderr=subprocess.STDOUT).returncode
+        proc = subprocess.Popen([sys.executable, "-m", "snakemake", *args], cwd=clone, env=env, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)   # its jobs share its group
+        try:
+            return proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _stop(proc)
+            return 124
+        except BaseException:
+            _stop(proc)
+            raise

@@ -22,6 +22,8 @@ BENCHMARKS = {
     "squad": ((".md",), ("squad", "squad-vectors")),
     "acvi": ((".md", ".csv"), ("acvi-qg",)),
 }
+# the benchmarks that time params.yaml's `device` (GPU rows on a GPU); the DMN and ACVI benchmarks time the CPU
+ON_DEVICE = ("memnet", "squad")
 
 
 class Timing:
