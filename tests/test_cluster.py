@@ -114,7 +114,7 @@ def test_four_gpus_run_four_training_jobs_at_once_each_on_a_device_of_its_own(tm
     (tmp_path / "Snakefile").write_text(FOUR_GPUS_SNAKEFILE.format(n=8, repo=str(REPO)))
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "nlpbench").write_text(FAKE_TRAINER.format(python=sys.executable, seconds=4))
+    (bin_dir / "nlpbench").write_text(FAKE_TRAINER.format(python=sys.executable, seconds=10))
     (bin_dir / "nlpbench").chmod(0o755)
     env = _env(CUDA_VISIBLE_DEVICES="0,1,2,3", NLPBENCH_GPU_LOCKS=str(tmp_path / "locks"))
     env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
