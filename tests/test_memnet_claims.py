@@ -261,3 +261,10 @@ def test_a_game_cell_reports_the_seed_validation_chooses_with_the_spread_of_the_
     cell = cells[("100 / Accuracy", "Baseline / MemN2N")]
     assert cell.reproduced == 70.0 and cell.seeds == {0: 90.0, 1: 70.0}
     assert cell.detail.startswith("seed 1 chosen by validation (80.0)")
+
+
+def test_the_attention_tables_name_their_runs_as_the_project_does_not_by_this_disks_path():
+    """Tables 3-5 list the runs they read as runs/<group>/<run>, whatever --runs pointed at."""
+    for name in ("3", "4", "5"):
+        text = (REPO / "results" / "tolias-thesis" / f"{name}.md").read_text()
+        assert "`runs/" in text and "`/" not in text, name

@@ -8,7 +8,7 @@ import statistics
 from datetime import datetime, timezone
 from pathlib import Path
 
-from nlpbench import config, io, results_index
+from nlpbench import config, io, results_index, rundirs
 from nlpbench.config import Declared
 from nlpbench.memnet.groups import Group, all_groups, column_key, declaration_groups, dof_by_role
 from nlpbench.data import babi
@@ -66,7 +66,7 @@ def attention_table(params: dict, d: Declared, data_root: Path, runs_root: Path,
         answer = pred.vocab.itos[int(probs.argmax())]
         hops = [int(att[h, : len(facts)].argmax()) for h in range(att.shape[0])]
         picks[column] = (hops, answer)
-        used[column] = str(run_dir)
+        used[column] = str(rundirs.RUNS / run_dir.relative_to(runs_root))   # as the project names it, not this disk
     lines = [f"# Table {table}: attention per hop, task {task} ({babi.TASK_NAMES[task]}), en-1k test story #{story}",
              "", f"Generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC} at code commit {code_commit()}, scale "
              f"`{params['scale']}`, from the runs the validation set selects for each column (A-10):", ""]
