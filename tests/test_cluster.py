@@ -7,11 +7,12 @@ import re
 import shutil
 import subprocess
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 
-from nlpbench import gpu_slots, resources
+from nlpbench import gpu_slots, resources, status
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -228,3 +229,32 @@ def test_a_training_jobs_run_time_comes_from_its_measured_cost_with_a_margin():
     assert resources.train_runtime("new", "memnet", "cpu", costs) == 70       # the family's longest, x 3 + 10
     assert resources.train_runtime("new", "acvi", "paper", costs) == resources.DEFAULT_TRAIN_MINUTES["paper"]["acvi"]
     assert resources.train("g1", "memnet", "cpu", costs)["mem_mb"] == resources.TRAIN_MEM_MB["memnet"][0]
+
+
+def test_a_training_jobs_memory_comes_from_its_measured_peak_with_a_margin(tmp_path):
+    costs = {"g1": {"family": "memnet", "scale": "cpu", "seconds": 600.0, "peak_mb": 700.0},
+             "g2": {"family": "memnet", "scale": "cpu", "seconds": 60.0, "peak_mb": 1600.0},
+             "g3": {"family": "memnet", "scale": "cpu", "seconds": 60.0, "peak_mb": None}}
+    assert resources.train_mem_mb("g1", "memnet", "cpu", costs) == 1500        # 700 x 2, up to 500
+    assert resources.train_mem_mb("g3", "memnet", "cpu", costs) == 3500        # the family's largest peak x 2
+    assert resources.train_mem_mb("new", "memnet", "paper", costs) == resources.TRAIN_MEM_MB["memnet"][1]
+    # the peak comes from Snakemake's benchmark file; a row measured before peaks were kept gains its peak
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    header = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
+    (logs / "g1.benchmark.tsv").write_text(header + "601.0\t0:10:01\t812.5\t1.0\t1.0\t1.0\t0\t0\t90\t600\n")
+    (logs / "g2.benchmark.tsv").write_text(header + "60.0\t0:01:00\t-\t-\t-\t-\t-\t-\t-\t-\n")
+    assert status.job_measurement(logs, "g1") == (601.0, 812.5) and status.job_measurement(logs, "g2") == (60.0, None)
+    path = tmp_path / "costs.tsv"
+    stamp = datetime.fromtimestamp((logs / "g1.benchmark.tsv").stat().st_mtime, timezone.utc).strftime("%Y-%m-%d")
+    old = {"g1": {"group": "g1", "family": "memnet", "scale": "cpu", "seconds": 601.0, "peak_mb": None,
+                  "device": "an earlier device", "measured": stamp, "source": "s"}}
+    status.write_costs(old, path)
+
+    class Plan:
+        groups = {"g1": None, "g2": None}
+        owner = {"g1": "memnet", "g2": "memnet"}
+    assert status.refresh_costs(Plan(), "cpu", "cpu (test)", logs, path) == 2
+    after = status.read_costs(path)
+    assert after["g1"]["peak_mb"] == 812.0 and after["g1"]["device"] == "an earlier device"   # the same job
+    assert after["g2"]["peak_mb"] is None and after["g2"]["seconds"] == 60.0

@@ -141,6 +141,97 @@ def test_ff_dmn_has_no_recurrence_and_ignores_fact_order():
     assert not torch.allclose(dmn(shuffled, n_facts, queries)[0], dmn(stories, n_facts, queries)[0], atol=1e-5)
 
 
+# -- ff-DMN's readings of §6.5.2 (dmn.model: ffn_layers, ffn_activation, question_in_update) ------------------
+
+ONE_LAYER_FF_DMN = [     # the ff-DMN's parameters before the readings were keys: names, shapes, registration order
+    ("embedding.weight", (V, D)), ("sentence_ffn.weight", (D, D)), ("sentence_ffn.bias", (D,)),
+    ("question_ffn.weight", (D, D)), ("question_ffn.bias", (D,)), ("gate.W1.weight", (D, 4 * D)),
+    ("gate.W1.bias", (D,)), ("gate.W2.weight", (1, D)), ("gate.W2.bias", (1,))] + [
+    (f"update.{i}.{p}", (D, D) if p == "weight" else (D,)) for i in range(3) for p in ("weight", "bias")] + [
+    ("answer.weight", (A, 2 * D))]
+
+
+def _by_hand(model: DMN, stories, n_facts, queries, ffn, update) -> torch.Tensor:
+    """ff-DMN's logits from its own weights: f_t = ffn(PE(x_t)), q = ffn_q(PE(question)), gates (6.8-6.10),
+    c^i (6.16), m^i = update(i, c^i, q), answer (6.5)."""
+    mask = torch.arange(M) < n_facts.unsqueeze(-1)
+    s = model.pe(model.embedding(stories), (stories != 0).sum(-1))
+    f = ffn(s, model.sentence_ffn) * mask.unsqueeze(-1)
+    q = ffn(model.pe(model.embedding(queries), (queries != 0).sum(-1)), model.question_ffn or model.sentence_ffn)
+    m = q
+    for i in range(3):
+        g = model.gate(f, q, m, mask)
+        m = update(i, torch.einsum("bm,bmd->bd", g, f), q)
+    return model.answer(torch.cat([q, m], -1))
+
+
+def test_ff_dmn_default_reading_is_the_one_layer_model_bit_for_bit():
+    """The defaults (one ReLU layer per FNN, the update from c^i alone) are the ff-DMN as it was: the same
+    parameters in the same order (so the same initial draws from the seed) and the same logits, bit for bit."""
+    cfg = DMNConfig(V, A, variant="ff-dmn", dim=D)
+    assert (cfg.ffn_layers, cfg.ffn_activation, cfg.question_in_update) == (1, "relu", False)
+    model = _model("ff-dmn")
+    assert [(n, tuple(p.shape)) for n, p in model.named_parameters()] == ONE_LAYER_FF_DMN
+    stories, n_facts, queries = _batch(4)
+    expected = _by_hand(model, stories, n_facts, queries, lambda x, layer: torch.relu(layer(x)),
+                        lambda i, c, q: torch.relu(model.update[i](c)))
+    assert torch.equal(model(stories, n_facts, queries), expected)
+
+
+@pytest.mark.parametrize("share_ffn", [False, True])
+def test_two_layer_fnns_stack_a_second_layer_on_sentences_and_question(share_ffn):
+    model = _model("ff-dmn", ffn_layers=2, share_ffn=share_ffn)
+    names = [n for n, _ in model.named_parameters()]
+    assert "sentence_ffn_deeper.0.weight" in names and "sentence_ffn_deeper.1.weight" not in names
+    assert ("question_ffn_deeper.0.weight" in names) != share_ffn and not has_recurrence(model)
+    stories, n_facts, queries = _batch(4)
+    sentence, question = model.sentence_ffn_deeper[0], (model.sentence_ffn_deeper if share_ffn
+                                                          else model.question_ffn_deeper)[0]
+
+    def two(x, first):          # FNN(x) = ReLU(W2 ReLU(W1 x + b1) + b2), each FNN its own second layer
+        return torch.relu((sentence if first is model.sentence_ffn else question)(torch.relu(first(x))))
+    logits = model(stories, n_facts, queries)
+    assert logits.shape == (B, A)
+    assert torch.allclose(logits, _by_hand(model, stories, n_facts, queries, two,
+                                           lambda i, c, q: torch.relu(model.update[i](c))), atol=1e-6)
+    one = _by_hand(model, stories, n_facts, queries, lambda x, layer: torch.relu(layer(x)),
+                   lambda i, c, q: torch.relu(model.update[i](c)))
+    assert not torch.allclose(logits, one, atol=1e-3)          # the second layer is used
+
+
+def test_tanh_fnns_and_the_question_in_the_memory_update():
+    stories, n_facts, queries = _batch(5)
+    tanh = _model("ff-dmn", ffn_activation="tanh")
+    f = tanh.encode_facts(stories, n_facts)
+    assert f.min() < 0 and torch.allclose(
+        tanh(stories, n_facts, queries),
+        _by_hand(tanh, stories, n_facts, queries, lambda x, layer: torch.tanh(layer(x)),
+                 lambda i, c, q: torch.relu(tanh.update[i](c))), atol=1e-6)
+    model = _model("ff-dmn", question_in_update=True)
+    assert all(layer.in_features == 2 * D for layer in model.update)       # W^(i) reads [c^i; q]
+    c, q = torch.randn(B, D), torch.randn(B, D)
+    assert torch.equal(model.memory_update(0, q, c, q), torch.relu(model.update[0](torch.cat([c, q], -1))))
+    assert not torch.allclose(model.memory_update(0, q, c, q), model.memory_update(0, q, c, -q))   # q matters
+    default = _model("ff-dmn")
+    assert torch.equal(default.memory_update(0, q, c, q), default.memory_update(0, -q, c, -q))     # not by default
+    assert torch.allclose(model(stories, n_facts, queries), _by_hand(
+        model, stories, n_facts, queries, lambda x, layer: torch.relu(layer(x)),
+        lambda i, c, q: torch.relu(model.update[i](torch.cat([c, q], -1)))), atol=1e-6)
+    # neither reading brings the fact order back
+    perm = torch.tensor([4, 0, 6, 2, 5, 1, 3])
+    shuffled = stories.clone()
+    shuffled[0] = stories[0, perm]
+    for m in (model, _model("ff-dmn", ffn_layers=2)):
+        assert torch.allclose(m(shuffled, n_facts, queries), m(stories, n_facts, queries), atol=1e-5)
+
+
+def test_bad_ff_dmn_readings_are_named():
+    with pytest.raises(ValueError, match="model.ffn_layers=0 must be at least 1"):
+        DMN(DMNConfig(V, A, variant="ff-dmn", ffn_layers=0))
+    with pytest.raises(ValueError, match="model.ffn_activation: unknown value 'gelu'"):
+        DMN(DMNConfig(V, A, variant="ff-dmn", ffn_activation="gelu"))
+
+
 def test_ensemble_is_the_average_of_the_two_softmaxes():
     ff, dmn = _model("ff-dmn", 1), _model("dmn+", 2)
     stories, n_facts, queries = _batch(3)
@@ -241,13 +332,14 @@ def test_resume_gives_the_same_result_as_an_uninterrupted_run(task1, tmp_path):
         other.fit(tmp_path / "ckpt.pt")
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
-def test_plain_forward_of_the_timing_benchmark_equals_the_model(variant):
+@pytest.mark.parametrize("variant, readings", [(v, {}) for v in VARIANTS] + [
+    ("ff-dmn", {"ffn_layers": 2, "question_in_update": True, "ffn_activation": "tanh"})])
+def test_plain_forward_of_the_timing_benchmark_equals_the_model(variant, readings):
     """timing.plain_dmn (the padded baseline the DMN timing benchmark measures) computes the same logits and gradients
     as DMN.forward for the same weights and dropout generator, in training and in evaluation mode."""
     from nlpbench.timing.plain_dmn import plain_logits
     stories, n_facts, queries = _batch(3)
-    model = _model(variant).train()
+    model = _model(variant, **readings).train()
     ours = model(stories, n_facts, queries, generator=torch.Generator().manual_seed(5))
     grads = torch.autograd.grad(ours.logsumexp(-1).sum(), list(model.parameters()), allow_unused=True)
     plain = plain_logits(model, stories, n_facts, queries, torch.Generator().manual_seed(5))

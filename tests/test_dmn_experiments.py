@@ -312,3 +312,147 @@ def test_a_job_trains_its_item_only_and_writes_its_marker_last(params, tmp_path,
     assert trained == [("task4", s) for s in g.seeds]
     assert io.read_json(dg.job_done(g, "task4", tmp_path / "runs")) == summary
     assert summary["wall_time_s"] == 2.0 * len(g.seeds)
+
+
+# -- seeds: five for the pattern and augmented networks, every seed's value in a cell ---------------------------
+
+def test_pattern_and_augmented_networks_train_five_seeds_and_the_task_groups_keep_their_ids(params):
+    """dmn.seeds_by_kind gives the 13 pattern and augmented networks five seeds; the task groups of Tables
+    6.5-6.7 keep dmn.seeds and so their group ids (their runs stay valid)."""
+    groups = dg.all_groups(params)
+    seeds = {(g.model, g.kind): g.seeds for g in groups.values() if g.group_id in
+             {x.group_id for t in ("6.2", "6.3", "6.4", "6.5", "6.6", "6.7") for x in dg.table_groups(params, t)}}
+    assert seeds == {("dmn+", "patterns"): (0, 1, 2, 3, 4), ("dmn+", "augmented"): (0, 1, 2, 3, 4),
+                     ("modmn+", "patterns"): (0, 1, 2, 3, 4), ("dmn+", "tasks"): (0,), ("ff-dmn", "tasks"): (0,)}
+    one_seed = copy.deepcopy(params)
+    del one_seed["dmn"]["seeds_by_kind"]                       # as before the key existed: dmn.seeds for all
+    before = {(g.model, g.kind): g.group_id for g in dg.all_groups(one_seed).values()}
+    after = {(g.model, g.kind): g.group_id for g in groups.values() if g.seeds in ((0,), (0, 1, 2, 3, 4))}
+    for key in (("dmn+", "tasks"), ("ff-dmn", "tasks")):
+        assert after[key] == before[key]
+    for key in (("dmn+", "patterns"), ("dmn+", "augmented"), ("modmn+", "patterns")):
+        assert after[key] != before[key]
+    # a table's own seeds win over the kind's; `tasks: null` is dmn.seeds
+    p = config.load(REPO / "params.yaml", {"scale": "cpu", "dmn.seeds": [3], "dmn.seeds_by_kind.patterns": [7, 8]})
+    p["tables"]["shen-thesis"]["6.4"]["seeds"] = [9]
+    assert dg.column_groups(p, "6.2")["Trained Network / 1"]["dmn+"].seeds == (7, 8)
+    assert dg.column_groups(p, "6.4")["Trained pattern / 1"]["modmn+"].seeds == (9,)
+    assert dg.column_groups(p, "6.5")["ff-DMN"]["ff-dmn"].seeds == (3,)
+
+
+def test_a_pattern_cell_is_the_seed_validation_picks_and_carries_every_seeds_value(params, tmp_path):
+    runs, results = tmp_path / "runs", tmp_path / "results"
+    dmn = dg.column_groups(params, "6.2")["Trained Network / 1"]["dmn+"]
+    assert dmn.seeds == (0, 1, 2, 3, 4)
+    # three of the five seeds have finished: seed 1 has the highest validation accuracy, seed 2 the best test
+    for seed, val, own in ((0, 0.60, 0.70), (1, 0.75, 0.66), (2, 0.50, 0.90)):
+        _write_run(dmn, runs, "pattern1", seed, {f"pattern{j}": own if j == 1 else 0.4 for j in range(1, 7)},
+                   val_acc=val)
+    _write_group(dmn, runs)
+    paths = _build(params, "6.2", runs, results, tmp_path)
+    with open(paths["csv"], newline="") as f:
+        cells = {(r["row"], r["column"]): r for r in csv.DictReader(f)}
+    cell = cells[("1", "Trained Network / 1")]
+    assert float(cell["reproduced"]) == pytest.approx(66.0)          # seed 1's, never the best test value
+    assert cell["seeds"] == "0:70 1:66 2:90"
+    assert cell["note"].startswith("seed 1 of 3 (the highest validation accuracy, 75.0), epoch 5 of 7")
+    stored = {c["row"] + "|" + c["column"]: c for c in io.read_json(paths["json"])["cells"]}
+    assert stored["1|Trained Network / 1"]["seeds"] == [[0, 70.0], [1, 66.0], [2, 90.0]]
+    md = Path(paths["md"]).read_text()
+    assert "66.0 (66.0–90.0)" in md                                   # the value and our seeds' range
+    assert ("Seeds: each cell is the run of the seed with the highest validation accuracy (never test), judged "
+            "against the spread of all our seeds; the range beside a value spans our 3 seeds.") in md
+    assert ("Over the 6 cells with several seeds the range is 0.0 points wide at the median and 24.0 at the widest "
+            "(Trained Network / 1, test pattern 1).") in md and "seeds [0, 1, 2, 3, 4]" in md
+
+
+def test_the_ensemble_carries_a_value_per_seed_both_members_trained(tmp_path):
+    p = config.load(REPO / "params.yaml", {"scale": "cpu", "dmn.seeds": [0, 1]})
+    runs, results = tmp_path / "runs", tmp_path / "results"
+    cols = dg.column_groups(p, "6.7")
+    ff, dmn = cols["Ensemble"]["ff-dmn"], cols["Ensemble"]["dmn+"]
+    gold = torch.tensor([0, 1])
+    probs = {0: torch.tensor([[0.9, 0.1], [0.6, 0.4]]), 1: torch.tensor([[0.4, 0.6], [0.2, 0.8]])}
+    for g in (ff, dmn):
+        for seed in (0, 1):                     # seed 0: each member right once, the average too; seed 1: both
+            p_seed = probs[seed] if g is ff or seed == 1 else torch.tensor([[0.7, 0.3], [0.3, 0.7]])
+            _write_run(g, runs, "task1", seed, {"test": float((p_seed.argmax(-1) == gold).float().mean())},
+                       val_acc=0.5 + 0.1 * seed)
+            torch.save({"answers": ["a", "b"], "probs": {"test": p_seed}, "gold": {"test": gold}},
+                       g.run_dir(runs, "task1", seed) / "test_probs.pt")
+    paths = _build(p, "6.7", runs, results, tmp_path)
+    stored = {c["row"] + "|" + c["column"]: c for c in io.read_json(paths["json"])["cells"]}
+    ens = stored["1|Ensemble"]
+    assert ens["seeds"] == [[0, 100.0], [1, 50.0]] and ens["reproduced"] == pytest.approx(50.0)   # seed 1 chosen
+    assert "ff-DMN seed 1, DMN+ seed 1" in ens["detail"]
+
+
+# -- ff-DMN's readings: keys that leave the ids alone at their defaults ------------------------------------------
+
+def test_ff_dmn_readings_leave_every_id_alone_at_their_defaults_and_change_only_ff_dmn_groups(params):
+    documents = copy.deepcopy(params)               # Tables 6.2-6.7 (the pilot sets the keys in its columns)
+    del documents["tables"]["shen-thesis"]["pilot-ffdmn"]
+    assert all(params["dmn"]["model"][k] == v for (section, k), v in dg.HASH_NEUTRAL.items() if section == "model")
+    old = copy.deepcopy(documents)                  # the configuration before the keys existed
+    for key in dg.FF_DMN_ONLY:
+        del old["dmn"]["model"][key]
+    assert set(dg.groups_by_id(old)) == set(dg.groups_by_id(documents))
+    for key, value in (("ffn_layers", 2), ("ffn_activation", "tanh"), ("question_in_update", True)):
+        p = copy.deepcopy(documents)
+        p["dmn"]["model"][key] = value
+        changed = set(dg.groups_by_id(p)) ^ set(dg.groups_by_id(documents))
+        assert changed and all(gid.startswith("dmn-ffdmn-") for gid in changed), key
+        assert set(dg.all_datasets(p)) == set(dg.all_datasets(documents))
+    g = dg.column_groups(params, "6.5")["DMN+ (ours)"]["dmn+"]
+    assert not set(dg.FF_DMN_ONLY) & set(g.settings["model"])        # DMN+ runs do not read them
+
+
+# -- the reading pilot: validation accuracy, mean over seeds ----------------------------------------------------
+
+def test_the_ff_dmn_pilot_reads_mean_validation_accuracy_over_five_seeds_never_test(params, tmp_path):
+    from nlpbench import plan
+    runs, results = tmp_path / "runs", tmp_path / "results"
+    decl = dg.dmn_tables(params)["pilot-ffdmn"]
+    assert decl["study"] and plan.make(params).targets["shen-thesis/pilot-ffdmn"].study
+    cols = dg.column_groups(params, "pilot-ffdmn")
+    groups = {name: members["ff-dmn"] for name, members in cols.items()}
+    assert list(groups) == ["Default reading", "Two-layer FNNs", "Question in the update"]
+    for g in groups.values():
+        assert g.seeds == (0, 1, 2, 3, 4) and g.items == ("task16", "task17", "task19")
+    table65 = dg.column_groups(params, "6.5")["ff-DMN"]["ff-dmn"]
+    assert groups["Default reading"].settings == table65.settings          # Table 6.5's reading, five seeds
+    assert groups["Two-layer FNNs"].settings["model"]["ffn_layers"] == 2
+    assert groups["Question in the update"].settings["model"]["question_in_update"] is True
+    for k, g in enumerate(groups.values()):
+        for task in (16, 17, 19):
+            for seed in range(5):          # test accuracy 0.99 everywhere: a cell that read it would show 99
+                _write_run(g, runs, f"task{task}", seed, {"test": 0.99}, val_acc=0.5 + 0.1 * k + 0.01 * seed)
+        _write_group(g, runs)
+    paths = _build(params, "pilot-ffdmn", runs, results, tmp_path)
+    with open(paths["csv"], newline="") as f:
+        cells = {(r["row"], r["column"]): r for r in csv.DictReader(f)}
+    assert float(cells[("16", "Default reading")]["reproduced"]) == pytest.approx(52.0)     # mean of 50..54
+    assert float(cells[("19", "Question in the update")]["reproduced"]) == pytest.approx(72.0)
+    assert cells[("17", "Two-layer FNNs")]["seeds"] == "0:60 1:61 2:62 3:63 4:64"
+    assert cells[("mean", "Two-layer FNNs")]["seeds"] == "0:60 1:61 2:62 3:63 4:64"
+    assert float(cells[("mean", "Two-layer FNNs")]["reproduced"]) == pytest.approx(62.0)
+    assert "test never read" in cells[("16", "Default reading")]["note"]
+    md = Path(paths["md"]).read_text()
+    assert "Reading pilot (addition): ff-DMN validation accuracy" in md and "passes (>= 95%)" not in md
+    assert "every seed counts: a cell is their mean validation accuracy; test accuracy is never read" in md
+    assert ("Columns with settings of their own, over the ones above: Two-layer FNNs: `model.ffn_layers` = 2; "
+            "Question in the update: `model.question_in_update` = True.") in md
+    assert "99" not in "".join(cells[(r, c)]["reproduced"] for r in ("16", "17", "19", "mean") for c in groups)
+
+
+def test_a_validation_report_needs_task_rows_and_a_single_model(params):
+    p = copy.deepcopy(params)
+    p["tables"]["shen-thesis"]["6.2"]["report"] = "validation"
+    with pytest.raises(config.ConfigError, match=r"6\.2\.columns\.Trained Network / 1: report: validation reads"):
+        dg.all_groups(p)
+    p = copy.deepcopy(params)
+    p["tables"]["shen-thesis"]["6.7"]["report"] = "validation"
+    with pytest.raises(config.ConfigError, match=r"6\.7\.columns\.Ensemble: report: validation reads"):
+        dg.all_groups(p)
+    with pytest.raises(config.ConfigError, match="report"):
+        config.load(REPO / "params.yaml", {"tables.shen-thesis.pilot-ffdmn.report": "best"})

@@ -25,7 +25,7 @@ def load(scale: str, overrides: dict | None = None) -> dict:
 
 
 def test_the_family_is_wired_with_nine_tables_and_shared_configurations():
-    params = load("cpu")
+    params = load("paper")
     assert registry.get("squad").name == "squad"
     assert tuple(sg.tables_of(params)) == TABLES
     configs = sg.all_configs(params)
@@ -33,7 +33,7 @@ def test_the_family_is_wired_with_nine_tables_and_shared_configurations():
     # and Table 4.4's BiDAF, DCN and QANet, each with its own similarity and with T-trilinear
     assert len(configs) == 46
     gid = lambda sim, out, ps=None, rd=None: sg.group_id(params, sg.Config(sim, out, ps, rd))  # noqa: E731
-    # RIG_1 / RIG_3 of Table 5.2 are the trilinear O_1 / O_2 runs of Table 4.2 (spec §0.4), SAN's is general-3 O_1
+    # RIG_1 / RIG_3 of Table 5.2 are the trilinear O_1 / O_2 runs of Table 4.2, SAN's is general-3 O_1
     groups = {name: set(registry.get("squad").targets(params)[i].groups) for i, name in enumerate(TABLES)}
     assert gid("trilinear", "O_1") in groups["4.2"] & groups["5.2"] & groups["4.3"]
     assert gid("general-3", "O_1") in groups["3.1"] & groups["4.2"]
@@ -45,13 +45,32 @@ def test_the_family_is_wired_with_nine_tables_and_shared_configurations():
     assert all(g.startswith(("squad-bidaf-", "squad-dcn-", "squad-qanet-")) for g in full)
     # a model's own sizes are in its group's settings, so a scale that shrinks them gives other runs
     bidaf = sg.Config("trilinear", None, None, None, "bidaf")
-    assert sg.group_id(params, bidaf) != sg.group_id(load("cpu", {"squad.full_models.bidaf.model.hidden": 8}), bidaf)
-    assert sg.group_settings(load("paper"), bidaf)["train"]["epochs"] == 12       # BiDAF's own 12 epochs
+    assert sg.group_id(params, bidaf) != sg.group_id(load("paper", {"squad.full_models.bidaf.model.hidden": 8}), bidaf)
+    assert sg.group_settings(params, bidaf)["train"]["epochs"] == 12       # BiDAF's own 12 epochs
     assert len(plan.make(params).groups) >= 40
-    # the scales change the settings, hence the ids; the seeds are five at cpu and paper
+    # the scales change the settings, hence the ids; five seeds at paper, three at cpu
     assert sg.group_id(load("smoke"), sg.Config("trilinear", "O_1", None, None)) != gid("trilinear", "O_1")
-    assert params["squad"]["seeds"] == load("paper")["squad"]["seeds"] == [0, 1, 2, 3, 4]
+    assert params["squad"]["seeds"] == [0, 1, 2, 3, 4] and load("cpu")["squad"]["seeds"] == [0, 1, 2]
 
+
+def test_the_cpu_scale_trains_only_the_rows_its_claims_can_test():
+    params = load("cpu")
+    configs = sg.all_configs(params)
+    assert {(c.similarity, c.output) for c in configs.values()} == {
+        (s, o) for s in ("bilinear", "trilinear", "cosine") for o in ("O_1", "O_2")}
+    assert set(plan.make(params).groups) >= set(configs)
+    cells = {(r, c): (part, cfg) for r, c, part, cfg in sg.cells_of(params, "4.2")}
+    assert cells[("trilinear", "O_1 / EM")][1] == sg.Config("trilinear", "O_1", None, None)
+    part, cfg = cells[("FNN", "O_2 / F1")]
+    assert cfg is None and part["paper_only"]
+    built, _ = x.table_cells(params, "4.2", Path("/nonexistent-runs"))
+    by_key = {(c.row, c.column): c.status for c in built}
+    assert by_key[("FNN", "O_1 / EM")] == "paper_only" and by_key[("cosine", "O_1 / EM")] == "not_run"
+    # the loss curves draw only what this scale trains; a trained_rows naming no row is an error naming the table
+    assert [label for _, label, _ in sg.loss_lines(params, params["outputs"]["shen-thesis"]["fig4.4"], "o")] == \
+        ["trilinear", "trilinear"]
+    with pytest.raises(ConfigError, match=r"tables.shen-thesis.4.2.trained_rows: no row 'bilineer'"):
+        load("cpu", {"tables.shen-thesis.4.2.trained_rows": ["bilineer"]})
 
 
 def test_the_heatmaps_train_their_own_configurations_when_no_table_does():
@@ -83,7 +102,7 @@ def _fake_run(runs: Path, params: dict, cfg: sg.Config, em: dict[int, float]) ->
 
 
 def test_a_cell_is_the_max_over_seeds_and_keeps_every_seed(tmp_path):
-    params = load("cpu")
+    params = load("paper")
     tri, bil = sg.Config("trilinear", "O_1", None, None), sg.Config("bilinear", "O_1", None, None)
     _fake_run(tmp_path, params, tri, {0: 10.0, 1: 14.0, 2: 12.0, 3: 11.0})
     cells, per_seed = x.table_cells(params, "4.2", tmp_path)
@@ -97,31 +116,38 @@ def test_a_cell_is_the_max_over_seeds_and_keeps_every_seed(tmp_path):
     assert bil not in sg.table_configs(params, "4.3")
 
 
-def _claim_notes(params: dict, name: str, per_seed: dict) -> list[str]:
-    """The core's claim lines for table `name` judged on these per-seed values {(row, column): {seed: value}}."""
+def _claim_notes(params: dict, name: str, per_seed: dict, declared: list[dict] | None = None) -> list[str]:
+    """The core's claim lines for table `name` (its own claims, or `declared`) judged on these per-seed values
+    {(row, column): {seed: value}}."""
     from nlpbench import claims, notes, tables
     decl = params["tables"]["shen-thesis"][name]
     cells = notes.TableCells("shen-thesis")
     cells.add(name, x.row_names(decl), list(decl["columns"]),
               [tables.Cell(r, c, max(v.values()), seeds=v) for (r, c), v in per_seed.items()])
-    return claims.lines(decl.get("claims") or [], name, cells)
+    return claims.lines(declared if declared is not None else decl.get("claims") or [], name, cells)
+
+
+T_ABOVE = [{"kind": "above", "rows": ["T-trilinear", "trilinear"], "text": "T-trilinear above trilinear",
+            "columns": ["O_1 / EM", "O_1 / F1", "O_2 / EM", "O_2 / F1"]}]
+ORDER = [{"kind": "order", "rows": ["RIG_1", "RIG_2", "RIG_3", "RIG_4", "RIG_5"], "columns": ["EM", "F1"],
+          "text": "RIG_1 < RIG_2 < RIG_3 < RIG_4 < RIG_5"}]
 
 
 def test_claims_say_whether_the_difference_exceeds_the_seed_spread():
-    params = load("cpu")
+    params = load("paper")
     clear = {("T-trilinear", c): {s: 20.0 + s * 0.1 for s in range(5)} for c in ("O_1 / EM", "O_2 / EM")}
     clear.update({("trilinear", c): {s: 10.0 + s * 0.1 for s in range(5)} for c in ("O_1 / EM", "O_2 / EM")})
-    text = " ".join(_claim_notes(params, "4.3", clear))
+    text = " ".join(_claim_notes(params, "4.3", clear, T_ABOVE))
     assert "O_1 / EM): in our numbers it holds, and the difference is larger than the seed spread" in text
     assert "T-trilinear ahead in 5 of 5 paired seeds" in text
     assert "O_1 / F1): no cells to judge yet" in text
     noisy = {k: {s: (v + (8.0 if s % 2 else -8.0)) if k[0] == "trilinear" else v for s, v in vals.items()}
              for k, vals in clear.items()}
     noisy[("trilinear", "O_1 / EM")] = {0: 2.0, 1: 20.0, 2: 3.0, 3: 19.0, 4: 18.0}   # mean 12.4, SD 8.9
-    assert "O_1 / EM): in our numbers it holds, but not beyond the seed spread" in " ".join(_claim_notes(params, "4.3", noisy))
+    assert "O_1 / EM): in our numbers it holds, but not beyond the seed spread" in " ".join(_claim_notes(params, "4.3", noisy, T_ABOVE))
     order = {(r, "EM"): {s: v + s for s in range(5)} for r, v in
              (("RIG_1", 5.0), ("RIG_2", 4.0), ("RIG_3", 6.0), ("RIG_4", 7.0), ("RIG_5", 8.0))}
-    notes = " ".join(_claim_notes(params, "5.2", order))
+    notes = " ".join(_claim_notes(params, "5.2", order, ORDER))
     assert "EM): in our numbers it does not hold: our order, lowest first (best of seeds): RIG_2 < RIG_1 < RIG_3 < " \
            "RIG_4 < RIG_5" in notes
 
@@ -150,7 +176,8 @@ def test_the_smoke_scale_builds_every_table_end_to_end(tmp_path, mirror_dir):
         if name == "4.4":      # every cell is a run of ours; the reference keeps the published originals beside
             assert summary["n_cited"] == 0 and len(rows) == 12
             assert {r["paper"] for r in rows if r["row"] == "BiDAF"} == {"67.7", "77.3", "68.5", "77.9"}
-            assert "Claim (§4.3: T-trilinear improves each model (EM); T-trilinear / EM against" in md and "BiDAF (squad.full_models" in md
+            assert "Claim (§4.3: T-trilinear improves each model (EM)): untestable, gains of 0.3-1.3 EM" in md
+            assert "BiDAF (squad.full_models" in md
         ok = [r for r in rows if r["status"] == "ok"]
         assert ok and all(0 <= float(r["reproduced"]) <= 100 for r in ok)
         assert all("max over seeds (0: " in r["note"] and ", 1: " in r["note"] for r in ok)
@@ -219,10 +246,43 @@ def test_the_resolution_note_says_when_the_seeds_swamp_the_configurations():
     note = x.resolution_note(clear)[0]
     assert "span 20.00 points, larger than" in note and "does not separate" not in note
     assert x.resolution_note({("a", "EM"): {0: 1.0, 1: 2.0}}) == []
+    best_claim = [{"kind": "best", "rows": ["1:1", "5:6", "2:3", "1:2", "1:3", "1:6"], "columns": ["EM"],
+                   "text": "2:3 is best by EM"}]
     best = {(r, "EM"): {0: 5.0, 1: 4.0} for r in ("1:1", "5:6", "1:2", "1:3", "1:6")}
     best[("2:3", "EM")] = {0: 5.5, 1: 4.1}
-    assert "EM): in our numbers it holds, but its lead is not beyond the seed spread" in " ".join(_claim_notes(load("cpu"), "5.5", best))
+    assert "EM): in our numbers it holds, but its lead is not beyond the seed spread" in " ".join(_claim_notes(load("paper"), "5.5", best, best_claim))
     best[("2:3", "EM")] = {0: 9.0, 1: 9.1}
-    assert "EM): in our numbers it holds, and its lead is larger than the seed spread" in " ".join(_claim_notes(load("cpu"), "5.5", best))
+    assert "EM): in our numbers it holds, and its lead is larger than the seed spread" in " ".join(_claim_notes(load("paper"), "5.5", best, best_claim))
     tie = {(r, "EM"): {0: 5.0, 1: 4.0} for r in ("1:1", "5:6", "2:3", "1:2", "1:3", "1:6")}
-    assert "EM): in our numbers it is not decided (best of seeds ties 1:1 with 5:6, 2:3" in " ".join(_claim_notes(load("cpu"), "5.5", tie))
+    assert "EM): in our numbers it is not decided (best of seeds ties 1:1 with 5:6, 2:3" in " ".join(_claim_notes(load("paper"), "5.5", tie, best_claim))
+
+
+def test_a_claim_inside_the_documents_own_spread_is_untestable_and_says_why():
+    params = load("cpu")
+    per_seed = {(r, c): {0: v, 1: v + 1, 2: v + 2} for r, v in (("trilinear", 30.0), ("bilinear", 20.0),
+                                                                ("cosine", 25.0)) for c in ("O_1 / EM", "O_2 / EM")}
+    text = " ".join(_claim_notes(params, "4.2", per_seed))
+    assert "Claim (§4.2: scaling does not help dot-product): untestable, gaps of 0.5 and 0.7 EM, inside the " \
+           "spread of the thesis's own runs" in text
+    assert "trilinear far above bilinear" in text and "in our numbers it holds" in text
+
+
+def test_at_cpu_table_4_2_judges_its_claims_though_its_level_is_not_the_thesiss(tmp_path):
+    """not_comparable with claims_testable: the table's status stays 'not comparable', its large-gap claims are
+    judged on our cells, its sub-point claims are untestable with their reason, and rows it does not train read
+    'paper scale only'."""
+    params = load("cpu")
+    for sim, base in (("trilinear", 30.0), ("bilinear", 20.0), ("cosine", 22.0)):
+        for out, lift in (("O_1", 0.0), ("O_2", 5.0)):
+            _fake_run(tmp_path / "runs", params, sg.Config(sim, out, None, None),
+                      {0: base + lift, 1: base + lift + 0.5, 2: base + lift + 1.0})
+    paths = Paths(tmp_path / "data", tmp_path / "runs", tmp_path / "results")
+    out = build.table(params, "shen-thesis", "4.2", paths)
+    side = json.loads(out["json"].read_text())
+    md = out["md"].read_text()
+    assert side["status"] == "not comparable at this scale"
+    verdicts = {(c["claim"], c["subject"]): c["verdict"] for c in side["claims"]}
+    assert verdicts[("§4.2: trilinear far above bilinear (+14.5 EM under O_1, +6.9 under O_2)", "O_1 / EM")] == "holds"
+    assert verdicts[("§4.2: O_2 beats O_1 for every function but general-2", "")] == "untestable at this scale"
+    rows = list(csv.DictReader(open(out["csv"], newline="")))
+    assert {r["status"] for r in rows if r["row"] == "FNN"} == {"paper_only"} and "paper scale only" in md

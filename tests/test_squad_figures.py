@@ -60,7 +60,7 @@ def _fake_history(runs: Path, params: dict, cfg: sg.Config, losses: dict[int, li
 
 
 def test_loss_curves_have_a_series_per_configuration_and_seed(tmp_path):
-    params = load("cpu")
+    params = load("paper")
     decl = params["outputs"]["shen-thesis"]["fig4.4"]
     tri, t_tri = sg.Config("trilinear", "O_1", None, None), sg.Config("T-trilinear", "O_1", None, None)
     _fake_history(tmp_path, params, tri, {0: [float(v) for v in range(100, 0, -1)], 3: [1.0] * 100})
@@ -84,7 +84,7 @@ def test_loss_curves_have_a_series_per_configuration_and_seed(tmp_path):
 
 
 def test_the_figures_read_the_tables_runs_and_bad_declarations_are_named():
-    params = load("cpu")
+    params = load("paper")
     targets = plan.make(params).targets
     gid = lambda sim, out, ps=None, rd=None: sg.group_id(params, sg.Config(sim, out, ps, rd))  # noqa: E731
     assert all(f"shen-thesis/{name}" in targets for name in FIGURES)

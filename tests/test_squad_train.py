@@ -184,3 +184,53 @@ def test_ema_follows_the_weights_with_warm_up_decay():
     assert ema.shadow["weight"].item() == pytest.approx(1 - 2 / 11)
     averaged = ema.averaged(layer)
     assert averaged.weight.item() == pytest.approx(1 - 2 / 11) and layer.weight.item() == 1.0
+
+
+def test_hold_out_articles_splits_by_article_and_keeps_each_question_with_its_passage():
+    from nlpbench.squad.data import hold_out_articles
+
+    train, _, _, _ = marker_task(90, 10, seed=1, train_articles=3)
+    rest, held = hold_out_articles(train, 1)
+    assert {c["title"] for c in held["contexts"]} == {"train2"}
+    assert {c["title"] for c in rest["contexts"]} == {"train0", "train1"}
+    assert len(rest["examples"]) + len(held["examples"]) == len(train["examples"]) == 90
+    for part in (rest, held):
+        for ex in part["examples"]:
+            ctx = part["contexts"][ex["context"]]
+            assert ctx["text"][ex["answer_start_char"]:].startswith(ex["answers"][0]) and ex["id"].startswith(ctx["title"])
+    with pytest.raises(ValueError, match="cannot hold out 3 of 3 training articles"):
+        hold_out_articles(train, 3)
+
+
+class Interrupt(Exception):
+    pass
+
+
+def test_the_epoch_is_chosen_by_validation_and_the_test_set_is_scored_once(tmp_path):
+    """valid_articles: every epoch is scored on the held-out training articles, the test set only once, with the
+    EMA weights of the epoch of highest validation EM; a run stopped after an epoch resumes to the same numbers."""
+    from nlpbench.squad.train import encode, evaluate, load_trained
+
+    train, test, emb, vocab = marker_task(240, 60, seed=0, train_articles=4)
+    cfg = TrainConfig(model=ModelConfig(hidden=8, embed_adjust=8, similarity="trilinear", output="O_2", dropout=0.2),
+                      epochs=4, batch_size=30, optimizer="adam", lr=0.01, seed=0, valid_articles=1,
+                      eval_every_epoch=True)
+    metrics = run(cfg, train, test, emb, vocab, tmp_path / "straight", log=lambda s: None)
+    history = json.loads((tmp_path / "straight" / "history.json").read_text())
+    assert all("valid" in r and "dev" not in r for r in history["epochs"])      # the test set chose nothing
+    assert history["n_valid"] == metrics["n_valid"] == 60 and history["n_train"] <= 180
+    valid_em = [r["em"] for r in metrics["valid"]]
+    assert metrics["selected_by"] == "validation EM" and metrics["epoch"] == 1 + valid_em.index(max(valid_em))
+    model, _ = load_trained(tmp_path / "straight", emb)                          # model.pt = the chosen weights
+    items = encode(test, {w: i for i, w in enumerate(vocab)}, cfg.eval_max_passage_len, 10**9, False)
+    assert evaluate(model, items, test, cfg, "cpu")["em"] == metrics["em"]
+
+    def stop_at_epoch_3(line: str) -> None:
+        if line.startswith("epoch 3/"):
+            raise Interrupt
+    with pytest.raises(Interrupt):
+        run(cfg, train, test, emb, vocab, tmp_path / "stopped", log=stop_at_epoch_3)
+    assert not (tmp_path / "stopped" / "metrics.json").exists()
+    resumed = run(cfg, train, test, emb, vocab, tmp_path / "stopped", log=lambda s: None)
+    keys = ("em", "f1", "epoch", "valid", "n_train", "n_valid")
+    assert {k: resumed[k] for k in keys} == {k: metrics[k] for k in keys}

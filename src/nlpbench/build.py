@@ -11,7 +11,7 @@ from nlpbench import claims, config, io, judging, notes, paper, registry, result
 from nlpbench.config import ConfigError
 from nlpbench.family import Paths, table_figure
 
-NO_VALUE = ("not_run", "cited", "not_applicable")   # cell statuses that say nothing was trained for the cell
+NO_VALUE = ("not_run", "cited", "not_applicable", "paper_only")   # cell statuses that say nothing was trained for the cell
 
 
 SMOKE_NOTE = ("Scale `smoke`: every rule of the pipeline on a few examples for an epoch or two. These numbers test "
@@ -86,7 +86,7 @@ def declared_claims(d: config.Declared, cells: notes.TableCells | None, result: 
         return []
     claims.check(d.decl["claims"], d.name, cells, f"params.yaml: {d.where}")
     return claims.judged(d.decl["claims"], d.name, cells, result.status, result.count("needs_data") > 0,
-                         result.spec.rules.comparable)
+                         result.spec.rules.comparable, bool(d.decl.get("claims_testable")))
 
 
 def output(params: dict, source: str, name: str, paths: Paths) -> list[Path]:

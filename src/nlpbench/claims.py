@@ -61,7 +61,7 @@ NEEDS = {k: ("a", "b") for k in BOTH_SIDES}
 NEEDS.update({"own_pattern_best": ("a",), "above": ("rows", "columns"), "order": ("rows", "columns"),
               "best": ("rows", "columns"), "above_spread": ("rows", "columns"), "columns_above": ("a", "b", "rows"),
               "close": ("rows", "columns", "within")})
-KEYS = ("kind", "a", "b", "rows", "columns", "within", "printed_as", "text")
+KEYS = ("kind", "a", "b", "rows", "columns", "within", "printed_as", "text", "untestable")
 
 
 def _refs(value, table: str) -> list[tuple[str, str]]:
@@ -386,23 +386,7 @@ def _name(ref: tuple[str, str], table: str) -> str:
 def lines(claims: list[dict], table: str, cells: TableCells) -> list[str]:
     """One line per claim (per column for the kinds judged column by column): the document's sentence, what is
     compared, and the verdict with its numbers, on our cells and, for the kinds that read them, the printed ones."""
-    out = []
-    for c in claims:
-        kind = c["kind"]
-        if kind in PER_COLUMN:
-            for column in _own_columns(c, table):
-                judged = _judge_column(c, table, column, cells)
-                out.append(_line(c["text"], column, [("our numbers", judged)]))
-            continue
-        subject = ""
-        if isinstance(c.get("a"), str) and isinstance(c.get("b"), str):
-            subject = " against ".join(_name(split_ref(c[k], table), table) for k in ("a", "b"))
-        if kind == "columns_above":
-            out.append(_line(c["text"], subject, [("our numbers", _columns_above(c, table, cells))]))
-            continue
-        out.append(_line(c["text"], subject, [("our numbers", _judge(c, table, cells, False)),
-                                              (printed_label(cells.source), _judge(c, table, cells, True))]))
-    return out
+    return [r["sentence"] for r in judged(claims, table, cells, "")]
 
 
 # -- the register: one verdict per claim line, in the categories of a reproduction report --------------------
@@ -412,14 +396,16 @@ UNTESTABLE, NEEDS_DATA = "untestable at this scale", "needs data"
 VERDICTS = (HOLDS, WITHIN_NOISE, NOT_HOLD, REVERSED, UNTESTABLE, NEEDS_DATA)
 
 
-def category(verdict: str | None, table_status: str, needs_data: bool = False) -> str:
+def category(verdict: str | None, table_status: str, needs_data: bool = False, claims_testable: bool = False) -> str:
     """A judged verdict's category ("holds, but not beyond the seed spread" -> holds within noise; `judged` also
     counts a claim that holds in the selected cells but on at most half of our seeds' own cells as holding within
     noise); a claim with
     nothing to judge needs data where the table lacks data (`needs_data`: some of its cells need a data set), and is
-    untestable otherwise, as it is where the table's scale is not comparable with the document."""
+    untestable otherwise, as it is where the table's scale is not comparable with the document, unless the table
+    declares its claims testable there (`claims_testable`: the level of its cells is not the document's, but the
+    orderings its claims state are judged between our own cells)."""
     from nlpbench import judging
-    if table_status == judging.NOT_COMPARABLE:
+    if table_status == judging.NOT_COMPARABLE and not claims_testable:
         return UNTESTABLE
     if verdict is None:
         return NEEDS_DATA if needs_data or table_status == judging.NEEDS_DATA else UNTESTABLE
@@ -452,12 +438,18 @@ def over_seeds(c: dict, table: str, cells: TableCells) -> tuple[int, int] | None
 
 
 def judged(claims: list[dict], table: str, cells: TableCells, table_status: str, needs_data: bool = False,
-           not_comparable: str | None = None) -> list[dict]:
+           not_comparable: str | None = None, claims_testable: bool = False) -> list[dict]:
     """One record per claim line (per column for the kinds judged column by column): the document's sentence, what
-    is compared, the verdict category on our numbers, and the generated sentence with the numbers."""
+    is compared, the verdict category on our numbers, and the generated sentence with the numbers. A claim that
+    declares itself `untestable` (say, a gap inside the document's own run-to-run spread) is not judged: its line
+    gives the reason."""
     out = []
     for c in claims:
         kind = c["kind"]
+        if c.get("untestable"):
+            out.append({"table": table, "claim": c["text"], "subject": "", "verdict": UNTESTABLE,
+                        "sentence": f"Claim ({c['text']}): untestable, {c['untestable'].rstrip('.')}."})
+            continue
         if kind in PER_COLUMN:
             pairs = [(column, [("our numbers", _judge_column(c, table, column, cells))])
                      for column in _own_columns(c, table)]
@@ -473,7 +465,7 @@ def judged(claims: list[dict], table: str, cells: TableCells, table_status: str,
         seeds = over_seeds(c, table, cells) if kind in BOTH_SIDES else None
         for subject, sides in pairs:
             ours = sides[0][1]
-            verdict = category(ours[0] if ours else None, table_status, needs_data)
+            verdict = category(ours[0] if ours else None, table_status, needs_data, claims_testable)
             if ours is not None and seeds is not None:
                 held, n = seeds
                 sides = [(sides[0][0], (ours[0], ours[1] + f" (the selected seeds); on each of our {n} seeds' own "

@@ -206,7 +206,9 @@ def judge_table(statuses: list[str], judged: list[tuple[float, CellVerdict]], ru
     if not has_reference:
         return verdict(ADDITION)
     if n_valued == 0:
-        return verdict(NEEDS_DATA if "needs_data" in statuses else NOT_IMPLEMENTED)
+        if "needs_data" in statuses:
+            return verdict(NEEDS_DATA)
+        return verdict(NOT_IMPLEMENTED if rules.comparable is None else NOT_COMPARABLE)
     if rules.comparable is not None:
         return verdict(NOT_COMPARABLE)
     if not judged or n_within < SHARE_WITHIN * len(judged) or not all(u.within_tolerance for u in units):

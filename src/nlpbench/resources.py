@@ -16,9 +16,10 @@ The rules (pipeline/*.smk) take these values as they are; Snakemake schedules lo
   measured group of its family at this scale, times RUNTIME_MARGIN plus RUNTIME_SLACK_MINUTES (a cluster node is
   not the machine that measured, and a job killed at its limit loses its work); where the family has no
   measurement at this scale, DEFAULT_TRAIN_MINUTES.
-* Memory (MB): per family, an estimate from the data each job holds (vocabularies, GloVe rows, CNN/DM documents),
-  documented beside TRAIN_MEM_MB, with room to spare; not yet measured. The training rules' benchmark files
-  (logs/train/*.benchmark.tsv, column max_rss) record each job's peak, from which these can be set.
+* Memory (MB) of a training job: its group's measured peak (results/costs.tsv, peak_mb: the resident set size
+  Snakemake's benchmark file recorded), else the largest measured peak of its family at this scale, times
+  MEM_MARGIN rounded up to 500 MB; where nothing is measured (the paper scale), an estimate per family from the
+  data each job holds (vocabularies, GloVe rows, CNN/DM documents), documented beside TRAIN_MEM_MB.
 * Disk (MB): declared where a step writes much (the paper scale's downloads and checkpoints).
 
 A cluster's limits differ: a profile overrides any of these per rule (`set-resources`, `set-threads`).
@@ -35,6 +36,8 @@ GPU_TRAIN_THREADS = 4
 WHOLE_MACHINE = 1024            # more cores than a machine has: Snakemake gives a local job at most --cores
 
 RUNTIME_MARGIN = 3.0
+MEM_MARGIN = 2.0                 # a measured peak x 2: another node's libraries and allocator differ
+MIN_MEM_MB = 1000
 RUNTIME_SLACK_MINUTES = 10
 SMALL_SCALES = ("smoke", "cpu")  # the scales measured in results/costs.tsv; any other is sized as the paper's
 
@@ -113,11 +116,25 @@ def train_runtime(group: str, family: str, scale: str, costs: dict[str, dict]) -
     return defaults.get(family, defaults["default"])
 
 
+def train_mem_mb(group: str, family: str, scale: str, costs: dict[str, dict]) -> int:
+    """Memory (MB) a training job may use (see the module's note)."""
+    own = costs.get(group)
+    if own is not None and own["scale"] == scale and own.get("peak_mb"):
+        peak = own["peak_mb"]
+    else:
+        peaks = [r["peak_mb"] for r in costs.values() if r["family"] == family and r["scale"] == scale
+                 and r.get("peak_mb")]
+        if not peaks:
+            return TRAIN_MEM_MB.get(family, DEFAULT_MEM_MB)[0 if _small(scale) else 1]
+        peak = max(peaks)
+    return max(MIN_MEM_MB, int(math.ceil(peak * MEM_MARGIN / 500) * 500))
+
+
 def train(group: str, family: str, scale: str, costs: dict[str, dict]) -> dict:
     """A training rule's run time, memory and (at the paper scale) disk; its GPUs: gpus()."""
     small = _small(scale)
     out = {"runtime": train_runtime(group, family, scale, costs),
-           "mem_mb": TRAIN_MEM_MB.get(family, DEFAULT_MEM_MB)[0 if small else 1]}
+           "mem_mb": train_mem_mb(group, family, scale, costs)}
     if not small:
         out["disk_mb"] = TRAIN_DISK_MB_PAPER
     return out

@@ -1,7 +1,7 @@
 """What the chosen scale still has to do, and how long it should take.
 
 Measured costs live in the repository (results/costs.tsv: one line per training group id, the wall time of its
-job as measured). A group id is a digest of everything that determines the group, so a measured id is exactly
+job as measured and its peak memory, the resident set size Snakemake's benchmark recorded). A group id is a digest of everything that determines the group, so a measured id is exactly
 the same work; a group never measured is estimated by the median of its family's measured groups at the same
 scale. `nlpbench costs` refreshes the file from the `benchmark:` files a real run leaves under logs/train/.
 """
@@ -24,7 +24,7 @@ if TYPE_CHECKING:        # the plan is only passed in: the timing benchmarks rea
     from nlpbench.plan import Plan
 
 COSTS = Path("results") / "costs.tsv"
-COLUMNS = ["group", "family", "scale", "seconds", "device", "measured", "source"]
+COLUMNS = ["group", "family", "scale", "seconds", "peak_mb", "device", "measured", "source"]
 
 
 def read_costs(path: Path = COSTS) -> dict[str, dict]:
@@ -36,8 +36,10 @@ def read_costs(path: Path = COSTS) -> dict[str, dict]:
     for i, row in enumerate(rows, start=2):
         try:
             row["seconds"] = float(row["seconds"])
+            row["peak_mb"] = float(row["peak_mb"]) if row.get("peak_mb") else None   # None: not measured
         except (KeyError, TypeError, ValueError):
-            raise ValueError(f"{path}, line {i}: seconds must be a number, got {row.get('seconds')!r}") from None
+            raise ValueError(f"{path}, line {i}: seconds and peak_mb must be numbers, got "
+                             f"{row.get('seconds')!r} and {row.get('peak_mb')!r}") from None
     return {r["group"]: r for r in rows}
 
 
@@ -53,19 +55,32 @@ def write_costs(costs: dict[str, dict], path: Path = COSTS) -> None:
     for gid in sorted(costs):
         row = dict(costs[gid])
         row["seconds"] = _seconds_text(row["seconds"])
+        row["peak_mb"] = "" if row.get("peak_mb") is None else f"{row['peak_mb']:.0f}"
         w.writerow({k: row.get(k, "") for k in COLUMNS})
     io.write_text(path, buf.getvalue())
 
 
-def job_seconds(logs: Path, job: str) -> float | None:
-    """Wall seconds of a training job from the `benchmark:` file Snakemake wrote for it (logs/train/<job>.benchmark.tsv;
-    its last row), None where there is none."""
+def job_measurement(logs: Path, job: str) -> tuple[float, float | None] | None:
+    """(wall seconds, peak resident memory in MB or None) of a training job from the `benchmark:` file Snakemake
+    wrote for it (logs/train/<job>.benchmark.tsv; its last row), None where there is none."""
     bench = Path(logs) / f"{job}.benchmark.tsv"
     if not bench.exists():
         return None
     with open(bench, newline="") as f:
         rows = list(csv.DictReader(f, delimiter="\t"))
-    return float(rows[-1]["s"]) if rows else None
+    if not rows:
+        return None
+    try:
+        peak = float(rows[-1].get("max_rss") or "")
+    except ValueError:          # "-" where the platform could not measure it
+        peak = None
+    return float(rows[-1]["s"]), peak
+
+
+def job_seconds(logs: Path, job: str) -> float | None:
+    """Wall seconds of a training job from its benchmark file (job_measurement), None where there is none."""
+    measured = job_measurement(logs, job)
+    return None if measured is None else measured[0]
 
 
 def refresh_costs(plan: Plan, scale: str, device: str, logs: Path = Path("logs/train"),
@@ -76,18 +91,23 @@ def refresh_costs(plan: Plan, scale: str, device: str, logs: Path = Path("logs/t
     costs = read_costs(path)
     n = 0
     for gid in plan.groups:
-        seconds = job_seconds(logs, gid)
-        if seconds is None:
+        measured = job_measurement(logs, gid)
+        if measured is None:
             continue
+        seconds, peak = measured
         bench = Path(logs) / f"{gid}.benchmark.tsv"
         stamp = datetime.fromtimestamp(bench.stat().st_mtime, timezone.utc).strftime("%Y-%m-%d")
         old = costs.get(gid)
         unchanged = old and (_seconds_text(old["seconds"]), old["measured"], old["scale"]) == (
             _seconds_text(seconds), stamp, scale)
-        if unchanged:
+        if unchanged and (old.get("peak_mb") is not None or peak is None):
             continue
-        costs[gid] = {"group": gid, "family": plan.owner[gid], "scale": scale, "seconds": seconds,
-                      "device": device, "measured": stamp, "source": "benchmark file of a pipeline run"}
+        if unchanged:           # a row measured before the peak memory was kept: the same job, its peak added
+            old["peak_mb"] = peak
+        else:
+            costs[gid] = {"group": gid, "family": plan.owner[gid], "scale": scale, "seconds": seconds,
+                          "peak_mb": peak, "device": device, "measured": stamp,
+                          "source": "benchmark file of a pipeline run"}
         n += 1
     if n:
         write_costs(costs, path)

@@ -27,9 +27,9 @@ from nlpbench.paper import parse_paper, reference_cells, source_label
 # "cited": a cell the document copied from other work; it keeps the printed number as a reference and is never
 # run here. "not_applicable": a "-" of the printed table (e.g. diversity of a deterministic decoder). Neither
 # counts towards the table's status.
-CELL_STATUSES = ("ok", "needs_data", "not_run", "failed", "cited", "not_applicable")
+CELL_STATUSES = ("ok", "needs_data", "not_run", "failed", "cited", "not_applicable", "paper_only")
 STATUS_TEXT = {"ok": "ok", "needs_data": "needs data", "not_run": "not run", "failed": "failed",
-               "cited": "cited (not run)", "not_applicable": "–"}
+               "cited": "cited (not run)", "not_applicable": "–", "paper_only": "paper scale only"}
 NOT_COUNTED = ("cited", "not_applicable")
 TABLE_STATUSES = judging.STATUSES
 ADDITION = judging.ADDITION   # status of a table the documents never ran

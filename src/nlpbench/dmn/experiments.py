@@ -28,7 +28,8 @@ from nlpbench.data import babi
 from nlpbench.data.fetch import FetchError
 from nlpbench.dmn import fact_order
 from nlpbench.dmn.groups import (ENSEMBLE_MEMBERS, SOURCE, DMNGroup, _kind, _tasks_in_scale, all_datasets,
-                                 base_settings, column_groups, dmn_tables, job_done, table_groups, table_rows)
+                                 base_settings, column_groups, dmn_tables, job_done, reports_validation,
+                                 table_groups, table_rows)
 from nlpbench.family import TableParts, table_figure
 from nlpbench.provenance import code_commit, device_label, now_utc
 
@@ -209,69 +210,130 @@ def _ensemble_accuracy(runs: dict[str, Path], row: str) -> float:
     return float((pred == gold).float().mean())
 
 
+def _per_seed(values: dict[int, float]) -> dict[int, float] | None:
+    """The per-seed values a cell carries (tables.Cell.seeds; the core judges the cell against their spread and
+    shows their range): none for a single seed, which adds nothing to the judging."""
+    return dict(sorted(values.items())) if len(values) > 1 else None
+
+
+def _ensemble_cell(members: dict[str, DMNGroup], ok: dict[str, list[dict]], runs_root: Path, item: str, row: str
+                   ) -> tuple[float, str, dict[int, float]]:
+    """Eqs. 6.20-6.21 over the members' runs that validation selects; per seed, over the members' runs of that
+    seed (the seeds both members trained)."""
+    chosen = {m: select_run(runs) for m, runs in ok.items()}
+    value = 100 * _ensemble_accuracy({m: members[m].run_dir(runs_root, item, chosen[m]["seed"]) for m in members},
+                                     row)
+    detail = "eqs. 6.20-6.21 over " + ", ".join(f"{MODEL_LABEL[m]} seed {c['seed']}" for m, c in chosen.items())
+    paired = sorted(set.intersection(*({r["seed"] for r in runs} for runs in ok.values())))
+    by_seed = {s: 100 * _ensemble_accuracy({m: members[m].run_dir(runs_root, item, s) for m in members}, row)
+               for s in paired} if len(paired) > 1 else {}
+    return value, detail, by_seed
+
+
 def table_cells(params: dict, table: str, runs_root: Path) -> tuple[list[tables.Cell], dict]:
-    """The cells of one declared table (run columns and cited columns); info: groups, devices, wall time."""
+    """The cells of one declared table (run columns and cited columns); info: groups, devices, wall time.
+
+    A test cell is the run of the seed with the highest validation accuracy (select_run; never test) and carries
+    every seed's value; a `report: validation` table's cell is the mean validation accuracy over the seeds."""
     decl = dmn_tables(params)[table]
     rows = table_rows(params, table)
     printed_mean = decl["rows"] != "patterns"
+    validation = reports_validation(decl)
     cols = column_groups(params, table)
     cells: list[tables.Cell] = []
     info = {"groups": {}, "devices": set()}
     for column, members in cols.items():
         col = decl["columns"][column]
         kind = _kind(col["data"])
-        values = []
+        values, row_seeds = [], []
         for row in rows:
             item = f"task{row}" if kind == "tasks" else col["data"]
             if kind == "tasks" and int(row) not in _tasks_in_scale(params, [row]):
                 cells.append(tables.Cell(row, column, None, "not_run", f"task not in scale {params['scale']}"))
                 continue
-            chosen, missing = {}, None
+            ok, missing = {}, None
             for model, group in members.items():
                 info["groups"][group.group_id] = group
                 found = _read_metrics(group, runs_root, item)
                 if any(m["status"] == "needs_data" for m in found):
                     missing = ("needs_data", next(m["detail"] for m in found if m["status"] == "needs_data"))
                     break
-                ok = [m for m in found if m["status"] == "ok"]
-                if not ok:
+                ok[model] = sorted((m for m in found if m["status"] == "ok"), key=lambda m: m["seed"])
+                if not ok[model]:
                     missing = ("not_run", "")
                     break
-                chosen[model] = select_run(ok)
-                info["devices"].add(chosen[model]["device"])
             if missing:
                 cells.append(tables.Cell(row, column, None, *missing))
                 continue
-            if col["model"] == "ensemble":
-                runs = {m: members[m].run_dir(runs_root, item, chosen[m]["seed"]) for m in members}
-                value = 100 * _ensemble_accuracy(runs, row)
-                detail = "eqs. 6.20-6.21 over " + ", ".join(f"{MODEL_LABEL[m]} seed {c['seed']}"
-                                                             for m, c in chosen.items())
+            if validation:
+                runs = ok[col["model"]]
+                by_seed = {m["seed"]: 100 * m["val_acc"] for m in runs}
+                value = statistics.mean(by_seed.values())
+                detail = (f"validation accuracy (at the epoch of lowest validation loss), mean over {len(runs)} "
+                          f"seed{'s' if len(runs) > 1 else ''}; test never read; per seed "
+                          + ", ".join(f"{v:.1f}" for v in by_seed.values()))
+                info["devices"].update(m["device"] for m in runs)
+                row_seeds.append(by_seed)
+            elif col["model"] == "ensemble":
+                value, detail, by_seed = _ensemble_cell(members, ok, runs_root, item, row)
+                info["devices"].update(select_run(runs)["device"] for runs in ok.values())
             else:
-                m = chosen[col["model"]]
-                value = 100 * m["test_acc"][_test_key(row, kind)]
-                detail = (f"seed {m['seed']}, epoch {m['best_epoch']} of {m['epochs']} (lowest validation loss), "
-                          f"{m['sizes']['train']} training questions")
+                runs = ok[col["model"]]
+                m = select_run(runs)
+                by_seed = {r["seed"]: 100 * r["test_acc"][_test_key(row, kind)] for r in runs}
+                value = by_seed[m["seed"]]
+                picked = (f" of {len(runs)} (the highest validation accuracy, {100 * m['val_acc']:.1f})"
+                          if len(runs) > 1 else "")
+                detail = (f"seed {m['seed']}{picked}, epoch {m['best_epoch']} of {m['epochs']} (lowest validation "
+                          f"loss), {m['sizes']['train']} training questions")
+                info["devices"].add(m["device"])
             values.append(value)
-            cells.append(tables.Cell(row, column, value, "ok", detail))
+            cells.append(tables.Cell(row, column, value, "ok", detail, seeds=_per_seed(by_seed)))
         if printed_mean:
             n = len(rows)
+            # a validation table's mean is the mean over the seeds of each seed's mean over the rows
+            same = bool(row_seeds) and len(row_seeds) == len(values) and all(r.keys() == row_seeds[0].keys()
+                                                                             for r in row_seeds)
+            mean_seeds = {s: statistics.mean(r[s] for r in row_seeds) for s in row_seeds[0]} if same else {}
             cells.append(tables.Cell("mean", column, statistics.mean(values) if values else None,
                                      "ok" if values else "not_run",
-                                     f"over {len(values)} of {n} rows" if values and len(values) < n else ""))
+                                     f"over {len(values)} of {n} rows" if values and len(values) < n else "",
+                                     seeds=_per_seed(mean_seeds)))
     for column in decl.get("cited") or []:
         for row in rows + (["mean"] if printed_mean else []):
             cells.append(tables.Cell(row, column, None, "cited"))
     return cells, info
 
 
+def seed_notes(decl: dict, cells: list[tables.Cell]) -> list[str]:
+    """How each cell uses the seeds, and the spread of our seeds (max - min of a cell's seeds) where they are
+    several."""
+    spans = sorted((max(c.seeds.values()) - min(c.seeds.values()), c.row, c.column)
+                   for c in cells if c.seeds and c.row != "mean")
+    if not spans:
+        return []
+    counts = sorted({len(c.seeds) for c in cells if c.seeds})
+    widest, row, column = spans[-1]
+    how = ("each cell is the mean of our seeds' validation accuracies" if reports_validation(decl) else
+           "each cell is the run of the seed with the highest validation accuracy (never test), judged against "
+           "the spread of all our seeds")
+    where = f"test pattern {row}" if decl["rows"] == "patterns" else f"task {row}"
+    return [f"Seeds: {how}; the range beside a value spans our {' or '.join(map(str, counts))} seeds. Over the "
+            f"{len(spans)} cells with several seeds the range is {statistics.median(s for s, _, _ in spans):.1f} "
+            f"points wide at the median and {widest:.1f} at the widest ({column}, {where})."]
+
+
 def scale_note(params: dict, groups: list[DMNGroup] | None = None) -> str:
     """What the chosen scale cuts relative to the thesis's (paper) settings, from the overrides themselves
-    (train_overrides of kinds and models this table does not read are left out)."""
+    (train_overrides and seeds_by_kind of kinds and models this table does not read are left out)."""
     used = {g.kind for g in groups or []} | {g.model for g in groups or []}
+
+    def unused(key: str) -> bool:
+        return bool(groups) and any(key.startswith(p) and key.removeprefix(p) not in used
+                                    for p in ("dmn.train_overrides.", "dmn.seeds_by_kind."))
+
     over = {k: v for k, v in params["scales"].get(params["scale"], {}).items() if k.startswith("dmn.")
-            and not (groups and k.startswith("dmn.train_overrides.")
-                     and k.removeprefix("dmn.train_overrides.") not in used)}
+            and not unused(k)}
     if params.get("task_subset") is not None:
         over["task_subset"] = params["task_subset"]
     if not over:
@@ -281,8 +343,29 @@ def scale_note(params: dict, groups: list[DMNGroup] | None = None) -> str:
             + ". `--config scale=paper` (the default in params.yaml) restores the thesis's settings.")
 
 
-def reading_notes(params: dict, groups: list[DMNGroup]) -> list[str]:
-    """The value used for every reading of an ambiguity that shapes this table's runs."""
+def _seeds_text(params: dict, groups: list[DMNGroup]) -> str:
+    """'[0]', or the seeds per data kind where the groups' differ ('patterns [0, 1], tasks [0]')."""
+    by_kind = {g.kind: list(g.seeds) for g in sorted(groups, key=lambda g: g.kind)}
+    if len({tuple(v) for v in by_kind.values()}) > 1:
+        return ", ".join(f"{k} {v}" for k, v in by_kind.items())
+    return str(next(iter(by_kind.values()), params["dmn"]["seeds"]))
+
+
+def _ff_dmn_text(m: dict) -> str:
+    """ff-DMN's readings of §6.5.2 (nlpbench.dmn.model) in the equations' words."""
+    act = {"relu": "ReLU", "tanh": "tanh"}[m.get("ffn_activation", "relu")]
+    layers = m.get("ffn_layers", 1)
+    encoders = (f"f_t = {act}(W PE(x_t) + b), q = {act}(W_q PE(question) + b_q)" if layers == 1 else
+                f"f_t and q: {layers} layers of {act}(W h + b) over PE(x_t) and PE(question)")
+    update = ("m^i = ReLU(W^(i)[c^i; q] + b) (no m^{i-1})" if m.get("question_in_update") else
+              "m^i = ReLU(W^(i) c^i + b) (no m^{i-1}, no q)")
+    return (f"ff-DMN (§6.5.2): {encoders} with {'a shared' if m['share_ffn'] else 'a separate'} question FNN, "
+            f"c^i = sum_t g_t^i f_t (6.16), {update}, m^0 = q [D].")
+
+
+def reading_notes(params: dict, groups: list[DMNGroup], decl: dict | None = None) -> list[str]:
+    """The value used for every reading of an ambiguity that shapes this table's runs (`decl`: the table's
+    declaration, for its columns' own settings and how its cells read the seeds)."""
     s = base_settings(params)
     m, t, d, p, a = s["model"], s["train"], s["data"], s["patterns"], s["augment"]
     kinds = {g.kind for g in groups}
@@ -292,8 +375,9 @@ def reading_notes(params: dict, groups: list[DMNGroup]) -> list[str]:
            f"{m['hops']} hops [T]; d = {m['dim']}, batch {t['batch_size']}, up to {t['max_epochs']} epochs with "
            f"early stopping after {t['patience']} epochs without a lower validation loss, keeping the epoch "
            f"selected by `{t['select_by']}`, L2 {t['l2']} on every non-bias weight, dropout {m['input_dropout']} "
-           f"on s_t and {m['answer_dropout']} on [q; m^I] [D: DMN+ paper]; seeds {params['dmn']['seeds']} "
-           "(several: validation accuracy picks the reported one)."
+           f"on s_t and {m['answer_dropout']} on [q; m^I] [D: DMN+ paper]; seeds {_seeds_text(params, groups)} "
+           + ("(every seed counts: a cell is their mean validation accuracy; test accuracy is never read)."
+              if decl and reports_validation(decl) else "(several: validation accuracy picks the reported one).")
            + "".join(f" Training overrides for {k} at this scale: {v}." for k, v in s["train_overrides"].items()
                      if v and (k in kinds or k in models)),
            f"Position encoding: `{m['pe_index']}` (MemN2N form, the sentence's own length, [D]); "
@@ -301,9 +385,7 @@ def reading_notes(params: dict, groups: list[DMNGroup]) -> list[str]:
            "training/validation/test questions capped at "
            + "/".join(str(d[k] or "all") for k in ("max_train", "max_val", "max_test")) + "."]
     if "ff-dmn" in models:
-        out.append(f"ff-DMN (§6.5.2): f_t = ReLU(W PE(x_t) + b), q = ReLU(W_q PE(question) + b_q) with "
-                   f"{'a shared' if m['share_ffn'] else 'a separate'} question FNN, c^i = sum_t g_t^i f_t (6.16), "
-                   "m^i = ReLU(W^(i) c^i + b) (no m^{i-1}, no q), m^0 = q [D].")
+        out.append(_ff_dmn_text(m))
     if models & {"dmn+", "modmn+"}:
         out.append(f"DMN+/MoDMN+: m^0 = q, m^i = ReLU(W^(i)[m^(i-1); c^i; q] + b) with "
                    f"{'one tied' if m['tie_update'] else 'untied per-hop'} W^(i); answer softmax(W^(a)[q; m^I]) "
@@ -328,6 +410,10 @@ def reading_notes(params: dict, groups: list[DMNGroup]) -> list[str]:
         out.append(f"Full tasks: bAbI {d['variant']}, {d['n_val']} of the 10,000 training questions held out "
                    f"for validation (seeded random, seed {d['split_seed']}), 1,000 test questions; accuracy = "
                    "percentage answered exactly; the mean row averages the rows that ran.")
+    own = {name: col["overrides"] for name, col in (decl or {}).get("columns", {}).items() if col.get("overrides")}
+    if own:
+        out.append("Columns with settings of their own, over the ones above: " + "; ".join(
+            f"{name}: " + ", ".join(f"`{k}` = {v}" for k, v in over.items()) for name, over in own.items()) + ".")
     return out
 
 
@@ -363,9 +449,10 @@ def table_parts(params: dict, table: str, runs_root: Path, data_root: Path | Non
     rows = table_rows(params, table) + (["mean"] if decl["rows"] != "patterns" else [])
     ref_title = {(r["source"], r["table"]): r["title"] for r in paper.reference_index()}
     task_table = decl["rows"] != "patterns"
-    spec = tables.TableSpec(source=SOURCE, table=table, title=ref_title.get((SOURCE, table), table), rows=rows,
-                            columns=list(decl["columns"]) + list(decl.get("cited") or []), decimals=1,
-                            pass_threshold=95.0 if task_table else None, mean_row=False)
+    spec = tables.TableSpec(source=SOURCE, table=table, title=ref_title.get((SOURCE, table), decl.get("title", table)),
+                            rows=rows, columns=list(decl["columns"]) + list(decl.get("cited") or []), decimals=1,
+                            pass_threshold=95.0 if task_table and not reports_validation(decl) else None,
+                            mean_row=False)
     groups = table_groups(params, table)
     wall, n_runs = 0.0, 0
     for g in groups:
@@ -383,7 +470,7 @@ def table_parts(params: dict, table: str, runs_root: Path, data_root: Path | Non
         "torch": torch.__version__,
         "runs": ", ".join(str(rundirs.run_dir(rundirs.RUNS, g.group_id)) for g in groups),
     }
-    notes = reading_notes(params, groups) + order_cue_notes(groups, data_root)
+    notes = reading_notes(params, groups, decl) + seed_notes(decl, cells) + order_cue_notes(groups, data_root)
     after = [lambda results_dir: draw_figure(params, table, decl["figure"], results_dir)] if decl.get("figure") else []
     return TableParts(spec, cells, provenance, notes, after)
 

@@ -1,7 +1,8 @@
 """From params.yaml (section `dmn`) and the Shen thesis's ch. 6 tables to groups of DMN runs and their jobs.
 
 * Groups (`DMNGroup`): the runs of one model on one kind of data (patterns, augmented, tasks) under one resolved
-  configuration. Each run is a pure function of the group's settings and its seed; its directory
+  configuration, one run per item and seed (the seeds: a table's own `seeds`, else `dmn.seeds_by_kind` of the
+  kind, else `dmn.seeds`). Each run is a pure function of the group's settings, its item and its seed; its directory
   (`DMNGroup.run_dir`) holds a resumable checkpoint while it trains, then model.pt, config.json, history.json,
   test_probs.pt and metrics.json (last). Runs shared between tables fall in one group.
 * Derived data ids (`all_datasets`): the fact-order patterns and the augmented set the groups read, named by a
@@ -50,6 +51,8 @@ def resolved_settings(params: dict, kind: str, model: str, overrides: dict | Non
     for key, value in (overrides or {}).items():
         config.set_dotted(s, key, value, f"{where}.overrides")
     train = s["train"] | s["train_overrides"][kind] | s["train_overrides"][model]
+    if model != "ff-dmn":           # the ff-DMN readings shape no other model: they leave its groups' ids alone
+        s["model"] = {k: v for k, v in s["model"].items() if k not in FF_DMN_ONLY}
     out = {"model": s["model"], "train": train,
            "data": {k: s["data"][k] for k in ("memory_size", "max_train", "max_val", "max_test")}}
     if kind == "tasks":
@@ -63,7 +66,11 @@ def resolved_settings(params: dict, kind: str, model: str, overrides: dict | Non
 
 # Settings added after runs existed: left out of the digests while they hold these neutral values, so earlier
 # data sets, groups and checkpoints keep their ids (as config.HASH_NEUTRAL for the memory networks).
-HASH_NEUTRAL = {("patterns", "distractor_order"): "keep"}
+HASH_NEUTRAL = {("patterns", "distractor_order"): "keep",
+                ("model", "ffn_layers"): 1, ("model", "ffn_activation"): "relu",
+                ("model", "question_in_update"): False}
+# ff-DMN's readings of §6.5.2 (nlpbench.dmn.model.DMNConfig) that no other model reads
+FF_DMN_ONLY = ("ffn_layers", "ffn_activation", "question_in_update")
 
 
 def _hashed(settings: dict) -> dict:
@@ -132,8 +139,20 @@ def _column_members(column: dict) -> list[str]:
     return list(ENSEMBLE_MEMBERS) if column["model"] == "ensemble" else [column["model"]]
 
 
-def _group_key(model: str, kind: str, overrides: dict) -> str:
-    return f"{model}|{kind}|{config.digest({'o': overrides})}"
+def _group_key(model: str, kind: str, overrides: dict, seeds: tuple[int, ...]) -> str:
+    return f"{model}|{kind}|{config.digest({'o': overrides})}|{','.join(map(str, seeds))}"
+
+
+def seeds_of(params: dict, decl: dict, kind: str) -> tuple[int, ...]:
+    """The seeds a table's column of `kind` trains: the table's own `seeds`, else dmn.seeds_by_kind[kind] (where
+    set), else dmn.seeds."""
+    d = params["dmn"]
+    return tuple(decl.get("seeds") or (d.get("seeds_by_kind") or {}).get(kind) or d["seeds"])
+
+
+def reports_validation(decl: dict) -> bool:
+    """True for a table whose cells are mean validation accuracies over the seeds (`report: validation`)."""
+    return decl.get("report", "test") == "validation"
 
 
 def all_groups(params: dict) -> dict[str, DMNGroup]:
@@ -150,24 +169,28 @@ def all_groups(params: dict) -> dict[str, DMNGroup]:
                 raise config.ConfigError(f"tables.{SOURCE}.{table}.columns.{name}: pattern data needs rows: patterns")
             if col["model"] == "ensemble" and kind != "tasks":
                 raise config.ConfigError(f"tables.{SOURCE}.{table}.columns.{name}: the ensemble is per task (data: task)")
+            if reports_validation(decl) and (kind != "tasks" or col["model"] == "ensemble"):
+                raise config.ConfigError(f"tables.{SOURCE}.{table}.columns.{name}: report: validation reads a "
+                                         "model's validation accuracy on a task (data: task, not the ensemble, "
+                                         "whose runs keep test outputs only)")
             over = col.get("overrides") or {}
+            seeds = seeds_of(params, decl, kind)
             items = ([f"task{t}" for t in _tasks_in_scale(params, decl["rows"])] if kind == "tasks"
                      else [col["data"]])
             for model in _column_members(col):
-                w = wanted.setdefault(_group_key(model, kind, over),
-                                      {"model": model, "kind": kind, "overrides": over, "items": set(),
-                                       "where": f"tables.{SOURCE}.{table}.columns.{name}"})
+                w = wanted.setdefault(_group_key(model, kind, over, seeds),
+                                      {"model": model, "kind": kind, "overrides": over, "seeds": seeds,
+                                       "items": set(), "where": f"tables.{SOURCE}.{table}.columns.{name}"})
                 w["items"].update(items)
-    seeds = tuple(params["dmn"]["seeds"])
     groups = {}
     for key, w in wanted.items():
         settings = resolved_settings(params, w["kind"], w["model"], w["overrides"], w["where"])
         order = {f"pattern{k}": k for k in fact_order.PATTERNS} | {f"task{t}": 100 + t for t in range(1, 21)}
         items = tuple(sorted(w["items"], key=lambda i: order.get(i, 0)))
-        digest = config.digest({"model": w["model"], "kind": w["kind"], "items": items, "seeds": seeds,
-                                         "settings": _hashed(settings)})
+        digest = config.digest({"model": w["model"], "kind": w["kind"], "items": items, "seeds": w["seeds"],
+                                "settings": _hashed(settings)})
         gid = f"dmn-{MODEL_SLUG[w['model']]}-{w['kind']}-d{settings['model']['dim']}-{digest}"
-        groups[key] = DMNGroup(gid, w["model"], w["kind"], items, seeds, settings)
+        groups[key] = DMNGroup(gid, w["model"], w["kind"], items, w["seeds"], settings)
     return groups
 
 
@@ -178,10 +201,11 @@ def groups_by_id(params: dict) -> dict[str, DMNGroup]:
 def column_groups(params: dict, table: str) -> dict[str, dict[str, DMNGroup]]:
     """column -> {member model -> its group} for one table."""
     groups = all_groups(params)
+    decl = dmn_tables(params)[table]
     out = {}
-    for name, col in dmn_tables(params)[table]["columns"].items():
+    for name, col in decl["columns"].items():
         kind, over = _kind(col["data"]), col.get("overrides") or {}
-        out[name] = {m: groups[_group_key(m, kind, over)] for m in _column_members(col)}
+        out[name] = {m: groups[_group_key(m, kind, over, seeds_of(params, decl, kind))] for m in _column_members(col)}
     return out
 
 

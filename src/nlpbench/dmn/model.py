@@ -7,6 +7,9 @@ question, d = the embedding and hidden size, A = answer classes. Word id 0 is th
             m^i = ReLU(W^(i)[m^{i-1}; c^i; q] + b) -> answer (6.5).
 - "modmn+": as dmn+ with the AttnGRU replaced by c^i = sum_t g_t^i f_t (6.16).
 - "ff-dmn": no recurrence: f_t = FNN(PE(x_t)), q = FNN_q(PE(question)), c^i as 6.16, m^i = ReLU(W^(i) c^i + b).
+           §6.5.2 leaves open the FNNs' depth and activation, whether the question shares the sentence FNN and
+           whether q enters the update (it drops only m^{i-1}): `ffn_layers`, `ffn_activation`, `share_ffn`,
+           `question_in_update` (defaults: one ReLU layer, separate FNNs, m^i from c^i alone).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from nlpbench.nn.position import position_weights
 
 VARIANTS = ("dmn+", "modmn+", "ff-dmn")
+ACTIVATIONS = {"relu": torch.relu, "tanh": torch.tanh}      # ff-DMN's FNNs (model.ffn_activation)
 
 
 @dataclass(frozen=True)
@@ -37,6 +41,9 @@ class DMNConfig:
     answer_dropout: float = 0.1   # on the answer input [q; m^I] [D: DMN+ keep 0.9]
     tie_update: bool = False      # one memory-update layer for all hops (default: W^(i) untied per hop [D])
     share_ffn: bool = False       # ff-DMN: the question uses the sentence FNN (default: separate [D])
+    ffn_layers: int = 1           # ff-DMN: d -> d layers of each FNN, each with the activation (§6.5.2: unsaid [D])
+    ffn_activation: str = "relu"  # ff-DMN: the FNNs' activation, "relu" [D] | "tanh"
+    question_in_update: bool = False   # ff-DMN: m^i = ReLU(W^(i)[c^i; q] + b) (default: from c^i alone [D])
     answer_bias: bool = False     # eq. 6.5 has no bias
 
     def check(self) -> None:
@@ -44,7 +51,10 @@ class DMNConfig:
             raise ValueError(f"model.variant: unknown value {self.variant!r} (expected one of {', '.join(VARIANTS)})")
         if self.pe_index not in ("one_based", "zero_based"):
             raise ValueError(f"model.pe_index: unknown value {self.pe_index!r} (expected 'one_based' or 'zero_based')")
-        for key in ("n_words", "n_answers", "dim", "hops"):
+        if self.ffn_activation not in ACTIVATIONS:
+            raise ValueError(f"model.ffn_activation: unknown value {self.ffn_activation!r} (expected one of "
+                             f"{', '.join(ACTIVATIONS)})")
+        for key in ("n_words", "n_answers", "dim", "hops", "ffn_layers"):
             if getattr(self, key) < 1:
                 raise ValueError(f"model.{key}={getattr(self, key)} must be at least 1")
         for key in ("input_dropout", "answer_dropout"):
@@ -148,20 +158,37 @@ class DMN(nn.Module):
         self.embedding = nn.Embedding(cfg.n_words, d, padding_idx=0)   # w_i in R^d
         self.pe = PositionEncoder(d, cfg.pe_index)
         if cfg.variant == "ff-dmn":
-            self.sentence_ffn = nn.Linear(d, d)                           # f_t = ReLU(W s_t + b)
+            self.sentence_ffn = nn.Linear(d, d)                           # f_t = act(W s_t + b): first layer
             self.question_ffn = None if cfg.share_ffn else nn.Linear(d, d)
+            # the further layers of ffn_layers > 1 come after, so that one layer keeps the parameters, their
+            # names and their initial values of the one-layer model
+            deeper = range(cfg.ffn_layers - 1)
+            self.sentence_ffn_deeper = nn.ModuleList(nn.Linear(d, d) for _ in deeper)
+            self.question_ffn_deeper = None if cfg.share_ffn else nn.ModuleList(nn.Linear(d, d) for _ in deeper)
         else:
             self.fusion = nn.GRU(d, d, batch_first=True, bidirectional=True)   # eqs. 6.17-6.18
             self.question_gru = nn.GRU(d, d, batch_first=True)                  # eq. 6.3
         self.gate = AttentionGate(d)
         if cfg.variant == "dmn+":
             self.attn_gru = AttnGRU(d)
-        n_in = d if cfg.variant == "ff-dmn" else 3 * d
+        n_in = (2 * d if cfg.question_in_update else d) if cfg.variant == "ff-dmn" else 3 * d
         self.update = nn.ModuleList(nn.Linear(n_in, d) for _ in range(1 if cfg.tie_update else cfg.hops))
         self.answer = nn.Linear(2 * d, cfg.n_answers, bias=cfg.answer_bias)     # W^(a), eq. 6.5
         init_weights(self, generator)
 
     # -- modules -------------------------------------------------------------------------------------------
+    def ffn(self, x: torch.Tensor, question: bool = False) -> torch.Tensor:
+        """ff-DMN's FNN (§6.5.2) on x (..., d): the sentence FNN, or the question's (`question`; the sentence
+        FNN when share_ffn); each layer d -> d followed by the activation."""
+        own = question and self.question_ffn is not None
+        first = self.question_ffn if own else self.sentence_ffn
+        deeper = self.question_ffn_deeper if own else self.sentence_ffn_deeper
+        act = ACTIVATIONS[self.cfg.ffn_activation]
+        x = act(first(x))
+        for layer in deeper:
+            x = act(layer(x))
+        return x
+
     def encode_facts(self, stories: torch.Tensor, n_facts: torch.Tensor, generator=None) -> torch.Tensor:
         """f_t (B, M, d) for stories (B, M, L); rows past n_facts are zero."""
         mask = fact_mask(n_facts, stories.shape[1])
@@ -171,7 +198,7 @@ class DMN(nn.Module):
         s = dropout(s, self.cfg.input_dropout, self.training, generator)
         mask = mask.unsqueeze(-1)
         if self.cfg.variant == "ff-dmn":
-            return torch.relu(self.sentence_ffn(s)) * mask                # f_t = FNN(s_t), no order kept
+            return self.ffn(s) * mask                                     # f_t = FNN(s_t), no order kept
         out, _ = _last_state(self.fusion, s, n_facts)
         fwd, bwd = out.chunk(2, dim=-1)
         return fwd + bwd                                                  # eq. 6.19: f_t = ->h_t + <-h_t
@@ -181,15 +208,16 @@ class DMN(nn.Module):
         lengths = (queries != 0).sum(-1)
         emb = self.embedding(queries)
         if self.cfg.variant == "ff-dmn":
-            ffn = self.sentence_ffn if self.question_ffn is None else self.question_ffn
-            return torch.relu(ffn(self.pe(emb, lengths)))                 # q = FNN_q(PE(question))
+            return self.ffn(self.pe(emb, lengths), question=True)         # q = FNN_q(PE(question))
         _, h_n = _last_state(self.question_gru, emb, lengths)
         return h_n[-1]                                                    # eq. 6.4: q = h_Q
 
     def memory_update(self, hop: int, m: torch.Tensor, c: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
         layer = self.update[0 if self.cfg.tie_update else hop]
         if self.cfg.variant == "ff-dmn":
-            return torch.relu(layer(c))                                   # m^i = ReLU(W^(i) c^i + b)
+            if self.cfg.question_in_update:
+                return torch.relu(layer(torch.cat([c, q], dim=-1)))       # m^i = ReLU(W^(i)[c^i; q] + b)
+            return torch.relu(layer(c))                                   # m^i = ReLU(W^(i) c^i + b) (§6.5.2)
         return torch.relu(layer(torch.cat([m, c, q], dim=-1)))            # m^i = ReLU(W^(i)[m^{i-1}; c^i; q] + b)
 
     # -- forward -----------------------------------------------------------------------------------------

@@ -191,6 +191,26 @@ def split_articles(titles: list[str], n_train: int, n_test: int, seed: int) -> t
     return order[:n_train], order[n_train : n_train + n_test]
 
 
+def hold_out_articles(built: dict, n_articles: int) -> tuple[dict, dict]:
+    """(the rest, the last `n_articles` articles) of a build_examples output, split by article title in the
+    order the articles appear (a seeded order already, where split_articles chose them): a validation set that
+    shares no passage with the training part."""
+    titles = list(dict.fromkeys(c["title"] for c in built["contexts"]))
+    if not 0 < n_articles < len(titles):
+        raise ValueError(f"cannot hold out {n_articles} of {len(titles)} training articles for validation")
+    held = set(titles[-n_articles:])
+    parts = ({"contexts": [], "examples": []}, {"contexts": [], "examples": []})
+    new_id = {}
+    for cid, c in enumerate(built["contexts"]):
+        part = parts[c["title"] in held]
+        new_id[cid] = (part, len(part["contexts"]))
+        part["contexts"].append(c)
+    for ex in built["examples"]:
+        part, cid = new_id[ex["context"]]
+        part["examples"].append({**ex, "context": cid})
+    return parts
+
+
 def _subset(articles: list[dict], titles: list[str]) -> list[dict]:
     by_title = {a["title"]: a for a in articles}
     return [by_title[t] for t in titles]

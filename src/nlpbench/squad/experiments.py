@@ -91,6 +91,18 @@ def seed_values(params: dict, cfg: Config, metric: str, runs_root: Path) -> dict
     return out
 
 
+def chosen_epochs(params: dict, cfg: Config, runs_root: Path) -> dict[int, int]:
+    """seed -> the epoch whose weights were tested, for the runs that chose it by validation (train.valid_articles)."""
+    gid, out = group_id(params, cfg), {}
+    for seed in params["squad"]["seeds"]:
+        path = run_dir(runs_root, gid, seed) / "metrics.json"
+        if path.is_file():
+            m = io.read_json(path)
+            if m.get("selected_by"):
+                out[seed] = int(m["epoch"])
+    return out
+
+
 def reduce(values: list[float], how: str) -> float:
     if how == "max":
         return max(values)
@@ -113,14 +125,21 @@ def table_cells(params: dict, name: str, runs_root: Path) -> tuple[list[tables.C
         if part.get("cited"):
             cells.append(tables.Cell(row, column, None, "cited", "published number the thesis copied; not run"))
             continue
+        if part.get("paper_only"):
+            cells.append(tables.Cell(row, column, None, "paper_only",
+                                     f"not trained at scale {params['scale']} (the table's trained_rows)"))
+            continue
         values = seed_values(params, cfg, part["metric"], runs_root)
         if not values:
             cells.append(tables.Cell(row, column, None, "not_run", f"not trained at scale {params['scale']}"))
             continue
         per_seed[(row, column)] = values
         n = len(sq["seeds"])
+        epochs = chosen_epochs(params, cfg, runs_root)
         detail = (f"{cfg.label()}; {sq['best_of_runs']} over seeds ({_fmt_seeds(values)})"
-                  + ("" if len(values) == n else f"; only {len(values)} of {n} seeds finished"))
+                  + ("" if len(values) == n else f"; only {len(values)} of {n} seeds finished")
+                  + (f"; epoch chosen by validation EM ({', '.join(f'{k}: {v}' for k, v in sorted(epochs.items()))})"
+                     if epochs else ""))
         cells.append(tables.Cell(row, column, reduce(list(values.values()), sq["best_of_runs"]), "ok", detail,
                                  seeds=values))
     return cells, per_seed
@@ -167,10 +186,14 @@ def setting_notes(params: dict, data_root: Path) -> list[str]:
         tr, te = counts.get("train", {}), counts.get("test", {})
         titles = (status or {}).get("split", {})
         overlap = set(titles.get("train_titles", [])) & set(titles.get("test_titles", []))
-        split = (f"the offline mirror has only the SQuAD v1.1 dev set, so this scale trains on {d['split']['train_articles']} "
-                 f"of its articles and tests on {d['split']['test_articles']} others (seeded article split, seed "
+        n_valid = t.get("valid_articles") or 0
+        held = (f", holds out {n_valid} more to choose each run's epoch," if n_valid else "")
+        split = (f"the offline mirror has only the SQuAD v1.1 dev set, so this scale trains on "
+                 f"{d['split']['train_articles'] - n_valid} of its articles{held} and tests on "
+                 f"{d['split']['test_articles']} others (seeded article split, seed "
                  f"{d['split']['seed']}; {'no article in both' if not overlap else 'OVERLAP: ' + ', '.join(overlap)})"
-                 + (f": {tr.get('questions')} training and {te.get('questions')} test questions"
+                 + (f": {tr.get('questions')} training{' and validation' if n_valid else ''} and "
+                    f"{te.get('questions')} test questions"
                     if tr else ""))
     caps = [f"the first {d['max_train_questions']} training questions" if d["max_train_questions"] else "",
             f"the first {d['max_test_questions']} test questions" if d["max_test_questions"] else ""]
@@ -189,12 +212,15 @@ def setting_notes(params: dict, data_root: Path) -> list[str]:
         f"Scale `{scale}`: {split}.",
         f"Word vectors: {vectors}, frozen, through the adjustment FNN to {m['embed_adjust']} dimensions "
         f"({'unchanged from' if m['embed_adjust'] == 100 else 'cut from'} the thesis's 100).",
-        f"Cell = {sq['best_of_runs']} EM and {sq['best_of_runs']} F1 over the seeds, each taken separately (spec "
-        f"§3.1), with {seeds_text}; every seed's value is in the CSV's note column.",
+        f"Cell = {sq['best_of_runs']} EM and {sq['best_of_runs']} F1 over the seeds, each taken separately (thesis "
+        f"§3.3.2: the best of five training runs), with {seeds_text}; every seed's value is in the CSV's note column.",
         f"Training labels: the first gold answer; {label_text}. EM/F1 use only the answer texts (official v1.1 "
         "normalisation, max over the gold answers).",
         f"Training: hidden {m['hidden']} per direction (D = {2 * m['hidden']}), dropout {m['dropout']}, "
-        f"{t['epochs']} epoch(s), batch {t['batch_size']}, {t['optimizer']} lr {t['lr']}, EMA {t['ema_decay']}, "
+        + (f"at most {t['epochs']} epochs, each seed's epoch chosen by validation EM on {t['valid_articles']} "
+           "training articles held out (never the test articles; the chosen epochs are in the CSV's note column), "
+           if t.get("valid_articles") else f"{t['epochs']} epoch(s), ")
+        + f"batch {t['batch_size']}, {t['optimizer']} lr {t['lr']}, EMA {t['ema_decay']}, "
         f"training passages cut at {t['max_passage_len']} tokens (answers beyond dropped), questions at "
         f"{t['max_question_len']}, test passages at {t['eval_max_passage_len']}; decoding {t['decode']} "
         "(Eqs. 3.21-3.22)." + ("" if scale == "paper" else
@@ -260,7 +286,8 @@ def draw_boxes(params: dict, name: str, figure: str, per_seed: dict, results_dir
     """Box plots of the seeds' EM (left) and F1 (right) per row and configuration column (Figures 4.1, 4.3, 5.1-5.3,
     A.1; the thesis's 5.1 is pairwise scatter plots, and its 5.2 and A.1 are loss curves (drawn as such by
     squad.figures, outputs 5.2-loss and A.1-loss): here boxes of the same runs):
-    each box is the runs of one cell, the thesis's printed best-of-five a cross on the right axis."""
+    each box is the runs of one cell with every seed a dot, the thesis's printed best-of-five a cross on the same
+    axis, so that both the orderings and the distance to the thesis can be read."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -290,17 +317,17 @@ def draw_boxes(params: dict, name: str, figure: str, per_seed: dict, results_dir
         if data:   # as the thesis's figures: red circle = mean, orange line = median (Figures 4.1, 4.3, 5.1-5.3, A.1)
             ax.boxplot(data, positions=positions, widths=0.7, showmeans=True,
                        meanprops={"marker": "o", "markerfacecolor": "red", "markeredgecolor": "red", "markersize": 4})
-        if crosses:   # the printed best-of-five on its own axis, so that the boxes keep their scale
-            thesis = ax.twinx()
-            thesis.scatter([p for p, _ in crosses], [v for _, v in crosses], marker="x", color="tab:blue")
-            lo, hi = min(v for _, v in crosses), max(v for _, v in crosses)
-            thesis.set_ylim(lo - 0.1 * (hi - lo) - 1, hi + 0.1 * (hi - lo) + 1)
-            thesis.set_ylabel(f"thesis best of five, {metric.upper()} (%)", color="tab:blue")
+            for pos, values in zip(positions, data):      # every seed
+                ax.scatter([pos] * len(values), values, s=9, color="black", zorder=3)
+        if crosses:   # the thesis's printed best-of-five, on the same axis
+            ax.scatter([p for p, _ in crosses], [v for _, v in crosses], marker="x", color="tab:blue", zorder=3,
+                       label="thesis (best of five)")
+            ax.legend(loc="lower right", fontsize=7)
         ax.set_xticks([p for p, _ in labels], [t for _, t in labels], rotation=60, fontsize=7)
         ax.set_ylabel(f"{metric.upper()} (%)")
         ax.set_title(f"{metric.upper()} over seeds, scale {params['scale']}")
-    fig.suptitle(f"Figure {figure} (from Table {name}): each box = the seeds of one cell (red dot: mean); "
-                 "blue crosses: the thesis (right axis)", fontsize=9)
+    fig.suptitle(f"Figure {figure} (from Table {name}): each box = the seeds of one cell (black dots: each seed, "
+                 "red dot: mean); blue crosses: the thesis, on the same axis", fontsize=9)
     fig.tight_layout()
     out = Path(results_dir) / SOURCE / table_figure(figure)
     with io.atomic_path(out) as tmp:

@@ -113,8 +113,14 @@ def config_of(params: dict, part: dict, where: str) -> Config:
 
 
 def cells_of(params: dict, name: str) -> list[tuple[str, str, dict, Config | None]]:
-    """(row, column, part, config or None for cited cells) over the table's grid."""
+    """(row, column, part, config or None) over the table's grid; None for a cited cell (part `cited`) and for a
+    row this scale does not train (part `paper_only`: the table's `trained_rows`, set per scale, omit it)."""
     decl = tables_of(params)[name]
+    trained = decl.get("trained_rows")
+    unknown = sorted(set(trained or []) - set(row_names(decl)))
+    if unknown:
+        raise ConfigError(f"params.yaml: tables.{SOURCE}.{name}.trained_rows: no row {unknown[0]!r} "
+                          f"(rows: {', '.join(row_names(decl))})")
     out = []
     for row in row_names(decl):
         for column in decl["columns"]:
@@ -127,6 +133,8 @@ def cells_of(params: dict, name: str) -> list[tuple[str, str, dict, Config | Non
                 raise ConfigError(f"params.yaml: {where}: model {part['model']!r} (known: {MODELS})")
             if part.get("cited"):
                 out.append((row, column, part, None))
+            elif trained is not None and row not in trained:
+                out.append((row, column, {**part, "paper_only": True}, None))
             else:
                 out.append((row, column, part, config_of(params, part, where)))
     return out
@@ -147,12 +155,18 @@ def group_settings(params: dict, cfg: Config) -> dict:
             "model": cfg.model_settings(params), "train": cfg.train_settings(params), "seeds": sq["seeds"]}
 
 
+# Settings added after runs existed: left out of the digests while they hold these neutral values, so earlier
+# groups keep their ids (as config.HASH_NEUTRAL for the memory networks).
+HASH_NEUTRAL = {("train", "valid_articles"): 0}
+
+
 def group_id(params: dict, cfg: Config) -> str:
+    digest = config.digest(config.drop_neutral(group_settings(params, cfg), HASH_NEUTRAL))
     if cfg.model != "baseline":
-        return f"squad-{cfg.model}-{_slug(cfg.similarity)}-{config.digest(group_settings(params, cfg))}"
+        return f"squad-{cfg.model}-{_slug(cfg.similarity)}-{digest}"
     parts = [cfg.similarity, cfg.output] + ([cfg.passage_summary] if cfg.passage_summary else []) \
         + ([f"r{cfg.revised_dim_D}D"] if cfg.revised_dim_D is not None else [])
-    return "squad-" + "-".join(_slug(p) for p in parts) + "-" + config.digest(group_settings(params, cfg))
+    return "squad-" + "-".join(_slug(p) for p in parts) + "-" + digest
 
 
 def table_configs(params: dict, name: str) -> list[Config]:
@@ -218,7 +232,7 @@ def loss_lines(params: dict, decl: dict, where: str) -> list[tuple[str, str, Con
             table = str(sel.get("table"))
             if table not in tables:
                 raise ConfigError(f"params.yaml: {where}.panels.{panel}: unknown squad table {table!r}")
-            cells = {(r, c): cfg for r, c, _, cfg in cells_of(params, table)}
+            cells = {(r, c): (part, cfg) for r, c, part, cfg in cells_of(params, table)}
             rows = [str(r) for r in sel.get("rows") or row_names(tables[table])]
             columns = list(sel.get("columns") or [])
             if not columns:
@@ -228,11 +242,14 @@ def loss_lines(params: dict, decl: dict, where: str) -> list[tuple[str, str, Con
                     if (r, c) not in cells:
                         raise ConfigError(f"params.yaml: {where}.panels.{panel}: table {table} has no cell "
                                           f"({r!r}, {c!r})")
-                    if cells[(r, c)] is None:
+                    part, cfg = cells[(r, c)]
+                    if part.get("paper_only"):          # a row this scale does not train: no line
+                        continue
+                    if cfg is None:
                         raise ConfigError(f"params.yaml: {where}.panels.{panel}: ({r!r}, {c!r}) is cited, not run")
                     head = c.split(" / ")[0]
                     label = r if len(columns) == 1 else head if len(rows) == 1 else f"{r}, {head}"
-                    out.append((panel, label, cells[(r, c)]))
+                    out.append((panel, label, cfg))
     return out
 
 

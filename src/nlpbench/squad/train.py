@@ -8,6 +8,11 @@ TensorFlow num_updates rule BiDAF's code used], so short runs are not dominated 
 Training data: passages longer than `max_passage_len` are cut and examples whose answer ends beyond the cut are
 dropped; questions are cut to `max_question_len` [D]. Test passages are cut at `eval_max_passage_len`.
 
+Epochs: the thesis reports its models after a fixed number of epochs. With `valid_articles` > 0 (a reading for
+short runs) the last that many training articles are held out (data.hold_out_articles), the EMA weights are
+scored on them after every epoch, and the test set is scored once, with the weights of the epoch of highest
+validation EM (the first such epoch on a tie): the test articles never choose anything.
+
 Reproducible: the seed fixes the initial weights (torch global RNG, also used by dropout) and a separate
 generator fixes batch order; both RNG states go into the checkpoint written after every epoch, so a run killed
 and restarted gives the same numbers as an uninterrupted one (on CPU; on CUDA the cuDNN LSTM kernels need not be
@@ -35,7 +40,7 @@ from nlpbench import checkpoints
 from nlpbench.io import read_json, write_json
 from nlpbench.metrics.squad import squad_scores
 from nlpbench.provenance import code_commit, device_label, resolve_device
-from nlpbench.squad.data import token_span_text
+from nlpbench.squad.data import hold_out_articles, token_span_text
 from nlpbench.squad.model import ModelConfig, decode, span_loss
 from nlpbench.squad.models import build_model, model_config
 
@@ -66,6 +71,7 @@ class TrainConfig:
     max_answer_len: int = 15
     eval_batch_size: int = 60
     eval_every_epoch: bool = True
+    valid_articles: int = 0   # training articles held out to choose the epoch by validation EM; 0: the last epoch
     bucket_batches: int = 20  # batches per length-sorting pool (speed only; order still seeded)
     loss_log_every: int = 50  # optimizer steps between logged batch losses
     seed: int = 0
@@ -168,18 +174,26 @@ class EMA:
                 self.shadow[n].mul_(decay).add_(p.detach(), alpha=1 - decay)
 
     def averaged(self, model: torch.nn.Module) -> torch.nn.Module:
-        ema_model = copy.deepcopy(model)
-        with torch.no_grad():
-            for n, p in ema_model.named_parameters():
-                if n in self.shadow:
-                    p.copy_(self.shadow[n])
-        return ema_model
+        return with_weights(model, self.shadow)
+
+    def snapshot(self) -> dict[str, torch.Tensor]:
+        return {n: t.clone() for n, t in self.shadow.items()}
 
     def state_dict(self) -> dict:
         return {"steps": self.steps, "shadow": self.shadow}
 
     def load_state_dict(self, state: dict) -> None:
         self.steps, self.shadow = state["steps"], state["shadow"]
+
+
+def with_weights(model: torch.nn.Module, weights: dict[str, torch.Tensor]) -> torch.nn.Module:
+    """A copy of `model` with the named parameters in `weights` (an EMA shadow) in place of its own."""
+    copied = copy.deepcopy(model)
+    with torch.no_grad():
+        for n, p in copied.named_parameters():
+            if n in weights:
+                p.copy_(weights[n])
+    return copied
 
 
 # ---------------------------------------------------------------- evaluation
@@ -230,6 +244,10 @@ def run(cfg: TrainConfig, train_set: dict, test_set: dict, embeddings: np.ndarra
         return read_json(run_dir / "metrics.json")
     device = resolve_device(cfg.device)
     index = {w: i for i, w in enumerate(vocab)}
+    valid_items, valid_set = [], None
+    if cfg.valid_articles:
+        train_set, valid_set = hold_out_articles(train_set, cfg.valid_articles)
+        valid_items = encode(valid_set, index, cfg.eval_max_passage_len, 10**9, drop_unreachable=False)
     train_items = encode(train_set, index, cfg.max_passage_len, cfg.max_question_len, drop_unreachable=True)
     test_items = encode(test_set, index, cfg.eval_max_passage_len, 10**9, drop_unreachable=False)
     if not train_items or not test_items:
@@ -242,8 +260,10 @@ def run(cfg: TrainConfig, train_set: dict, test_set: dict, embeddings: np.ndarra
     ema = EMA(model, cfg.ema_decay)
     gen = torch.Generator().manual_seed(cfg.seed)
     history = {"epochs": [], "loss_log": [], "step_loss": [], "n_train": len(train_items),
-               "n_train_dropped": len(train_set["examples"]) - len(train_items), "n_test": len(test_items)}
+               "n_train_dropped": len(train_set["examples"]) - len(train_items), "n_test": len(test_items),
+               "n_valid": len(valid_items)}
     start_epoch, step, spent = 1, 0, 0.0
+    best = None        # with valid_articles: {"epoch", "valid", "weights"} of the highest validation EM so far
 
     checkpoint = run_dir / "checkpoint.pt"
     if checkpoint.is_file():
@@ -260,6 +280,7 @@ def run(cfg: TrainConfig, train_set: dict, test_set: dict, embeddings: np.ndarra
         if state.get("cuda_rng") is not None and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(state["cuda_rng"])
         history, start_epoch, step, spent = state["history"], state["epoch"] + 1, state["step"], state["seconds"]
+        best = state.get("best")
         log(f"resuming from {checkpoint} after epoch {state['epoch']}")
 
     t0 = time.monotonic() - spent
@@ -284,24 +305,31 @@ def run(cfg: TrainConfig, train_set: dict, test_set: dict, embeddings: np.ndarra
             if step % cfg.loss_log_every == 0:
                 history["loss_log"].append([step, loss.item()])
         record = {"epoch": epoch, "train_loss": total / count, "steps": step}
-        if cfg.eval_every_epoch or epoch == cfg.epochs:
+        if valid_items:
+            record["valid"] = evaluate(ema.averaged(model), valid_items, valid_set, cfg, device)
+            if best is None or record["valid"]["em"] > best["valid"]["em"]:
+                best = {"epoch": epoch, "valid": record["valid"], "weights": ema.snapshot()}
+        elif cfg.eval_every_epoch or epoch == cfg.epochs:
             record["dev"] = evaluate(ema.averaged(model), test_items, test_set, cfg, device)
         elapsed = time.monotonic() - t0
         record["elapsed_s"] = elapsed
         history["epochs"].append(record)
         done = epoch - start_epoch + 1
         remaining = (time.monotonic() - t0 - spent) / done * (cfg.epochs - epoch)
-        dev = f", dev EM {record['dev']['em']:.1f} F1 {record['dev']['f1']:.1f}" if "dev" in record else ""
+        dev = "".join(f", {k} EM {record[k]['em']:.1f} F1 {record[k]['f1']:.1f}" for k in ("valid", "dev")
+                      if k in record)
         log(f"epoch {epoch}/{cfg.epochs}, elapsed {_fmt(elapsed)}, remaining ~{_fmt(remaining)}, "
             f"loss {record['train_loss']:.3f}{dev}")
         checkpoints.save({"config": cfg.to_dict(), "model": _weights(model), "optimizer": optimizer.state_dict(),
                           "ema": ema.state_dict(), "generator": gen.get_state(), "torch_rng": torch.get_rng_state(),
                           "cuda_rng": torch.cuda.get_rng_state_all() if device == "cuda" else None,
-                          "history": history, "epoch": epoch, "step": step, "seconds": elapsed}, checkpoint)
+                          "history": history, "epoch": epoch, "step": step, "seconds": elapsed, "best": best},
+                         checkpoint)
         write_json(run_dir / "history.json", history)
 
-    final = history["epochs"][-1]["dev"]
-    checkpoints.save({"config": cfg.to_dict(), "vocab": vocab, "ema_weights": _weights(ema.averaged(model))},
+    chosen = ema.averaged(model) if best is None else with_weights(model, best["weights"])
+    final = history["epochs"][-1]["dev"] if best is None else evaluate(chosen, test_items, test_set, cfg, device)
+    checkpoints.save({"config": cfg.to_dict(), "vocab": vocab, "ema_weights": _weights(chosen)},
                      run_dir / "model.pt")
     metrics = {
         "em": final["em"], "f1": final["f1"], "decode": cfg.decode, "by_decode": final["by_decode"],
@@ -310,7 +338,12 @@ def run(cfg: TrainConfig, train_set: dict, test_set: dict, embeddings: np.ndarra
         "n_test": final["n"], "n_train": history["n_train"], "n_train_dropped": history["n_train_dropped"],
         "seed": cfg.seed, "config": cfg.to_dict(), "device": device_label(device), "code_commit": code_commit(),
         "train_seconds": history["epochs"][-1]["elapsed_s"],
+        "epoch": history["epochs"][-1]["epoch"] if best is None else best["epoch"],   # the weights scored on test
     }
+    if best is not None:
+        metrics.update(selected_by="validation EM", n_valid=len(valid_items),
+                       valid=[{"epoch": r["epoch"], "em": r["valid"]["em"], "f1": r["valid"]["f1"]}
+                              for r in history["epochs"]])
     write_json(run_dir / "metrics.json", metrics)
     return metrics
 

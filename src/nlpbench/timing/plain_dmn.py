@@ -27,7 +27,7 @@ def plain_logits(model: DMN, stories: torch.Tensor, n_facts: torch.Tensor, queri
     s = torch.einsum("bml,bmld->bmd", a, emb) + model.pe.k_over_d * torch.einsum("bml,bmld->bmd", b, emb)  # eq. 6.1
     s = dropout(s, cfg.input_dropout, model.training, generator)
     if cfg.variant == "ff-dmn":
-        f = torch.relu(model.sentence_ffn(s)) * mask.unsqueeze(-1)        # f_t = FNN(s_t)
+        f = model.ffn(s) * mask.unsqueeze(-1)                             # f_t = FNN(s_t)
     else:
         out, _ = _last_state(model.fusion, s, n_facts)
         fwd, bwd = out.chunk(2, dim=-1)
