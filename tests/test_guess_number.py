@@ -142,6 +142,44 @@ def test_training_samples_deterministic_and_prefix():
     assert gn.training_samples(0, 10, 0, seed=7) == []
 
 
+def _game_index(sample) -> int:
+    return int(sample.source.split(" game=")[1].split()[0])
+
+
+def test_games_as_the_training_unit_give_every_state_of_whole_games_from_the_same_stream():
+    states = gn.training_samples(0, 100, 400, seed=7)
+    games = gn.training_samples(0, 100, 40, seed=7, unit="games")
+    assert sorted({_game_index(s) for s in games}) == list(range(40))
+    assert games == states[:len(games)]                   # the same simulated games, none cut
+    nxt = gn.training_samples(0, 100, 41, seed=7, unit="games")
+    assert nxt[:len(games)] == games and _game_index(nxt[-1]) == 40
+    last = [s for s in games if _game_index(s) == 39]     # a whole game: it ends on the target (or max tries)
+    final = gn.Game(0, 0, 100)
+    final.min_num, final.max_num = _replay_bounds(last[-1].facts)
+    assert final.min_num < int(last[-1].answer) < final.max_num
+    assert len(games) > 40 * 5                            # about 7.5 guesses a game for 0-100
+    with pytest.raises(ValueError, match="unit"):
+        gn.training_samples(0, 10, 5, seed=0, unit="stories")
+
+
+def test_the_games_reading_holds_out_whole_games_and_keeps_the_default_ids():
+    from pathlib import Path
+    from nlpbench import config
+    from nlpbench.memnet.game import training_split
+    from nlpbench.memnet.groups import game_groups
+    params = config.load(Path(__file__).parent.parent / "params.yaml", {"scale": "cpu"})
+    states = training_split(0, 10, 50, params["memnet"]["game"])
+    assert [len(part) for part in states] == [45, 5]
+    train, val = training_split(0, 10, 50, dict(params["memnet"]["game"], example_unit="games"))
+    train_games, val_games = {_game_index(s) for s in train}, {_game_index(s) for s in val}
+    assert len(train_games) == 45 and len(val_games) == 5 and not train_games & val_games
+    default = set(game_groups(params))
+    del params["memnet"]["game"]["example_unit"]
+    assert set(game_groups(params)) == default            # `states` is the default: ids as before the key existed
+    params["memnet"]["game"]["example_unit"] = "games"
+    assert not set(game_groups(params)) & default
+
+
 def test_vocab_is_fixed_by_range():
     voc = gn.vocab(0, 10)
     assert voc.itos[0] == babi.NIL

@@ -31,14 +31,28 @@ COLUMNS = {"Baseline / MemN2N": ("memn2n", 1), "t-MEM-NN / 1 sample": ("tmemnn",
 VAL_METRIC = {("memn2n", 1): "point", ("tmemnn", 1): "S1", ("tmemnn", 10): "S10"}   # the validation accuracy read
 SIZE_LABEL = {100: "100", 1000: "1k", 10000: "10k"}
 METRICS = {"accuracy": "Accuracy", "success": "Success", "rounds": "Rounds"}
+COUNTED = {"states": "a training size counts states; 10% are held out for validation",
+           "games": ("a training size counts whole games (`example_unit: games`), each giving all its states; 10% "
+                     "of the games are held out for validation")}
+
+
+def training_split(lo: int, hi: int, n_examples: int, game: dict) -> tuple[list, list]:
+    """Training examples of simulated games split train/validation (A-7: 90/10). `memnet.game.example_unit`:
+    "states" holds out 10% of the states; "games" counts whole games and holds out 10% of the games with all
+    their states."""
+    n_val = max(1, round(game["val_fraction"] * n_examples))
+    if game.get("example_unit", "states") == "games":
+        games = gn.simulated_games(lo, hi, game["data_seed"], game["max_tries"])
+        train, val = babi.train_val_split([next(games) for _ in range(n_examples)], n_val, game["data_seed"])
+        return [s for g in train for s in g], [s for g in val for s in g]
+    samples = gn.training_samples(lo, hi, n_examples, seed=game["data_seed"], max_tries=game["max_tries"])
+    return babi.train_val_split(samples, n_val, game["data_seed"])
 
 
 def game_data(lo: int, hi: int, n_examples: int, game: dict, memory_size: int):
-    """Training states of simulated games split train/validation (A-7: 90/10), plus held-out states of other
-    games as the 'test' split (a state-level check; the tables use the test games)."""
-    samples = gn.training_samples(lo, hi, n_examples, seed=game["data_seed"], max_tries=game["max_tries"])
-    n_val = max(1, round(game["val_fraction"] * n_examples))
-    train, val = babi.train_val_split(samples, n_val, game["data_seed"])
+    """The training split above, plus held-out states of other games as the 'test' split (a state-level check;
+    the tables use the test games)."""
+    train, val = training_split(lo, hi, n_examples, game)
     held_out = gn.training_samples(lo, hi, 1000, seed=game["data_seed"] + 10_000, max_tries=game["max_tries"])
     return tensors_from_samples(f"game:{lo}-{hi}:{n_examples}", {"train": train, "val": val, "test": held_out},
                                 memory_size, vocab=gn.vocab(lo, hi))
@@ -188,7 +202,7 @@ def game_table_parts(params: dict, table: str, runs_root: Path) -> TableParts:
         "(3 hops, delta 20, the memnet section of params.yaml).",
         "Reading A-7 (§6.6): a training example is one game state (the history of guesses and hints as facts, "
         "'range lo hi' first, query 'next guess') labelled with the next move of a student that guesses uniformly "
-        "inside the current bounds; a training size counts states; 10% are held out for validation. The model's "
+        f"inside the current bounds; {COUNTED[game.get('example_unit', 'states')]}. The model's "
         "guess is the argmax over the number tokens of the S-sample averaged prediction.",
         "Accuracy: the mean over games of in-bound guesses / guesses (%); Success: % of games won within the "
         "limit; Rounds: mean guesses of the won games (lower is better). A uniform in-bound student needs "

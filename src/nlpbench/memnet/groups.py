@@ -172,7 +172,7 @@ def game_groups(params: dict) -> dict[str, GameGroup]:
         settings = own_settings(model, memnet_settings(params, g.get("overrides", {}), "memnet.game.overrides"))
         for size in g["train_sizes"]:
             key = {"model": model, "size": size, "ranges": ranges, "seeds": g["seeds"],
-                   "game": g,
+                   "game": {k: v for k, v in g.items() if (k, v) != ("example_unit", "states")},   # the default: ids as before the key
                    "settings": settings}
             gid = f"game-{model}-n{size}-{settings_digest(key)}"
             out[gid] = GameGroup(gid, model, size, ranges, tuple(g["seeds"]), settings)

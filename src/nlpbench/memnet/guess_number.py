@@ -137,29 +137,44 @@ def _uniform_move(rng: np.random.Generator, game: Game) -> int:
     return int(rng.integers(game.min_num + 1, game.max_num))
 
 
-def training_samples(
-    lo: int, hi: int, n_examples: int, seed: int, max_tries: int = MAX_TRIES
-) -> list[babi.Sample]:
-    """Exactly `n_examples` (state -> next guess) examples from simulated games (our reading of §6.6).
+def simulated_games(lo: int, hi: int, seed: int, max_tries: int = MAX_TRIES):
+    """Endless simulated games, each as its list of (state -> next guess) examples in order of play.
 
-    Targets are uniform in [lo, hi] and moves uniform inside the open bounds, all from `default_rng(seed)`;
-    states are taken from whole games in order (the last game may be cut), so a smaller set with the same seed
-    is a prefix of a larger one.
+    Targets are uniform in [lo, hi] and moves uniform inside the open bounds, all from `default_rng(seed)`.
+    """
+    rng = np.random.default_rng(seed)
+    n_game = 0
+    while True:
+        game, states = Game(int(rng.integers(lo, hi + 1)), lo, hi, max_tries), []
+        while not game.finished:
+            g = _uniform_move(rng, game)
+            src = f"guess_number[{lo}-{hi}] seed={seed} game={n_game} round={len(game.rounds) + 1}"
+            states.append(state_sample(game, g, src))
+            game.guess(g)
+        yield states
+        n_game += 1
+
+
+def training_samples(
+    lo: int, hi: int, n_examples: int, seed: int, max_tries: int = MAX_TRIES, unit: str = "states"
+) -> list[babi.Sample]:
+    """`n_examples` training examples from simulated games (our readings of §6.6's "training examples").
+
+    unit "states": exactly n_examples (state -> next guess) examples, taken from whole games in order (the last
+    game may be cut); "games": every state of n_examples whole games. Either way a smaller set with the same
+    seed is a prefix of a larger one.
     """
     if n_examples < 0:
         raise ValueError(f"n_examples={n_examples} must be non-negative")
-    rng = np.random.default_rng(seed)
+    if unit not in ("states", "games"):
+        raise ValueError(f"unit={unit!r}: a training example is one of 'states' or 'games'")
+    games = simulated_games(lo, hi, seed, max_tries)
+    if unit == "games":
+        return [state for _ in range(n_examples) for state in next(games)]
     samples: list[babi.Sample] = []
-    n_game = 0
     while len(samples) < n_examples:
-        game = Game(int(rng.integers(lo, hi + 1)), lo, hi, max_tries)
-        while not game.finished and len(samples) < n_examples:
-            g = _uniform_move(rng, game)
-            src = f"guess_number[{lo}-{hi}] seed={seed} game={n_game} round={len(game.rounds) + 1}"
-            samples.append(state_sample(game, g, src))
-            game.guess(g)
-        n_game += 1
-    return samples
+        samples.extend(next(games))
+    return samples[:n_examples]
 
 
 def test_targets(lo: int, hi: int, n_games: int = N_TEST_GAMES, seed: int = TEST_SEED) -> list[int]:
