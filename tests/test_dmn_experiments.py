@@ -316,18 +316,27 @@ def test_a_job_trains_its_item_only_and_writes_its_marker_last(params, tmp_path,
 
 # -- seeds: five for the pattern and augmented networks, every seed's value in a cell ---------------------------
 
-def test_pattern_and_augmented_networks_train_five_seeds_and_the_task_groups_keep_their_ids(params):
-    """dmn.seeds_by_kind gives the 12 pattern networks five seeds; the augmented network (one seed for now) and the
-    task groups of Tables 6.5-6.7 keep dmn.seeds and so their group ids (their runs stay valid)."""
-    groups = dg.all_groups(params)
+FIVE_PATTERN_SEEDS = {"scale": "cpu", "dmn.seeds_by_kind.patterns": [0, 1, 2, 3, 4]}
+
+
+def test_seeds_by_kind_gives_the_pattern_networks_their_own_seeds_and_the_task_groups_keep_their_ids(params):
+    """dmn.seeds_by_kind gives the 12 pattern networks their own seeds (five: our seed spread); the augmented
+    network and the task groups of Tables 6.5-6.7 keep dmn.seeds and so their group ids (their runs stay
+    valid). The committed default is one seed everywhere: the ids of the committed tables."""
+    assert {(g.model, g.kind): g.seeds for g in dg.all_groups(params).values()
+            if g.kind in ("patterns", "augmented")} == {("dmn+", "patterns"): (0,), ("dmn+", "augmented"): (0,),
+                                                        ("modmn+", "patterns"): (0,)}
+    five = config.load(REPO / "params.yaml", FIVE_PATTERN_SEEDS)
+    groups = dg.all_groups(five)
     seeds = {(g.model, g.kind): g.seeds for g in groups.values() if g.group_id in
-             {x.group_id for t in ("6.2", "6.3", "6.4", "6.5", "6.6", "6.7") for x in dg.table_groups(params, t)}}
+             {x.group_id for t in ("6.2", "6.3", "6.4", "6.5", "6.6", "6.7") for x in dg.table_groups(five, t)}}
     assert seeds == {("dmn+", "patterns"): (0, 1, 2, 3, 4), ("dmn+", "augmented"): (0,),
                      ("modmn+", "patterns"): (0, 1, 2, 3, 4), ("dmn+", "tasks"): (0,), ("ff-dmn", "tasks"): (0,)}
-    one_seed = copy.deepcopy(params)
+    one_seed = copy.deepcopy(five)
     del one_seed["dmn"]["seeds_by_kind"]                       # as before the key existed: dmn.seeds for all
     before = {(g.model, g.kind): g.group_id for g in dg.all_groups(one_seed).values()}
     after = {(g.model, g.kind): g.group_id for g in groups.values() if g.seeds in ((0,), (0, 1, 2, 3, 4))}
+    assert before == {(g.model, g.kind): g.group_id for g in dg.all_groups(params).values()}
     for key in (("dmn+", "tasks"), ("ff-dmn", "tasks"), ("dmn+", "augmented")):
         assert after[key] == before[key]
     for key in (("dmn+", "patterns"), ("modmn+", "patterns")):
@@ -340,7 +349,8 @@ def test_pattern_and_augmented_networks_train_five_seeds_and_the_task_groups_kee
     assert dg.column_groups(p, "6.5")["ff-DMN"]["ff-dmn"].seeds == (3,)
 
 
-def test_a_pattern_cell_is_the_seed_validation_picks_and_carries_every_seeds_value(params, tmp_path):
+def test_a_pattern_cell_is_the_seed_validation_picks_and_carries_every_seeds_value(tmp_path):
+    params = config.load(REPO / "params.yaml", FIVE_PATTERN_SEEDS)
     runs, results = tmp_path / "runs", tmp_path / "results"
     dmn = dg.column_groups(params, "6.2")["Trained Network / 1"]["dmn+"]
     assert dmn.seeds == (0, 1, 2, 3, 4)
