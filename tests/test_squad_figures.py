@@ -83,6 +83,17 @@ def test_loss_curves_have_a_series_per_configuration_and_seed(tmp_path):
     assert side["kind"] == "figure" and side["status"] == "2 of 10 lines drawn" and "mean over its seeds" in side["note"]
 
 
+def test_a_loss_figure_with_every_line_at_the_paper_scale_only_says_so_without_a_warning(tmp_path, recwarn):
+    """At cpu, Figure A.1's loss curves read only paper-scale-only cells: no line, and no legend to warn about."""
+    params = load("cpu")
+    decl = params["outputs"]["shen-thesis"]["figA.1-loss"]
+    assert figures.loss_curve_data(params, decl, tmp_path) == []
+    figures.draw_loss_curves(params, decl, "shen-thesis", "figA.1-loss", tmp_path, tmp_path / "results")
+    assert not [w for w in recwarn if "legend" in str(w.message)]
+    side = json.loads((tmp_path / "results" / "shen-thesis" / "figA.1-loss.output.json").read_text())
+    assert side["status"] == "0 of 0 lines drawn"
+
+
 def test_the_figures_read_the_tables_runs_and_bad_declarations_are_named():
     params = load("paper")
     targets = plan.make(params).targets

@@ -216,7 +216,11 @@ def draw_loss_curves(params: dict, decl: dict, source: str, name: str, runs_root
     rows, blocks = [], set()
     for k, panel in enumerate(panels):
         ax = axes[k // cols][k % cols]
-        for i, line in enumerate(l for l in lines if l["panel"] == panel):
+        panel_lines = [line for line in lines if line["panel"] == panel]
+        if not panel_lines:     # every configuration of the panel is paper scale only (its table's trained_rows)
+            ax.text(0.5, 0.5, f"paper scale only:\nnothing of this panel is trained at scale {params['scale']}",
+                    ha="center", va="center", fontsize=8, transform=ax.transAxes)
+        for i, line in enumerate(panel_lines):
             if not line["seeds"]:
                 ax.plot([], [], color=f"C{i}", label=f"{line['label']} (not trained)")
                 continue
@@ -232,7 +236,8 @@ def draw_loss_curves(params: dict, decl: dict, source: str, name: str, runs_root
         ax.set_title(panel, fontsize=9)
         ax.set_xlabel("optimizer step", fontsize=8)
         ax.set_ylabel("training loss (3.20)", fontsize=8)
-        ax.legend(fontsize=7)
+        if panel_lines:
+            ax.legend(fontsize=7)
     for k in range(len(panels), n_rows * cols):
         axes[k // cols][k % cols].axis("off")
     block = ", ".join(map(str, sorted(blocks))) or "-"
