@@ -21,7 +21,6 @@ from nlpbench.data import catalog
 from nlpbench.data.fetch import ChecksumError, DownloadError, fetch_remote, git_blob_sha1
 
 REPO = Path(__file__).resolve().parents[1]
-MIRROR_README = Path("/work/shared/data/README.md")
 
 
 @pytest.fixture
@@ -337,12 +336,13 @@ def test_cnndm_download_stays_off_at_the_cpu_and_smoke_scales() -> None:
 
 
 # ------------------------------------------------------------------------------------------ catalogue and docs
-def test_catalogue_urls_and_checksums_match_the_mirror_readme() -> None:
+def test_catalogue_urls_and_checksums_match_the_mirror_readme(mirror_dir: Path) -> None:
     """Where the mirror's README gives a file's URL or git blob SHA-1 (in full or its first 8 hex), the catalogue
     records the same."""
-    if not MIRROR_README.is_file():
-        pytest.skip(f"{MIRROR_README} not here")
-    readme = MIRROR_README.read_text(encoding="utf-8")
+    mirror_readme = mirror_dir / "README.md"
+    if not mirror_readme.is_file():
+        pytest.skip(f"{mirror_readme} not here")
+    readme = mirror_readme.read_text(encoding="utf-8")
     urls = re.findall(r"https?://[^\s`)]+", readme)
     checked = set()
     for f in catalog.FILES:
