@@ -1,9 +1,9 @@
 """What the chosen scale still has to do, and how long it should take.
 
 Measured costs live in the repository (results/costs.tsv: one line per training group id, the wall time of its
-job as measured and its peak memory, the resident set size Snakemake's benchmark recorded). A group id is a digest of everything that determines the group, so a measured id is exactly
-the same work; a group never measured is estimated by the median of its family's measured groups at the same
-scale. `nlpbench costs` refreshes the file from the `benchmark:` files a real run leaves under logs/train/.
+job as measured and its peak memory, the resident set size Snakemake's benchmark recorded). A group id is a digest
+of everything that determines the group, so a measured id is exactly the same work; a group never measured is
+estimated by the median of its family's measured groups at the same scale. `nlpbench costs` refreshes the file from the `benchmark:` files a real run leaves under logs/train/.
 """
 
 from __future__ import annotations

@@ -36,12 +36,17 @@ COUNTED = {"states": "a training size counts states; 10% are held out for valida
                      "of the games are held out for validation")}
 
 
+def example_unit(game: dict) -> str:
+    """What a training size counts (memnet.game.example_unit): "states" (A-7, the default) or "games"."""
+    return game.get("example_unit", "states")
+
+
 def training_split(lo: int, hi: int, n_examples: int, game: dict) -> tuple[list, list]:
     """Training examples of simulated games split train/validation (A-7: 90/10). `memnet.game.example_unit`:
     "states" holds out 10% of the states; "games" counts whole games and holds out 10% of the games with all
     their states."""
     n_val = max(1, round(game["val_fraction"] * n_examples))
-    if game.get("example_unit", "states") == "games":
+    if example_unit(game) == "games":
         games = gn.simulated_games(lo, hi, game["data_seed"], game["max_tries"])
         train, val = babi.train_val_split([next(games) for _ in range(n_examples)], n_val, game["data_seed"])
         return [s for g in train for s in g], [s for g in val for s in g]
@@ -202,7 +207,7 @@ def game_table_parts(params: dict, table: str, runs_root: Path) -> TableParts:
         "(3 hops, delta 20, the memnet section of params.yaml).",
         "Reading A-7 (§6.6): a training example is one game state (the history of guesses and hints as facts, "
         "'range lo hi' first, query 'next guess') labelled with the next move of a student that guesses uniformly "
-        f"inside the current bounds; {COUNTED[game.get('example_unit', 'states')]}. The model's "
+        f"inside the current bounds; {COUNTED[example_unit(game)]}. The model's "
         "guess is the argmax over the number tokens of the S-sample averaged prediction.",
         "Accuracy: the mean over games of in-bound guesses / guesses (%); Success: % of games won within the "
         "limit; Rounds: mean guesses of the won games (lower is better). A uniform in-bound student needs "

@@ -70,6 +70,8 @@ HASH_NEUTRAL = {("model", "prior_sigma"): 1.0, ("train", "track_test_samples"): 
                 ("model", "memory_slots"): "fixed", ("model", "position_form"): "paper",
                 ("bayes", "test_draws"): "sequential", ("model", "t_sampler"): "gamma",
                 ("data", "train_questions"): None, ("data", "answer_forms"): {}}
+# The same for the game's own section (memnet.game), which the game groups' hash holds whole.
+GAME_NEUTRAL = {("game", "example_unit"): "states"}
 # Settings that choose how a run is computed, not what: never in a group's hash, as the device, the thread count
 # and the runs a group trains together are not (each changes only float rounding: the order of sums, fused kernels).
 EXECUTION_ONLY = (("model", "memory_read"), ("model", "posterior_kernels"), ("model", "hop_kernels"))
@@ -172,7 +174,7 @@ def game_groups(params: dict) -> dict[str, GameGroup]:
         settings = own_settings(model, memnet_settings(params, g.get("overrides", {}), "memnet.game.overrides"))
         for size in g["train_sizes"]:
             key = {"model": model, "size": size, "ranges": ranges, "seeds": g["seeds"],
-                   "game": {k: v for k, v in g.items() if (k, v) != ("example_unit", "states")},   # the default: ids as before the key
+                   "game": config.drop_neutral({"game": g}, GAME_NEUTRAL)["game"],
                    "settings": settings}
             gid = f"game-{model}-n{size}-{settings_digest(key)}"
             out[gid] = GameGroup(gid, model, size, ranges, tuple(g["seeds"]), settings)
