@@ -7,6 +7,7 @@
 #   bash envs/run.sh tables [snakemake args]   install if needed, then regenerate every table
 #                                              (scale auto: cpu on a CPU, paper on a GPU)
 #   bash envs/run.sh test   [pytest args]      install if needed, with the test tools, then run the test suite
+#                                              on every core (pytest -n auto; -n 0 for one process)
 #   bash envs/run.sh gpu-check [--dry-run]     install if needed, then check the pipeline on this machine's GPU in at
 #                                              most 8 minutes and append its figures to docs/gpu.md
 #   bash envs/run.sh lock   [--cpu | --cuda 12 | --cuda 13] [uv pip compile args]
@@ -111,7 +112,7 @@ lock_one() {
   tmp=$(mktemp -d)
   local opts=(--generate-hashes --no-header --python-version 3.11 --python-platform x86_64-manylinux_2_28)
   if [ "$build" = test ]; then
-    printf 'pytest>=8\n' > "$tmp/test.in"        # = the `test` extra of pyproject.toml
+    printf 'pytest>=8\npytest-xdist>=3\n' > "$tmp/test.in"   # = the `test` extra of pyproject.toml
     opts+=(test.in)
   else
     cp envs/requirements.txt "$tmp/requirements.txt"
@@ -170,7 +171,8 @@ case "$cmd" in
   test)
     parse_build
     install "$BUILD" with-tests
-    PATH="$VENV/bin:$PATH" exec "$VENV/bin/python" -m pytest "$@"
+    # a test file a worker, one worker a core (a file's module fixtures are built once); -n 0 runs in one process
+    PATH="$VENV/bin:$PATH" exec "$VENV/bin/python" -m pytest -n auto --dist loadfile "$@"
     ;;
   install)
     parse_build "$@"

@@ -134,6 +134,9 @@ def test_test_tools_are_an_extra_and_locked():
         req = Requirement(spec)
         assert canonicalize_name(req.name) in test, f"envs/lock/test.txt lacks {spec}"
         assert req.specifier.contains(Version(test[canonicalize_name(req.name)][0]))
+    # the lock step writes the same requirements as its input (envs/run.sh lock_one)
+    written = re.search(r"printf '([^']*)' > \"\$tmp/test.in\"", (REPO / "envs" / "run.sh").read_text()).group(1)
+    assert written.split("\\n")[:-1] == extra
 
 
 def test_conda_environments_install_their_lock_and_name_its_digest():
