@@ -316,30 +316,29 @@ def test_a_job_trains_its_item_only_and_writes_its_marker_last(params, tmp_path,
 
 # -- seeds: five for the pattern and augmented networks, every seed's value in a cell ---------------------------
 
-FIVE_PATTERN_SEEDS = {"scale": "cpu", "dmn.seeds_by_kind.patterns": [0, 1, 2, 3, 4]}
+CPU = {"scale": "cpu"}      # its default: five seeds for the 13 networks of Tables 6.2-6.4
+FIVE = (0, 1, 2, 3, 4)
 
 
 def test_seeds_by_kind_gives_the_pattern_networks_their_own_seeds_and_the_task_groups_keep_their_ids(params):
-    """dmn.seeds_by_kind gives the 12 pattern networks their own seeds (five: our seed spread); the augmented
-    network and the task groups of Tables 6.5-6.7 keep dmn.seeds and so their group ids (their runs stay
-    valid). The committed default is one seed everywhere: the ids of the committed tables."""
-    assert {(g.model, g.kind): g.seeds for g in dg.all_groups(params).values()
-            if g.kind in ("patterns", "augmented")} == {("dmn+", "patterns"): (0,), ("dmn+", "augmented"): (0,),
-                                                        ("modmn+", "patterns"): (0,)}
-    five = config.load(REPO / "params.yaml", FIVE_PATTERN_SEEDS)
+    """dmn.seeds_by_kind gives the 12 pattern networks and the augmented network their own seeds (five: our seed
+    spread, the committed tables); the task groups of Tables 6.5-6.7 keep dmn.seeds and so their group ids (their
+    runs stay valid). One seed everywhere (no seeds_by_kind) gives the one-seed ids of earlier tables back."""
+    five = params
     groups = dg.all_groups(five)
     seeds = {(g.model, g.kind): g.seeds for g in groups.values() if g.group_id in
              {x.group_id for t in ("6.2", "6.3", "6.4", "6.5", "6.6", "6.7") for x in dg.table_groups(five, t)}}
-    assert seeds == {("dmn+", "patterns"): (0, 1, 2, 3, 4), ("dmn+", "augmented"): (0,),
-                     ("modmn+", "patterns"): (0, 1, 2, 3, 4), ("dmn+", "tasks"): (0,), ("ff-dmn", "tasks"): (0,)}
+    assert seeds == {("dmn+", "patterns"): FIVE, ("dmn+", "augmented"): FIVE,
+                     ("modmn+", "patterns"): FIVE, ("dmn+", "tasks"): (0,), ("ff-dmn", "tasks"): (0,)}
     one_seed = copy.deepcopy(five)
     del one_seed["dmn"]["seeds_by_kind"]                       # as before the key existed: dmn.seeds for all
     before = {(g.model, g.kind): g.group_id for g in dg.all_groups(one_seed).values()}
-    after = {(g.model, g.kind): g.group_id for g in groups.values() if g.seeds in ((0,), (0, 1, 2, 3, 4))}
-    assert before == {(g.model, g.kind): g.group_id for g in dg.all_groups(params).values()}
-    for key in (("dmn+", "tasks"), ("ff-dmn", "tasks"), ("dmn+", "augmented")):
+    after = {(g.model, g.kind): g.group_id for g in groups.values() if g.seeds in ((0,), FIVE)}
+    assert before[("dmn+", "patterns")] == "dmn-dmnplus-patterns-d80-f2dea72eae"     # the one-seed tables' ids
+    assert before[("dmn+", "augmented")] == "dmn-dmnplus-augmented-d80-ad4e0bf3f1"
+    for key in (("dmn+", "tasks"), ("ff-dmn", "tasks")):
         assert after[key] == before[key]
-    for key in (("dmn+", "patterns"), ("modmn+", "patterns")):
+    for key in (("dmn+", "patterns"), ("modmn+", "patterns"), ("dmn+", "augmented")):
         assert after[key] != before[key]
     # a table's own seeds win over the kind's; `tasks: null` is dmn.seeds
     p = config.load(REPO / "params.yaml", {"scale": "cpu", "dmn.seeds": [3], "dmn.seeds_by_kind.patterns": [7, 8]})
@@ -350,7 +349,7 @@ def test_seeds_by_kind_gives_the_pattern_networks_their_own_seeds_and_the_task_g
 
 
 def test_a_pattern_cell_is_the_seed_validation_picks_and_carries_every_seeds_value(tmp_path):
-    params = config.load(REPO / "params.yaml", FIVE_PATTERN_SEEDS)
+    params = config.load(REPO / "params.yaml", CPU)
     runs, results = tmp_path / "runs", tmp_path / "results"
     dmn = dg.column_groups(params, "6.2")["Trained Network / 1"]["dmn+"]
     assert dmn.seeds == (0, 1, 2, 3, 4)

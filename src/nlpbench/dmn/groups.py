@@ -65,7 +65,7 @@ def resolved_settings(params: dict, kind: str, model: str, overrides: dict | Non
 
 
 # Settings added after runs existed: left out of the digests while they hold these neutral values, so earlier
-# data sets, groups and checkpoints keep their ids (as config.HASH_NEUTRAL for the memory networks).
+# data sets, groups and checkpoints keep their ids (every family's HASH_NEUTRAL, applied by config.drop_neutral).
 HASH_NEUTRAL = {("patterns", "distractor_order"): "keep",
                 ("model", "ffn_layers"): 1, ("model", "ffn_activation"): "relu",
                 ("model", "question_in_update"): False}

@@ -156,7 +156,7 @@ def group_settings(params: dict, cfg: Config) -> dict:
 
 
 # Settings added after runs existed: left out of the digests while they hold these neutral values, so earlier
-# groups keep their ids (as config.HASH_NEUTRAL for the memory networks).
+# groups keep their ids (the same rule as every family's HASH_NEUTRAL, applied by config.drop_neutral).
 HASH_NEUTRAL = {("train", "valid_articles"): 0}
 
 
