@@ -112,7 +112,7 @@ lock_one() {
   tmp=$(mktemp -d)
   local opts=(--generate-hashes --no-header --python-version 3.11 --python-platform x86_64-manylinux_2_28)
   if [ "$build" = test ]; then
-    printf 'pytest>=8\npytest-xdist>=3\n' > "$tmp/test.in"   # = the `test` extra of pyproject.toml
+    "$VENV/bin/python" -c 'import sys, tomllib; print(*tomllib.load(open(sys.argv[1], "rb"))["project"]["optional-dependencies"]["test"], sep="\n")' pyproject.toml > "$tmp/test.in"   # the `test` extra
     opts+=(test.in)
   else
     cp envs/requirements.txt "$tmp/requirements.txt"

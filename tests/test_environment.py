@@ -134,9 +134,35 @@ def test_test_tools_are_an_extra_and_locked():
         req = Requirement(spec)
         assert canonicalize_name(req.name) in test, f"envs/lock/test.txt lacks {spec}"
         assert req.specifier.contains(Version(test[canonicalize_name(req.name)][0]))
-    # the lock step writes the same requirements as its input (envs/run.sh lock_one)
-    written = re.search(r"printf '([^']*)' > \"\$tmp/test.in\"", (REPO / "envs" / "run.sh").read_text()).group(1)
-    assert written.split("\\n")[:-1] == extra
+
+
+def test_the_lock_step_resolves_the_test_extra_of_pyproject(tmp_path):
+    """`bash envs/run.sh lock` hands uv the `test` extra as pyproject.toml declares it (one list of test tools):
+    run on a copy of the repository's files with a stand-in for uv that writes its input back as the lock."""
+    import shutil
+    import sys
+    repo = tmp_path / "repo"
+    for name in ("envs/run.sh", "envs/requirements.txt", "envs/nlpbench.yaml", "envs/nlpbench-cuda.yaml",
+                 "envs/lock/cpu.txt", "pyproject.toml"):
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO / name, repo / name)
+    pyproject = repo / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace('test = ["pytest>=8", "pytest-xdist>=3"]',
+                                                      'test = ["pytest>=8", "pytest-xdist>=3", "hypothesis>=6"]'))
+    python = tmp_path / "venv" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text("#!/bin/bash\n"
+                      'if [ "$1 $2" = "-m uv" ]; then\n'
+                      '  [ "$3" = --version ] && exit 0\n'
+                      "  if [ -f test.in ]; then cat test.in; else echo 'torch==2.13.0'; fi > lock.txt; exit 0\n"
+                      "fi\n"
+                      f'exec {sys.executable} "$@"\n')
+    python.chmod(0o755)
+    done = subprocess.run(["bash", "envs/run.sh", "lock"], cwd=repo, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "NLPBENCH_VENV": str(tmp_path / "venv")})
+    assert done.returncode == 0, done.stderr
+    locked = [line for line in (repo / "envs/lock/test.txt").read_text().splitlines() if not line.startswith("#")]
+    assert locked == ["pytest>=8", "pytest-xdist>=3", "hypothesis>=6"]
 
 
 def test_conda_environments_install_their_lock_and_name_its_digest():
