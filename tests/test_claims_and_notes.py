@@ -207,7 +207,7 @@ def test_a_claim_that_holds_on_the_selected_cells_is_judged_on_each_seeds_own_ce
     [record] = claims.judged([{"text": "§1: x", "kind": "higher_mean", "a": "a", "b": "b"}], "t",
                              _cells(grid, None, seeds), "differs")
     assert record["verdict"] == verdict
-    assert f"on each of our 3 seeds' own cells it holds for {held}" in record["sentence"]
+    assert f"it holds on {held} of our 3 seeds, each judged on its own cells" in record["sentence"]
 
 
 def test_a_claim_with_nothing_to_judge_needs_data_where_its_table_lacks_data():

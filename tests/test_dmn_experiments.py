@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import copy
 import csv
+import dataclasses
+import json
 from pathlib import Path
 
 import pytest
@@ -312,6 +314,46 @@ def test_a_job_trains_its_item_only_and_writes_its_marker_last(params, tmp_path,
     assert trained == [("task4", s) for s in g.seeds]
     assert io.read_json(dg.job_done(g, "task4", tmp_path / "runs")) == summary
     assert summary["wall_time_s"] == 2.0 * len(g.seeds)
+
+
+def _finished_run(run: Path, group, item: str, seed: int, settings: dict, device: str) -> None:
+    """A finished run's files as train_run writes them."""
+    run.mkdir(parents=True)
+    for name in dx.RUN_FILES:
+        (run / name).write_bytes(name.encode())
+    io.write_json(run / "config.json", {"group": run.parent.name, "model": group.model, "kind": group.kind,
+                                        "item": item, "seed": seed, "settings": settings})
+    io.write_json(run / "metrics.json", {"run_id": f"{run.parent.name}/{run.name}", "status": "ok", "seed": seed,
+                                         "item": item, "val_acc": 0.9, "test_acc": {"test": 0.8},
+                                         "train_wall_time_s": 60.0, "device": device})
+
+
+def test_a_run_another_group_finished_with_the_same_configuration_is_taken_over_not_trained(params, tmp_path,
+                                                                                           monkeypatch):
+    """A group that differs from another only in its seeds (a table given five seeds, a pilot's runs) takes over
+    the runs they share: same model, data, item, seed and settings on a device of the same label."""
+    from nlpbench.provenance import device_label
+    trained = []
+    monkeypatch.setattr(dx, "train_run", lambda g, item, seed, *a, **k: trained.append(seed) or
+                        {"status": "ok", "train_wall_time_s": 2.0})
+    g = dg.column_groups(params, "6.5")["DMN+ (ours)"]["dmn+"]
+    g = dataclasses.replace(g, seeds=(0, 1, 2))
+    runs = tmp_path / "runs"
+    settings = json.loads(json.dumps(g.settings))        # as config.json holds them
+    _finished_run(runs / "dmn-dmnplus-tasks-d80-pilot" / "task4-seed0", g, "task4", 0, settings, device_label("cpu"))
+    other_lr = copy.deepcopy(settings)
+    other_lr["train"]["lr"] = 0.01
+    _finished_run(runs / "dmn-dmnplus-tasks-d80-lr" / "task4-seed1", g, "task4", 1, other_lr, device_label("cpu"))
+    _finished_run(runs / "dmn-dmnplus-tasks-d80-gpu" / "task4-seed2", g, "task4", 2, settings, "cuda (H200)")
+    summary = dx.train_item(g, "task4", tmp_path / "babi", tmp_path / "dmn", runs)
+    assert trained == [1, 2]                        # another lr, another device: trained here
+    mine = g.run_dir(runs, "task4", 0)
+    metrics = io.read_json(mine / "metrics.json")
+    assert metrics["run_id"] == f"{g.group_id}/task4-seed0"
+    assert metrics["adopted_from"] == "dmn-dmnplus-tasks-d80-pilot/task4-seed0" and metrics["test_acc"] == {"test": 0.8}
+    assert io.read_json(mine / "config.json")["group"] == g.group_id
+    assert all((mine / name).read_bytes() == name.encode() for name in dx.RUN_FILES)
+    assert summary["trained_now"] == 2 and summary["wall_time_s"] == 60.0 + 2 * 2.0
 
 
 # -- seeds: five for the pattern and augmented networks, every seed's value in a cell ---------------------------

@@ -175,3 +175,15 @@ def test_the_registers_gather_the_tables_claims_and_the_measured_outputs_claims(
     assert any(r["claim"].startswith("§6.4.4") and r["verdict"] in ("holds", "does not hold") for r in rows)
     readme = (results / "README.md").read_text()
     assert readme.index("## The documents' claims") < readme.index("## The tables")
+
+
+def test_the_provenance_reads_in_one_order_whatever_order_it_was_stored_in():
+    """A table judged again from its sidecar (whose JSON sorts the keys) writes its provenance as the build did."""
+    from nlpbench.tables import render_markdown
+    cells = [Cell(r, c, v) for (r, c), v in printed().items()]
+    built = {"scale": "cpu", "code commit": "abc1234", "device": "cpu (1 threads)", "training wall time": "3 min",
+             "generated": "2026-11-28 19:36 UTC", "torch": "2.13.0+cpu", "a family's own key": "kept, last"}
+    stored = dict(sorted(built.items()))
+    assert list(stored) != list(built)
+    assert render_markdown(build_table(tolias2(), cells, stored, [])) == \
+        render_markdown(build_table(tolias2(), cells, built, []))

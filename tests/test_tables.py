@@ -178,12 +178,12 @@ def test_not_run_and_failed_render():
 
 
 def test_markdown_shape(tmp_path):
-    res = build_table(tolias2(), exact_cells(0.5), {"scale": "smoke", "commit": "abc123", "device": "cpu"},
+    res = build_table(tolias2(), exact_cells(0.5), {"device": "cpu", "code commit": "abc123", "scale": "smoke"},
                       ["reading: 1k split"])
     md = write_table(res, tmp_path)["md"].read_text()
     assert md.startswith("# Tolias, PhD thesis (2020), seed 000 — Table 2: Quantitative assessment\n")
-    # provenance bullets in the given order
-    assert md.index("- **scale**: smoke") < md.index("- **commit**: abc123") < md.index("- **device**: cpu")
+    # provenance bullets in one order (tables.PROVENANCE_ORDER), whatever order they were given in
+    assert md.index("- **scale**: smoke") < md.index("- **code commit**: abc123") < md.index("- **device**: cpu")
     # a table computed on a CPU says what agreement a rebuild elsewhere should give, and how to check it
     assert md.index("- **device**: cpu") < md.index("- **rebuilding it**: bit for bit on a CPU whose torch kernels")
     assert "`nlpbench verify tolias-thesis/2`" in md

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from nlpbench import claims, config, io, judging, notes, paper, registry, results_index, tables
 from nlpbench.config import ConfigError
-from nlpbench.family import Paths, table_figure
+from nlpbench.family import Paths, declared_figures
 
 NO_VALUE = ("not_run", "cited", "not_applicable", "paper_only")   # cell statuses that say nothing was trained for the cell
 
@@ -30,7 +30,7 @@ def table(params: dict, source: str, name: str, paths: Paths, allow_empty: bool 
         raise ConfigError(f"{target}: nothing trained for this table at scale {params['scale']} (no run under "
                           f"{paths.runs}/ has a result for it), so it was left as it is; train its groups first "
                           "(`nlpbench plan`), or pass --allow-empty to write the empty table")
-    spec = dataclasses.replace(parts.spec, rules=rules(d, params), figures=figures(d))
+    spec = dataclasses.replace(parts.spec, rules=rules(d, params), figures=declared_figures(d.decl))
     cells = table_cells(params, d, parts, paths) if d.decl.get("claims") or d.decl.get("notes") else None
     lines = ([SMOKE_NOTE] if params["scale"] == "smoke" else []) + parts.notes + declared_notes(d, cells)
     result = tables.build_table(spec, parts.cells, parts.provenance, lines)
@@ -58,11 +58,6 @@ def table_cells(params: dict, d: config.Declared, parts, paths: Paths) -> notes.
         op = registry.get(o.family).table(d.source, other, params, paths)
         cells.add(other, op.spec.rows, op.spec.columns, op.cells, op.spec.decimals)
     return cells
-
-
-def figures(d: config.Declared) -> list[str]:
-    """The figure a table's home declares (`figure: "4.1"`), as the file drawn beside the table."""
-    return [table_figure(str(d.decl["figure"]))] if d.decl.get("figure") else []
 
 
 def rules(d: config.Declared, params: dict) -> judging.Rules:

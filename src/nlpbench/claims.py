@@ -468,8 +468,8 @@ def judged(claims: list[dict], table: str, cells: TableCells, table_status: str,
             verdict = category(ours[0] if ours else None, table_status, needs_data, claims_testable)
             if ours is not None and seeds is not None:
                 held, n = seeds
-                sides = [(sides[0][0], (ours[0], ours[1] + f" (the selected seeds); on each of our {n} seeds' own "
-                                        f"cells it holds for {held}"))] + sides[1:]
+                sides = [(sides[0][0], (ours[0], ours[1] + f" (the selected seeds); it holds on {held} of our {n} "
+                                        "seeds, each judged on its own cells"))] + sides[1:]
                 if verdict == HOLDS and held <= n / 2:      # most seeds do not show it: inside our noise
                     verdict = WITHIN_NOISE
             sentence = _line(c["text"], subject, sides)

@@ -131,7 +131,14 @@ def cmd_train(args) -> None:
     if args.again and not hasattr(family, "retrain"):
         raise SystemExit(f"nlpbench train --again: family {p.owner[args.group]} cannot retrain a finished group")
     train = family.retrain if args.again else family.train
-    train(args.group, params, _paths(args), resolve_device(params["device"]))
+    if args.clock is None:
+        train(args.group, params, _paths(args), resolve_device(params["device"]))
+        return
+    from nlpbench.job_clock import JobClock
+    if args.again:
+        Path(args.clock).unlink(missing_ok=True)     # trained again from the start: timed afresh
+    with JobClock(Path(args.clock)):
+        train(args.group, params, _paths(args), resolve_device(params["device"]))
 
 
 def cmd_table(args) -> None:
@@ -277,6 +284,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--again", action="store_true",
                    help="train every run again, finished ones included (e.g. to record a metric added since); "
                         "only families with a retrain accept it")
+    p.add_argument("--clock", metavar="FILE",
+                   help="keep the job's time over all its attempts in FILE (a killed job resumed goes on counting); "
+                        "`nlpbench costs` reads it beside Snakemake's benchmark file")
     _threads_option(p)
     p.set_defaults(func=cmd_train)
     p = sub.add_parser("table", help="build one table into results/<source>/")

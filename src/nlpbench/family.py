@@ -49,6 +49,16 @@ def table_figure(figure: str) -> str:
     return f"fig{figure}.png"
 
 
+def declared_figures(decl: dict) -> list[str]:
+    """The files a table's home declares as its figure (`figure: "4.1"` -> fig4.1.png); none where it declares none."""
+    return [table_figure(str(decl["figure"]))] if decl.get("figure") else []
+
+
+def drawn_figures(decl: dict, directory: Path) -> list[str]:
+    """The declared figures (declared_figures) that were drawn in `directory`, results/<source>/."""
+    return [f for f in declared_figures(decl) if (Path(directory) / f).is_file()]
+
+
 @dataclass(frozen=True)
 class Target:
     """A table (cells beside the paper's numbers) or another output (qualitative table, figure, ...)."""

@@ -60,6 +60,19 @@ UNITS = {u.name: u for u in (
     Unit("count", 0.5, 1.0, "rounds"),
 )}
 
+
+
+def in_unit(value: float, unit: str) -> str:
+    """A figure in its unit, two decimals: "2.55 points", "0.31 nats", "0.04" (a fraction carries no label)."""
+    label = UNITS[unit].label
+    return f"{value:.2f} {label}" if label else f"{value:.2f}"
+
+
+def points_alone(units: list[str]) -> bool:
+    """A table judged in points alone writes its figures bare ("mean |Δ| 2.55"); mixed units name each one."""
+    return list(units) == ["points"]
+
+
 REPRODUCED = "reproduced"
 PARTLY = "reproduced ({k} of {n} cells)"
 DIFFERS = "differs"

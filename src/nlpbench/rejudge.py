@@ -18,6 +18,7 @@ from pathlib import Path
 
 from nlpbench import build, config, io, notes, paper, registry, tables
 from nlpbench.config import ConfigError
+from nlpbench.family import drawn_figures
 
 BY_SEED = re.compile(r"by seed ([-\d., ]+)\)")                 # memnet: "... (n=10; by seed 81.9, 82.7, ...)"
 PER_SEED = re.compile(r"per seed ([-\d., ]+)$")                # memnet pilots: "...; per seed 81.9, 82.7"
@@ -141,7 +142,7 @@ def judge_table(params_path: Path, results_dir: Path, source: str, name: str, ca
     d = config.declaration(params, "tables", source, name)
     spec = tables.TableSpec(source, name, side["title"], display["rows"], display["columns"], display["decimals"],
                             display["pass_threshold"], display["mean_row"], rules=build.rules(d, params),
-                            figures=[f for f in build.figures(d) if (Path(results_dir) / source / f).is_file()])
+                            figures=drawn_figures(d.decl, Path(results_dir) / source))
     result = tables.build_table(spec, cells, side.get("provenance") or {}, kept)
     if d.decl.get("claims"):
         table_cells = notes.TableCells(source)

@@ -13,11 +13,11 @@ import io
 from pathlib import Path
 
 from nlpbench.config import read_yaml
-from nlpbench.family import table_figure
+from nlpbench.family import drawn_figures
 from nlpbench.io import read_json, write_json, write_text
 from nlpbench.paper import REFERENCE_DIR, reference_index, source_label
 from nlpbench.claims import VERDICTS
-from nlpbench.judging import ADDITION, UNITS, status_kind
+from nlpbench.judging import ADDITION, in_unit, points_alone, status_kind
 from nlpbench.tables import TABLE_STATUSES
 
 INDEX_COLUMNS = ["source", "table", "title", "status", "path"]
@@ -102,8 +102,7 @@ def _table_figures(results_dir: Path, source: str, table: str) -> list[str]:
     """The figure a table's home declares (`figure:`), where it was drawn beside the table."""
     home = REFERENCE_DIR / source / f"{table}.yaml"
     decl = read_yaml(home.read_text(encoding="utf-8"), str(home)) if home.exists() else None
-    figure = decl.get("figure") if isinstance(decl, dict) else None
-    return [table_figure(figure)] if figure and (results_dir / source / table_figure(figure)).exists() else []
+    return drawn_figures(decl, results_dir / source) if isinstance(decl, dict) else []
 
 
 def _figures(results_dir: Path, entries: list[tuple[dict, dict | None]], outputs: list[dict]) -> dict:
@@ -140,10 +139,9 @@ def _mean_diffs(side: dict) -> str:
     if units is None:                  # a sidecar written before the units were stored
         mad = side.get("mean_abs_diff")
         return "" if mad is None else f"{mad:.2f}"
-    if len(units) == 1 and units[0]["unit"] == "points":
+    if points_alone([u["unit"] for u in units]):
         return f"{units[0]['mean_abs_diff']:.2f}"
-    return " · ".join(f"{u['mean_abs_diff']:.2f}" + (f" {UNITS[u['unit']].label}" if UNITS[u["unit"]].label else "")
-                      for u in units)
+    return " · ".join(in_unit(u["mean_abs_diff"], u["unit"]) for u in units)
 
 
 def claim_rows(entries: list[tuple[dict, dict | None]], outputs: list[dict]) -> list[dict]:

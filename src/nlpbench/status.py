@@ -3,7 +3,8 @@
 Measured costs live in the repository (results/costs.tsv: one line per training group id, the wall time of its
 job as measured and its peak memory, the resident set size Snakemake's benchmark recorded). A group id is a digest
 of everything that determines the group, so a measured id is exactly the same work; a group never measured is
-estimated by the median of its family's measured groups at the same scale. `nlpbench costs` refreshes the file from the `benchmark:` files a real run leaves under logs/train/.
+estimated by the median of its family's measured groups at the same scale. `nlpbench costs` refreshes the file from the `benchmark:` files a real run leaves under logs/train/, or from a
+job's clock there where the job was killed and resumed (the benchmark times only its last attempt).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from nlpbench import io
+from nlpbench import io, job_clock
 from nlpbench.progress import duration
 
 if TYPE_CHECKING:        # the plan is only passed in: the timing benchmarks read costs without loading it
@@ -25,6 +26,7 @@ if TYPE_CHECKING:        # the plan is only passed in: the timing benchmarks rea
 
 COSTS = Path("results") / "costs.tsv"
 COLUMNS = ["group", "family", "scale", "seconds", "peak_mb", "device", "measured", "source"]
+CLOCK_SLACK = 5.0   # seconds the job clock may exceed the benchmark by in one attempt (process start and exit)
 
 
 def read_costs(path: Path = COSTS) -> dict[str, dict]:
@@ -95,6 +97,10 @@ def refresh_costs(plan: Plan, scale: str, device: str, logs: Path = Path("logs/t
         if measured is None:
             continue
         seconds, peak = measured
+        source = "benchmark file of a pipeline run"
+        clock = job_clock.recorded(Path(logs) / f"{gid}.clock.json")
+        if clock is not None and clock > seconds + CLOCK_SLACK:   # resumed: the earlier attempts count too
+            seconds, source = clock, "job clock over its resumed attempts (nlpbench train --clock)"
         bench = Path(logs) / f"{gid}.benchmark.tsv"
         stamp = datetime.fromtimestamp(bench.stat().st_mtime, timezone.utc).strftime("%Y-%m-%d")
         old = costs.get(gid)
@@ -106,8 +112,7 @@ def refresh_costs(plan: Plan, scale: str, device: str, logs: Path = Path("logs/t
             old["peak_mb"] = peak
         else:
             costs[gid] = {"group": gid, "family": plan.owner[gid], "scale": scale, "seconds": seconds,
-                          "peak_mb": peak, "device": device, "measured": stamp,
-                          "source": "benchmark file of a pipeline run"}
+                          "peak_mb": peak, "device": device, "measured": stamp, "source": source}
         n += 1
     if n:
         write_costs(costs, path)

@@ -405,15 +405,11 @@ def figures_text(verdict: judging.TableVerdict | None) -> str:
     """The mean and max |Δ| per unit, each in its unit ("mean |Δ| 2.55 points, max 11.30; ...")."""
     if verdict is None or not verdict.units:
         return ""
-    parts = []
-    for u in verdict.units:
-        label = judging.UNITS[u.unit].label
-        unit = f" {label}" if label else ""
-        parts.append(f"mean |Δ| {four_places(u.mean_abs_diff):.2f}{unit} over {u.n} cells (tolerance "
-                     f"{u.tolerance:g}), max {four_places(u.max_abs_diff):.2f}"
-                     if len(verdict.units) > 1 or u.unit != "points" else
-                     f"mean |Δ| {four_places(u.mean_abs_diff):.2f}, max |Δ| {four_places(u.max_abs_diff):.2f}")
-    return "; ".join(parts)
+    if judging.points_alone([u.unit for u in verdict.units]):
+        u = verdict.units[0]
+        return f"mean |Δ| {four_places(u.mean_abs_diff):.2f}, max |Δ| {four_places(u.max_abs_diff):.2f}"
+    return "; ".join(f"mean |Δ| {judging.in_unit(four_places(u.mean_abs_diff), u.unit)} over {u.n} cells (tolerance "
+                     f"{u.tolerance:g}), max {four_places(u.max_abs_diff):.2f}" for u in verdict.units)
 
 
 def _status_line(result: TableResult) -> str:
@@ -475,13 +471,25 @@ def _agreement(provenance: dict, spec: TableSpec) -> list[str]:
             f"it in a clean clone and compares every cell"]
 
 
+# The order of the provenance bullets, whatever order the keys were stored in (a sidecar's JSON sorts them, so a
+# table judged again from its files writes them as the build did); a key not listed follows in its own order.
+PROVENANCE_ORDER = ("scale", "data", "trained here", "code commit", "device", "memory read", "hop kernels",
+                    "posterior kernels", "training wall time", "generated", "torch", "runs")
+
+
+def _provenance_order(provenance: dict) -> list[str]:
+    rank = {key: i for i, key in enumerate(PROVENANCE_ORDER)}
+    return sorted(provenance, key=lambda key: rank.get(key, len(rank)))
+
+
 def render_markdown(result: TableResult) -> str:
     """Title, provenance, one wide table (reproduced / paper / Δ per column), flagged cells, notes."""
     spec = result.spec
     out = [f"# {source_label(spec.source)} — Table {spec.table}: {spec.title}", ""]
     out += [_status_line(result), "", "## Provenance", ""]
     if result.provenance:
-        for key, value in result.provenance.items():
+        for key in _provenance_order(result.provenance):
+            value = result.provenance[key]
             if isinstance(value, dict):
                 value = ", ".join(f"{k}={v}" for k, v in value.items())
             out.append(f"- **{key}**: {value}")

@@ -16,6 +16,8 @@ from __future__ import annotations
 import csv
 import dataclasses
 import functools
+import json
+import shutil
 import statistics
 import time
 from pathlib import Path
@@ -162,14 +164,59 @@ def train_run(group: DMNGroup, item: str, seed: int, data_root: Path, dmn_data_r
     return metrics
 
 
+RUN_FILES = ("model.pt", "test_probs.pt", "history.json")   # a finished run's files besides config and metrics
+
+
+def finished_twin(group: DMNGroup, item: str, seed: int, runs_root: Path, device: str = "cpu") -> Path | None:
+    """A finished run of another DMN group with exactly this run's configuration (model, data kind, item, seed and
+    every setting) on a device of the same label: the same computation, so a group that differs from it only in
+    its lists of seeds or items (a table given five seeds, a pilot's runs) takes it over (adopt_run) instead of
+    training it again. None where there is none."""
+    mine = {"model": group.model, "kind": group.kind, "item": item, "seed": seed,
+            "settings": json.loads(json.dumps(group.settings))}   # as config.json holds them
+    for other in sorted(Path(runs_root).glob("dmn-*")):
+        run = other / group.run_name(item, seed)
+        if other.name == group.group_id or not (run / "metrics.json").is_file() or not (run / "config.json").is_file():
+            continue
+        metrics, cfg = io.read_json(run / "metrics.json"), io.read_json(run / "config.json")
+        if (metrics.get("status") == "ok" and metrics.get("device") == device_label(device)
+                and all((run / f).is_file() for f in RUN_FILES) and {k: cfg.get(k) for k in mine} == mine):
+            return run
+    return None
+
+
+def adopt_run(group: DMNGroup, item: str, seed: int, twin: Path, runs_root: Path,
+              log: Callable[[str], None] = print) -> dict:
+    """Copy a finished twin run (finished_twin) into this group's run directory under this group's run id, with
+    `adopted_from` naming the run it was trained as; metrics.json last."""
+    run_dir = group.run_dir(runs_root, item, seed)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    for name in RUN_FILES:
+        with io.atomic_path(run_dir / name) as tmp:
+            shutil.copyfile(twin / name, tmp)
+    io.write_json(run_dir / "config.json", {**io.read_json(twin / "config.json"), "group": group.group_id})
+    source = f"{twin.parent.name}/{twin.name}"
+    metrics = {**io.read_json(twin / "metrics.json"), "run_id": f"{group.group_id}/{group.run_name(item, seed)}",
+               "adopted_from": source}
+    io.write_json(run_dir / "metrics.json", metrics)
+    (run_dir / "checkpoint.pt").unlink(missing_ok=True)      # an unfinished attempt at the same computation
+    log(f"{metrics['run_id']}: the finished run {source} has this configuration and seed: taken over, not trained")
+    return metrics
+
+
 def train_item(group: DMNGroup, item: str, data_root: Path, dmn_data_root: Path, runs_root: Path,
                device: str = "cpu", log: Callable[[str], None] = print) -> dict:
-    """Train every incomplete run of one item of the group (its seeds, one after the other); its summary last."""
+    """Train every incomplete run of one item of the group (its seeds, one after the other), taking over a run
+    another group finished with the same configuration (finished_twin); its summary last."""
     records, trained = {}, 0
     for seed in group.seeds:
         done = group.run_dir(runs_root, item, seed) / "metrics.json"
         if done.exists() and io.read_json(done).get("status") == "ok":
             records[seed] = io.read_json(done)
+            continue
+        twin = finished_twin(group, item, seed, runs_root, device)
+        if twin is not None:
+            records[seed] = adopt_run(group, item, seed, twin, runs_root, log)
             continue
         records[seed] = train_run(group, item, seed, data_root, dmn_data_root, runs_root, device, log)
         trained += 1

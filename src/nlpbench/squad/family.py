@@ -14,7 +14,7 @@ from pathlib import Path
 
 from nlpbench import config, rundirs
 from nlpbench.config import ConfigError
-from nlpbench.family import DataStep, Paths, TableParts, Target, TrainGroup, table_figure
+from nlpbench.family import DataStep, Paths, TableParts, Target, TrainGroup, declared_figures
 from nlpbench.squad import groups as sg
 
 
@@ -44,8 +44,7 @@ class SquadFamily:
         for d in config.declared(params, "tables", self.name):
             base = f"results/{d.source}/{d.name}"
             files = (f"{base}.md", f"{base}.csv", f"{base}.json")
-            if d.decl.get("figure"):
-                files += (f"results/{d.source}/{table_figure(d.decl['figure'])}",)
+            files += tuple(f"results/{d.source}/{f}" for f in declared_figures(d.decl))
             groups = tuple(sg.group_id(params, c) for c in sg.table_configs(params, d.name))
             out.append(Target("tables", d.source, d.name, files, groups, ("squad",)))
         for d in config.declared(params, "outputs", self.name):

@@ -1,0 +1,72 @@
+"""A training job's time over all of its attempts.
+
+Snakemake's benchmark file times one call of a job. A job that was killed and then resumed from its checkpoints
+also spent the earlier calls' time, so its benchmark alone says too little (a four-minute job resumed in its
+last seconds would be recorded as seconds). `nlpbench train --clock FILE` keeps the job's running total in FILE:
+it reads what the earlier, unfinished attempts spent, and rewrites the total every `every` seconds while it
+trains (a killed attempt loses at most that much) and once more when it stops. A finished job's clock starts
+again from zero, so a job trained again from the start is timed afresh. `nlpbench costs` takes the larger of the
+benchmark and the clock (nlpbench.status.refresh_costs).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+from nlpbench import io
+
+
+def spent_before(path: Path) -> float:
+    """Seconds the unfinished earlier attempts recorded in `path`; 0 where there is none or the job finished."""
+    path = Path(path)
+    if not path.exists():
+        return 0.0
+    try:
+        state = io.read_json(path)
+        return 0.0 if state["finished"] else float(state["seconds"])
+    except (ValueError, KeyError, TypeError):
+        raise ValueError(f"{path}: not a job clock (expected {{\"seconds\": number, \"finished\": bool}}); "
+                         "delete it to start the clock again") from None
+
+
+def recorded(path: Path) -> float | None:
+    """The total seconds `path` holds (finished or not), None where there is no clock."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    spent_before(path)          # the same check of the file's form
+    return float(io.read_json(path)["seconds"])
+
+
+class JobClock:
+    """with JobClock(path): ...  keeps path's total while the block runs; finished when it ends without error."""
+
+    def __init__(self, path: Path, every: float = 30.0):
+        self.path, self.every = Path(path), every
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+
+    def _write(self, finished: bool) -> None:
+        with self._lock:
+            io.write_json(self.path, {"seconds": round(self.before + time.monotonic() - self.start, 1),
+                                      "finished": finished})
+
+    def _tick(self) -> None:
+        while not self._stop.wait(self.every):
+            self._write(finished=False)
+
+    def __enter__(self) -> "JobClock":
+        self.before = spent_before(self.path)
+        self.start = time.monotonic()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._write(finished=False)
+        self._thread = threading.Thread(target=self._tick, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._write(finished=exc_type is None)

@@ -1,0 +1,76 @@
+"""A training job's time over its attempts (nlpbench.job_clock): a killed job resumed goes on counting, a finished
+one starts again, `nlpbench costs` takes the clock where the benchmark timed only the last attempt."""
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from nlpbench import config, job_clock, plan, status
+from nlpbench.job_clock import JobClock
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_an_unfinished_attempt_is_carried_into_the_next(tmp_path):
+    clock = tmp_path / "logs" / "job.clock.json"
+    clock.parent.mkdir()
+    clock.write_text(json.dumps({"seconds": 240.0, "finished": False}))     # an attempt killed after 4 minutes
+    with JobClock(clock):
+        pass
+    state = json.loads(clock.read_text())
+    assert state["finished"] is True and 240.0 <= state["seconds"] < 300.0
+
+
+def test_a_finished_job_is_timed_afresh_and_a_failed_attempt_stays_open(tmp_path):
+    clock = tmp_path / "job.clock.json"
+    clock.write_text(json.dumps({"seconds": 900.0, "finished": True}))
+    with pytest.raises(RuntimeError):
+        with JobClock(clock):
+            raise RuntimeError("out of memory")
+    state = json.loads(clock.read_text())
+    assert state["seconds"] < 60.0 and state["finished"] is False           # 900 s belonged to the finished run
+    assert job_clock.spent_before(clock) == state["seconds"]                # the next attempt goes on from here
+
+
+def test_the_clock_is_written_while_the_job_runs(tmp_path):
+    clock = tmp_path / "job.clock.json"
+    clock.write_text(json.dumps({"seconds": 10.0, "finished": False}))
+    with JobClock(clock, every=0.01):
+        before = json.loads(clock.read_text())                              # written on entry ...
+        deadline = time.monotonic() + 10
+        while json.loads(clock.read_text()) == before and time.monotonic() < deadline:
+            time.sleep(0.01)
+        running = json.loads(clock.read_text())                             # ... and again while it runs
+    assert running != before and running["finished"] is False and running["seconds"] >= 10.0
+
+
+def test_a_clock_of_another_form_is_named(tmp_path):
+    clock = tmp_path / "job.clock.json"
+    clock.write_text('{"elapsed": 3}')
+    with pytest.raises(ValueError, match=r"job.clock.json: not a job clock"):
+        with JobClock(clock):
+            pass
+
+
+def test_costs_take_the_clock_of_a_resumed_job_and_the_benchmark_otherwise(tmp_path):
+    p = plan.make(config.load(REPO / "params.yaml", {"scale": "smoke"}))
+    resumed, whole = list(p.groups)[:2]
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for gid in (resumed, whole):
+        (logs / f"{gid}.benchmark.tsv").write_text("s\th:m:s\tmax_rss\n13.3\t0:00:13\t400\n")
+    (logs / f"{resumed}.clock.json").write_text(json.dumps({"seconds": 1345.7, "finished": True}))
+    (logs / f"{whole}.clock.json").write_text(json.dumps({"seconds": 14.1, "finished": True}))  # start and exit
+    out = tmp_path / "costs.tsv"
+    assert status.refresh_costs(p, "smoke", "cpu", logs, out) == 2
+    costs = status.read_costs(out)
+    assert costs[resumed]["seconds"] == 1345.7 and "resumed" in costs[resumed]["source"]
+    assert costs[whole]["seconds"] == 13.3 and costs[whole]["source"] == "benchmark file of a pipeline run"
+
+
+def test_the_training_rule_keeps_a_clock_beside_the_benchmark():
+    text = (REPO / "pipeline" / "train.smk").read_text()
+    assert 'clock=f"logs/train/{_group.id}.clock.json"' in text and "--clock {params.clock:q}" in text
+    assert 'f"logs/train/{_group.id}.benchmark.tsv"' in text
