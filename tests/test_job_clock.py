@@ -68,6 +68,8 @@ def test_costs_take_the_clock_of_a_resumed_job_and_the_benchmark_otherwise(tmp_p
     costs = status.read_costs(out)
     assert costs[resumed]["seconds"] == 1345.7 and "resumed" in costs[resumed]["source"]
     assert costs[whole]["seconds"] == 13.3 and costs[whole]["source"] == "benchmark file of a pipeline run"
+    # the timing benchmarks read a job's time the same way
+    assert status.job_seconds(logs, resumed) == 1345.7 and status.job_seconds(logs, whole) == 13.3
 
 
 def test_the_training_rule_keeps_a_clock_beside_the_benchmark():

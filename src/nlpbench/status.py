@@ -62,9 +62,15 @@ def write_costs(costs: dict[str, dict], path: Path = COSTS) -> None:
     io.write_text(path, buf.getvalue())
 
 
-def job_measurement(logs: Path, job: str) -> tuple[float, float | None] | None:
-    """(wall seconds, peak resident memory in MB or None) of a training job from the `benchmark:` file Snakemake
-    wrote for it (logs/train/<job>.benchmark.tsv; its last row), None where there is none."""
+BENCHMARK_SOURCE = "benchmark file of a pipeline run"
+CLOCK_SOURCE = "job clock over its resumed attempts (nlpbench train --clock)"
+
+
+def job_measurement(logs: Path, job: str) -> tuple[float, float | None, str] | None:
+    """(wall seconds, peak resident memory in MB or None, source) of a training job from the `benchmark:` file
+    Snakemake wrote for it (logs/train/<job>.benchmark.tsv; its last row), None where there is none. Where the job
+    was killed and resumed, the benchmark timed its last attempt only: the job's clock beside it
+    (logs/train/<job>.clock.json, nlpbench.job_clock) gives the seconds of all its attempts."""
     bench = Path(logs) / f"{job}.benchmark.tsv"
     if not bench.exists():
         return None
@@ -76,11 +82,15 @@ def job_measurement(logs: Path, job: str) -> tuple[float, float | None] | None:
         peak = float(rows[-1].get("max_rss") or "")
     except ValueError:          # "-" where the platform could not measure it
         peak = None
-    return float(rows[-1]["s"]), peak
+    seconds = float(rows[-1]["s"])
+    clock = job_clock.recorded(Path(logs) / f"{job}.clock.json")
+    if clock is not None and clock > seconds + CLOCK_SLACK:     # resumed: the earlier attempts count too
+        return clock, peak, CLOCK_SOURCE
+    return seconds, peak, BENCHMARK_SOURCE
 
 
 def job_seconds(logs: Path, job: str) -> float | None:
-    """Wall seconds of a training job from its benchmark file (job_measurement), None where there is none."""
+    """Wall seconds of a training job over all its attempts (job_measurement), None where it left no benchmark."""
     measured = job_measurement(logs, job)
     return None if measured is None else measured[0]
 
@@ -96,11 +106,7 @@ def refresh_costs(plan: Plan, scale: str, device: str, logs: Path = Path("logs/t
         measured = job_measurement(logs, gid)
         if measured is None:
             continue
-        seconds, peak = measured
-        source = "benchmark file of a pipeline run"
-        clock = job_clock.recorded(Path(logs) / f"{gid}.clock.json")
-        if clock is not None and clock > seconds + CLOCK_SLACK:   # resumed: the earlier attempts count too
-            seconds, source = clock, "job clock over its resumed attempts (nlpbench train --clock)"
+        seconds, peak, source = measured
         bench = Path(logs) / f"{gid}.benchmark.tsv"
         stamp = datetime.fromtimestamp(bench.stat().st_mtime, timezone.utc).strftime("%Y-%m-%d")
         old = costs.get(gid)
