@@ -440,20 +440,26 @@ def test_the_ensemble_carries_a_value_per_seed_both_members_trained(tmp_path):
 
 # -- ff-DMN's readings: keys that leave the ids alone at their defaults ------------------------------------------
 
-def test_ff_dmn_readings_leave_every_id_alone_at_their_defaults_and_change_only_ff_dmn_groups(params):
+def test_ff_dmn_readings_leave_every_id_alone_at_their_neutral_values_and_change_only_ff_dmn_groups(params):
     documents = copy.deepcopy(params)               # Tables 6.2-6.7 (the pilot sets the keys in its columns)
     del documents["tables"]["shen-thesis"]["pilot-ffdmn"]
-    assert all(params["dmn"]["model"][k] == v for (section, k), v in dg.HASH_NEUTRAL.items() if section == "model")
-    old = copy.deepcopy(documents)                  # the configuration before the keys existed
+    neutral = copy.deepcopy(documents)              # every reading key at the value the runs had before it existed
+    for (section, key), value in dg.HASH_NEUTRAL.items():
+        if section == "model":
+            neutral["dmn"]["model"][key] = value
+    old = copy.deepcopy(neutral)                    # the configuration before the keys existed
     for key in dg.FF_DMN_ONLY:
         del old["dmn"]["model"][key]
-    assert set(dg.groups_by_id(old)) == set(dg.groups_by_id(documents))
+    assert set(dg.groups_by_id(old)) == set(dg.groups_by_id(neutral))
     for key, value in (("ffn_layers", 2), ("ffn_activation", "tanh"), ("question_in_update", True)):
-        p = copy.deepcopy(documents)
+        p = copy.deepcopy(neutral)
         p["dmn"]["model"][key] = value
-        changed = set(dg.groups_by_id(p)) ^ set(dg.groups_by_id(documents))
+        changed = set(dg.groups_by_id(p)) ^ set(dg.groups_by_id(neutral))
         assert changed and all(gid.startswith("dmn-ffdmn-") for gid in changed), key
-        assert set(dg.all_datasets(p)) == set(dg.all_datasets(documents))
+        assert set(dg.all_datasets(p)) == set(dg.all_datasets(neutral))
+    # the default (the question in the update, chosen by the pilot) moves the ff-DMN groups only
+    changed = set(dg.groups_by_id(documents)) ^ set(dg.groups_by_id(neutral))
+    assert changed and all(gid.startswith("dmn-ffdmn-") for gid in changed)
     g = dg.column_groups(params, "6.5")["DMN+ (ours)"]["dmn+"]
     assert not set(dg.FF_DMN_ONLY) & set(g.settings["model"])        # DMN+ runs do not read them
 
@@ -467,13 +473,14 @@ def test_the_ff_dmn_pilot_reads_mean_validation_accuracy_over_five_seeds_never_t
     assert decl["study"] and plan.make(params).targets["shen-thesis/pilot-ffdmn"].study
     cols = dg.column_groups(params, "pilot-ffdmn")
     groups = {name: members["ff-dmn"] for name, members in cols.items()}
-    assert list(groups) == ["Default reading", "Two-layer FNNs", "Question in the update"]
+    assert list(groups) == ["c^i alone in the update", "Two-layer FNNs", "Question in the update"]
     for g in groups.values():
         assert g.seeds == (0, 1, 2, 3, 4) and g.items == ("task16", "task17", "task19")
     table65 = dg.column_groups(params, "6.5")["ff-DMN"]["ff-dmn"]
-    assert groups["Default reading"].settings == table65.settings          # Table 6.5's reading, five seeds
+    assert groups["Question in the update"].settings == table65.settings   # the chosen reading: Table 6.5's
     assert groups["Two-layer FNNs"].settings["model"]["ffn_layers"] == 2
-    assert groups["Question in the update"].settings["model"]["question_in_update"] is True
+    for name in ("c^i alone in the update", "Two-layer FNNs"):              # each column says its reading
+        assert groups[name].settings["model"]["question_in_update"] is False
     for k, g in enumerate(groups.values()):
         for task in (16, 17, 19):
             for seed in range(5):          # test accuracy 0.99 everywhere: a cell that read it would show 99
@@ -482,16 +489,16 @@ def test_the_ff_dmn_pilot_reads_mean_validation_accuracy_over_five_seeds_never_t
     paths = _build(params, "pilot-ffdmn", runs, results, tmp_path)
     with open(paths["csv"], newline="") as f:
         cells = {(r["row"], r["column"]): r for r in csv.DictReader(f)}
-    assert float(cells[("16", "Default reading")]["reproduced"]) == pytest.approx(52.0)     # mean of 50..54
+    assert float(cells[("16", "c^i alone in the update")]["reproduced"]) == pytest.approx(52.0)     # mean of 50..54
     assert float(cells[("19", "Question in the update")]["reproduced"]) == pytest.approx(72.0)
     assert cells[("17", "Two-layer FNNs")]["seeds"] == "0:60 1:61 2:62 3:63 4:64"
     assert cells[("mean", "Two-layer FNNs")]["seeds"] == "0:60 1:61 2:62 3:63 4:64"
     assert float(cells[("mean", "Two-layer FNNs")]["reproduced"]) == pytest.approx(62.0)
-    assert "test never read" in cells[("16", "Default reading")]["note"]
+    assert "test never read" in cells[("16", "c^i alone in the update")]["note"]
     md = Path(paths["md"]).read_text()
     assert "Reading pilot (addition): ff-DMN validation accuracy" in md and "passes (>= 95%)" not in md
     assert "every seed counts: a cell is their mean validation accuracy; test accuracy is never read" in md
-    assert ("Columns with settings of their own, over the ones above: Two-layer FNNs: `model.ffn_layers` = 2; "
+    assert ("Two-layer FNNs: `model.ffn_layers` = 2, `model.question_in_update` = False; "
             "Question in the update: `model.question_in_update` = True.") in md
     assert "99" not in "".join(cells[(r, c)]["reproduced"] for r in ("16", "17", "19", "mean") for c in groups)
 
