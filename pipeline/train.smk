@@ -24,7 +24,6 @@ for _group in PLAN.groups.values():
             gpu_env
         params:
             group=_group.id,
-            clock=f"logs/train/{_group.id}.clock.json",   # the job's time over its attempts (nlpbench.job_clock)
         shell:   # gpu_slots: the job's own device(s) among the machine's, or none when it requests none
             "{PYTHON:q} -m nlpbench.gpu_slots {resources.gpu} -- nlpbench {SET} train {params.group:q} --threads {threads} "
-            "--clock {params.clock:q} > {log:q} 2>&1 || (tail -n 15 {log:q} >&2; exit 1)"
+            "> {log:q} 2>&1 || (tail -n 15 {log:q} >&2; exit 1)"

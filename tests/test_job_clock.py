@@ -72,7 +72,26 @@ def test_costs_take_the_clock_of_a_resumed_job_and_the_benchmark_otherwise(tmp_p
     assert status.job_seconds(logs, resumed) == 1345.7 and status.job_seconds(logs, whole) == 13.3
 
 
-def test_the_training_rule_keeps_a_clock_beside_the_benchmark():
+def test_nlpbench_train_keeps_its_clock_beside_the_rules_benchmark_file(tmp_path, monkeypatch):
+    """The rule's command names no clock (a changed command would make Snakemake rerun every job it ran before):
+    `nlpbench train` keeps it where the rule writes its benchmark file, and --again starts it afresh."""
+    from nlpbench import cli, registry
     text = (REPO / "pipeline" / "train.smk").read_text()
-    assert 'clock=f"logs/train/{_group.id}.clock.json"' in text and "--clock {params.clock:q}" in text
-    assert 'f"logs/train/{_group.id}.benchmark.tsv"' in text
+    assert f'f"{job_clock.TRAIN_LOGS.as_posix()}/{{_group.id}}.benchmark.tsv"' in text and "clock" not in text
+
+    p = plan.make(config.load(REPO / "params.yaml", {"scale": "smoke"}))
+    group = next(iter(p.groups))
+
+    def train(group, params, paths, device):      # the clock runs while the family trains
+        assert json.loads(job_clock.clock_path(tmp_path / "logs", group).read_text())["finished"] is False
+    family = registry.get(p.owner[group])
+    monkeypatch.setattr(family, "train", train)
+    monkeypatch.setattr(family, "retrain", train, raising=False)
+    cli.main(["--params", str(REPO / "params.yaml"), "--set", "scale=smoke", "--runs", str(tmp_path / "runs"),
+              "train", group, "--logs", str(tmp_path / "logs")])
+    clock = job_clock.clock_path(tmp_path / "logs", group)
+    assert json.loads(clock.read_text())["finished"] is True
+    clock.write_text(json.dumps({"seconds": 5000.0, "finished": False}))
+    cli.main(["--params", str(REPO / "params.yaml"), "--set", "scale=smoke", "--runs", str(tmp_path / "runs"),
+              "train", group, "--again", "--logs", str(tmp_path / "logs")])
+    assert json.loads(clock.read_text())["seconds"] < 60.0

@@ -22,7 +22,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from nlpbench import config, registry
+from nlpbench import config, job_clock, registry
 from nlpbench.checkpoints import LoadError
 from nlpbench.data.babi import BabiFormatError, MissingDataError
 from nlpbench.data.fetch import FetchError
@@ -131,13 +131,10 @@ def cmd_train(args) -> None:
     if args.again and not hasattr(family, "retrain"):
         raise SystemExit(f"nlpbench train --again: family {p.owner[args.group]} cannot retrain a finished group")
     train = family.retrain if args.again else family.train
-    if args.clock is None:
-        train(args.group, params, _paths(args), resolve_device(params["device"]))
-        return
-    from nlpbench.job_clock import JobClock
+    clock = job_clock.clock_path(Path(args.logs), args.group)
     if args.again:
-        Path(args.clock).unlink(missing_ok=True)     # trained again from the start: timed afresh
-    with JobClock(Path(args.clock)):
+        clock.unlink(missing_ok=True)                # trained again from the start: timed afresh
+    with job_clock.JobClock(clock):
         train(args.group, params, _paths(args), resolve_device(params["device"]))
 
 
@@ -284,9 +281,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--again", action="store_true",
                    help="train every run again, finished ones included (e.g. to record a metric added since); "
                         "only families with a retrain accept it")
-    p.add_argument("--clock", metavar="FILE",
-                   help="keep the job's time over all its attempts in FILE (a killed job resumed goes on counting); "
-                        "`nlpbench costs` reads it beside Snakemake's benchmark file")
+    p.add_argument("--logs", default=str(job_clock.TRAIN_LOGS),
+                   help="where the job keeps its time over all its attempts, <group>.clock.json beside Snakemake's "
+                        "benchmark file (a killed job resumed goes on counting; `nlpbench costs` reads it)")
     _threads_option(p)
     p.set_defaults(func=cmd_train)
     p = sub.add_parser("table", help="build one table into results/<source>/")
@@ -315,7 +312,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cores", type=int, default=0, help="training jobs side by side on a CPU (default: every core)")
     p.set_defaults(func=cmd_status)
     p = sub.add_parser("costs", help="refresh results/costs.tsv from the benchmark files of a pipeline run")
-    p.add_argument("--logs", default="logs/train", help="where the rules' benchmark files are (default logs/train)")
+    p.add_argument("--logs", default=str(job_clock.TRAIN_LOGS),
+                   help="where the rules' benchmark files and the jobs' clocks are (default logs/train)")
     p.add_argument("--threads", type=int, default=1,
                    help="torch threads of each CPU training job, for the device label (default 1, as the pipeline)")
     p.set_defaults(func=cmd_costs)

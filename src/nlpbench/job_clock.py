@@ -2,9 +2,10 @@
 
 Snakemake's benchmark file times one call of a job. A job that was killed and then resumed from its checkpoints
 also spent the earlier calls' time, so its benchmark alone says too little (a four-minute job resumed in its
-last seconds would be recorded as seconds). `nlpbench train --clock FILE` keeps the job's running total in FILE:
-it reads what the earlier, unfinished attempts spent, and rewrites the total every `every` seconds while it
-trains (a killed attempt loses at most that much) and once more when it stops. A finished job's clock starts
+last seconds would be recorded as seconds). `nlpbench train` keeps the job's running total beside its benchmark
+file, logs/train/<job>.clock.json (clock_path; the rule's command stays as it was, so Snakemake sees no change in
+the jobs it ran before): it reads what the earlier, unfinished attempts spent, and rewrites the total every
+`every` seconds while it trains (a killed attempt loses at most that much) and once more when it stops. A finished job's clock starts
 again from zero, so a job trained again from the start is timed afresh. `nlpbench costs` takes the larger of the
 benchmark and the clock (nlpbench.status.refresh_costs).
 """
@@ -16,6 +17,13 @@ import time
 from pathlib import Path
 
 from nlpbench import io
+
+TRAIN_LOGS = Path("logs") / "train"      # the training rules' logs and `benchmark:` files (pipeline/train.smk)
+
+
+def clock_path(logs: Path, job: str) -> Path:
+    """Where a training job keeps its clock: beside its benchmark file."""
+    return Path(logs) / f"{job}.clock.json"
 
 
 def spent_before(path: Path) -> float:

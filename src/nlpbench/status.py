@@ -63,7 +63,7 @@ def write_costs(costs: dict[str, dict], path: Path = COSTS) -> None:
 
 
 BENCHMARK_SOURCE = "benchmark file of a pipeline run"
-CLOCK_SOURCE = "job clock over its resumed attempts (nlpbench train --clock)"
+CLOCK_SOURCE = "job clock over its resumed attempts (nlpbench.job_clock)"
 
 
 def job_measurement(logs: Path, job: str) -> tuple[float, float | None, str] | None:
@@ -83,7 +83,7 @@ def job_measurement(logs: Path, job: str) -> tuple[float, float | None, str] | N
     except ValueError:          # "-" where the platform could not measure it
         peak = None
     seconds = float(rows[-1]["s"])
-    clock = job_clock.recorded(Path(logs) / f"{job}.clock.json")
+    clock = job_clock.recorded(job_clock.clock_path(logs, job))
     if clock is not None and clock > seconds + CLOCK_SLACK:     # resumed: the earlier attempts count too
         return clock, peak, CLOCK_SOURCE
     return seconds, peak, BENCHMARK_SOURCE
@@ -95,7 +95,7 @@ def job_seconds(logs: Path, job: str) -> float | None:
     return None if measured is None else measured[0]
 
 
-def refresh_costs(plan: Plan, scale: str, device: str, logs: Path = Path("logs/train"),
+def refresh_costs(plan: Plan, scale: str, device: str, logs: Path = job_clock.TRAIN_LOGS,
                   path: Path = COSTS) -> int:
     """Add or update the measured cost of every group of `plan` whose Snakemake benchmark file holds a new
     measurement; `device` names the device its jobs ran on. A row whose measurement is unchanged keeps its own
