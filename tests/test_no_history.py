@@ -28,9 +28,6 @@ HISTORY = {
 # cpu scale are about 21 job-hours of training on a 2-core CPU. A file leaves this list when its rebuild is clean
 # (test_the_stale_list_only_shrinks).
 STALE_UNTIL_REBUILT = {
-    "results/shen-thesis/6.5.json",
-    "results/shen-thesis/6.6.json",
-    "results/shen-thesis/6.7.json",
     "results/tolias-thesis/13.json",
     "results/tolias-thesis/14.json",
     "results/tolias-thesis/15.json",
@@ -38,9 +35,6 @@ STALE_UNTIL_REBUILT = {
     "results/tolias-thesis/hindi-size.json",
     "results/tolias-thesis/pilot-minibatches.json",
     "results/tolias-thesis/task15-10k-seeds.json",
-    "results/shen-thesis/6.5.md",
-    "results/shen-thesis/6.6.md",
-    "results/shen-thesis/6.7.md",
     "results/shen-thesis/dmn-timing.md",
     "results/tolias-thesis/13.md",
     "results/tolias-thesis/14.md",
