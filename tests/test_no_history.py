@@ -35,7 +35,6 @@ STALE_UNTIL_REBUILT = {
     "results/tolias-thesis/hindi-size.json",
     "results/tolias-thesis/pilot-minibatches.json",
     "results/tolias-thesis/task15-10k-seeds.json",
-    "results/shen-thesis/dmn-timing.md",
     "results/tolias-thesis/13.md",
     "results/tolias-thesis/14.md",
     "results/tolias-thesis/15.md",
