@@ -42,8 +42,6 @@ STALE_UNTIL_REBUILT = {
     "results/tolias-thesis/hindi-size.md",
     "results/tolias-thesis/pilot-minibatches.md",
     "results/tolias-thesis/task15-10k-seeds.md",
-    "results/tolias-thesis/timing.csv",
-    "results/tolias-thesis/timing.md",
 }
 
 
