@@ -5,9 +5,9 @@ also spent the earlier calls' time, so its benchmark alone says too little (a fo
 last seconds would be recorded as seconds). `nlpbench train` keeps the job's running total beside its benchmark
 file, logs/train/<job>.clock.json (clock_path; the rule's command stays as it was, so Snakemake sees no change in
 the jobs it ran before): it reads what the earlier, unfinished attempts spent, and rewrites the total every
-`every` seconds while it trains (a killed attempt loses at most that much) and once more when it stops. A finished job's clock starts
-again from zero, so a job trained again from the start is timed afresh. `nlpbench costs` takes the larger of the
-benchmark and the clock (nlpbench.status.refresh_costs).
+`every` seconds while it trains (a killed attempt loses at most that much) and once more when it stops. A
+finished job's clock starts again from zero, so a job trained again from the start is timed afresh. A job's
+measured time is the larger of the benchmark and the clock (nlpbench.status.job_measurement).
 """
 
 from __future__ import annotations
@@ -26,26 +26,29 @@ def clock_path(logs: Path, job: str) -> Path:
     return Path(logs) / f"{job}.clock.json"
 
 
-def spent_before(path: Path) -> float:
-    """Seconds the unfinished earlier attempts recorded in `path`; 0 where there is none or the job finished."""
+def _read(path: Path) -> tuple[float, bool] | None:
+    """(seconds, finished) of the clock in `path`, None where there is none; ValueError naming a malformed one."""
     path = Path(path)
     if not path.exists():
-        return 0.0
+        return None
     try:
         state = io.read_json(path)
-        return 0.0 if state["finished"] else float(state["seconds"])
+        return float(state["seconds"]), bool(state["finished"])
     except (ValueError, KeyError, TypeError):
         raise ValueError(f"{path}: not a job clock (expected {{\"seconds\": number, \"finished\": bool}}); "
                          "delete it to start the clock again") from None
 
 
+def spent_before(path: Path) -> float:
+    """Seconds the unfinished earlier attempts recorded in `path`; 0 where there is none or the job finished."""
+    state = _read(path)
+    return 0.0 if state is None or state[1] else state[0]
+
+
 def recorded(path: Path) -> float | None:
     """The total seconds `path` holds (finished or not), None where there is no clock."""
-    path = Path(path)
-    if not path.exists():
-        return None
-    spent_before(path)          # the same check of the file's form
-    return float(io.read_json(path)["seconds"])
+    state = _read(path)
+    return None if state is None else state[0]
 
 
 class JobClock:

@@ -61,7 +61,6 @@ UNITS = {u.name: u for u in (
 )}
 
 
-
 def in_unit(value: float, unit: str) -> str:
     """A figure in its unit, two decimals: "2.55 points", "0.31 nats", "0.04" (a fraction carries no label)."""
     label = UNITS[unit].label

@@ -3,8 +3,9 @@
 Measured costs live in the repository (results/costs.tsv: one line per training group id, the wall time of its
 job as measured and its peak memory, the resident set size Snakemake's benchmark recorded). A group id is a digest
 of everything that determines the group, so a measured id is exactly the same work; a group never measured is
-estimated by the median of its family's measured groups at the same scale. `nlpbench costs` refreshes the file from the `benchmark:` files a real run leaves under logs/train/, or from a
-job's clock there where the job was killed and resumed (the benchmark times only its last attempt).
+estimated by the median of its family's measured groups at the same scale. `nlpbench costs` refreshes the file
+from the `benchmark:` files a real run leaves under logs/train/, or from a job's clock there where the job was
+killed and resumed (the benchmark times only its last attempt).
 """
 
 from __future__ import annotations

@@ -174,12 +174,13 @@ def finished_twin(group: DMNGroup, item: str, seed: int, runs_root: Path, device
     training it again. None where there is none."""
     mine = {"model": group.model, "kind": group.kind, "item": item, "seed": seed,
             "settings": json.loads(json.dumps(group.settings))}   # as config.json holds them
+    label = device_label(device)
     for other in sorted(Path(runs_root).glob("dmn-*")):
         run = other / group.run_name(item, seed)
         if other.name == group.group_id or not (run / "metrics.json").is_file() or not (run / "config.json").is_file():
             continue
         metrics, cfg = io.read_json(run / "metrics.json"), io.read_json(run / "config.json")
-        if (metrics.get("status") == "ok" and metrics.get("device") == device_label(device)
+        if (metrics.get("status") == "ok" and metrics.get("device") == label
                 and all((run / f).is_file() for f in RUN_FILES) and {k: cfg.get(k) for k in mine} == mine):
             return run
     return None
