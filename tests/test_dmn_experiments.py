@@ -354,6 +354,9 @@ def test_a_run_another_group_finished_with_the_same_configuration_is_taken_over_
     assert io.read_json(mine / "config.json")["group"] == g.group_id
     assert all((mine / name).read_bytes() == name.encode() for name in dx.RUN_FILES)
     assert summary["trained_now"] == 2 and summary["wall_time_s"] == 60.0 + 2 * 2.0
+    assert summary["taken_over_s"] == 60.0          # a fresh clone trains it: part of the group's cost
+    # the job resumed after the take-over still counts it
+    assert dx.train_item(g, "task4", tmp_path / "babi", tmp_path / "dmn", runs)["taken_over_s"] == 60.0
 
 
 # -- seeds: five for the pattern and augmented networks, every seed's value in a cell ---------------------------

@@ -72,6 +72,24 @@ def test_costs_take_the_clock_of_a_resumed_job_and_the_benchmark_otherwise(tmp_p
     assert status.job_seconds(logs, resumed) == 1345.7 and status.job_seconds(logs, whole) == 13.3
 
 
+def test_runs_taken_over_count_in_the_job_s_cost(tmp_path):
+    """A job that took finished runs over from another group spent seconds; a fresh clone trains those runs, so
+    the group's cost is the job's time plus theirs."""
+    p = plan.make(config.load(REPO / "params.yaml", {"scale": "smoke"}))
+    gid = next(iter(p.groups))
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / f"{gid}.benchmark.tsv").write_text("s\th:m:s\tmax_rss\n2.1\t0:00:02\t400\n")
+    with JobClock(job_clock.clock_path(logs, gid)) as clock:
+        clock.take_over(600.0)
+        clock.take_over(None)                       # a family that took nothing over
+    state = job_clock.recorded(job_clock.clock_path(logs, gid))
+    assert state.finished and state.taken_over == 600.0 and state.total == state.seconds + 600.0
+    assert job_clock.spent_before(job_clock.clock_path(logs, gid)) == 0.0       # finished: the next starts afresh
+    seconds, _, source = status.job_measurement(logs, gid)
+    assert seconds == state.total and "took over" in source
+
+
 def test_nlpbench_train_keeps_its_clock_beside_the_rules_benchmark_file(tmp_path, monkeypatch):
     """The rule's command names no clock (a changed command would make Snakemake rerun every job it ran before):
     `nlpbench train` keeps it where the rule writes its benchmark file, and --again starts it afresh."""
@@ -84,6 +102,7 @@ def test_nlpbench_train_keeps_its_clock_beside_the_rules_benchmark_file(tmp_path
 
     def train(group, params, paths, device):      # the clock runs while the family trains
         assert json.loads(job_clock.clock_path(tmp_path / "logs", group).read_text())["finished"] is False
+        return 42.0                                 # seconds of runs it took over
     family = registry.get(p.owner[group])
     monkeypatch.setattr(family, "train", train)
     monkeypatch.setattr(family, "retrain", train, raising=False)
@@ -91,6 +110,7 @@ def test_nlpbench_train_keeps_its_clock_beside_the_rules_benchmark_file(tmp_path
               "train", group, "--logs", str(tmp_path / "logs")])
     clock = job_clock.clock_path(tmp_path / "logs", group)
     assert json.loads(clock.read_text())["finished"] is True
+    assert json.loads(clock.read_text())["taken_over_s"] == 42.0
     clock.write_text(json.dumps({"seconds": 5000.0, "finished": False}))
     cli.main(["--params", str(REPO / "params.yaml"), "--set", "scale=smoke", "--runs", str(tmp_path / "runs"),
               "train", group, "--again", "--logs", str(tmp_path / "logs")])

@@ -134,8 +134,8 @@ def cmd_train(args) -> None:
     clock = job_clock.clock_path(Path(args.logs), args.group)
     if args.again:
         clock.unlink(missing_ok=True)                # trained again from the start: timed afresh
-    with job_clock.JobClock(clock):
-        train(args.group, params, _paths(args), resolve_device(params["device"]))
+    with job_clock.JobClock(clock) as timed:
+        timed.take_over(train(args.group, params, _paths(args), resolve_device(params["device"])))
 
 
 def cmd_table(args) -> None:

@@ -105,7 +105,9 @@ class Family(Protocol):
     def prepare(self, step: str, params: dict, paths: Paths, mirror: str | None) -> str:
         """Run one data step; returns a one-line summary."""
 
-    def train(self, group: str, params: dict, paths: Paths, device: str) -> None: ...
+    def train(self, group: str, params: dict, paths: Paths, device: str) -> float | None:
+        """Train the group's incomplete runs. Returns the training seconds of finished runs it took over from
+        another group instead of training them (None: none), which the job's clock counts in its cost."""
 
     # optional: retrain(group, params, paths, device) trains every run of the group again from scratch, finished
     # ones included (`nlpbench train GROUP --again`); a family without it refuses the flag

@@ -6,8 +6,10 @@ last seconds would be recorded as seconds). `nlpbench train` keeps the job's run
 file, logs/train/<job>.clock.json (clock_path; the rule's command stays as it was, so Snakemake sees no change in
 the jobs it ran before): it reads what the earlier, unfinished attempts spent, and rewrites the total every
 `every` seconds while it trains (a killed attempt loses at most that much) and once more when it stops. A
-finished job's clock starts again from zero, so a job trained again from the start is timed afresh. A job's
-measured time is the larger of the benchmark and the clock (nlpbench.status.job_measurement).
+finished job's clock starts again from zero, so a job trained again from the start is timed afresh. A job that
+took finished runs over from another group instead of training them (a family's `train` returns their training
+seconds) records them as `taken_over_s`: a fresh clone trains them, so they are part of the group's cost. A job's
+measured time is the larger of the benchmark and the clock's total (nlpbench.status.job_measurement).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 from nlpbench import io
 
@@ -26,43 +29,56 @@ def clock_path(logs: Path, job: str) -> Path:
     return Path(logs) / f"{job}.clock.json"
 
 
-def _read(path: Path) -> tuple[float, bool] | None:
-    """(seconds, finished) of the clock in `path`, None where there is none; ValueError naming a malformed one."""
+class Recorded(NamedTuple):
+    """What a job's clock holds."""
+    seconds: float          # wall time of its attempts
+    finished: bool
+    taken_over: float       # training seconds of the finished runs it took over instead of training them
+
+    @property
+    def total(self) -> float:
+        """The job's cost: what it spent plus what a fresh clone would spend on the runs it took over."""
+        return self.seconds + self.taken_over
+
+
+def recorded(path: Path) -> Recorded | None:
+    """The clock in `path` (finished or not), None where there is none; ValueError naming a malformed one."""
     path = Path(path)
     if not path.exists():
         return None
     try:
         state = io.read_json(path)
-        return float(state["seconds"]), bool(state["finished"])
-    except (ValueError, KeyError, TypeError):
+        return Recorded(float(state["seconds"]), bool(state["finished"]), float(state.get("taken_over_s", 0.0)))
+    except (ValueError, KeyError, TypeError, AttributeError):
         raise ValueError(f"{path}: not a job clock (expected {{\"seconds\": number, \"finished\": bool}}); "
                          "delete it to start the clock again") from None
 
 
 def spent_before(path: Path) -> float:
     """Seconds the unfinished earlier attempts recorded in `path`; 0 where there is none or the job finished."""
-    state = _read(path)
-    return 0.0 if state is None or state[1] else state[0]
-
-
-def recorded(path: Path) -> float | None:
-    """The total seconds `path` holds (finished or not), None where there is no clock."""
-    state = _read(path)
-    return None if state is None else state[0]
+    state = recorded(path)
+    return 0.0 if state is None or state.finished else state.seconds
 
 
 class JobClock:
-    """with JobClock(path): ...  keeps path's total while the block runs; finished when it ends without error."""
+    """with JobClock(path) as clock: ...  keeps path's total while the block runs; finished when it ends without
+    error. clock.take_over(seconds) records the training of runs the job took over instead of training them."""
 
     def __init__(self, path: Path, every: float = 30.0):
         self.path, self.every = Path(path), every
+        self.taken_over = 0.0
         self._stop = threading.Event()
         self._lock = threading.Lock()
 
+    def take_over(self, seconds: float | None) -> None:
+        self.taken_over += float(seconds or 0.0)
+
     def _write(self, finished: bool) -> None:
+        state = {"seconds": round(self.before + time.monotonic() - self.start, 1), "finished": finished}
+        if self.taken_over:
+            state["taken_over_s"] = round(self.taken_over, 1)
         with self._lock:
-            io.write_json(self.path, {"seconds": round(self.before + time.monotonic() - self.start, 1),
-                                      "finished": finished})
+            io.write_json(self.path, state)
 
     def _tick(self) -> None:
         while not self._stop.wait(self.every):

@@ -65,13 +65,15 @@ def write_costs(costs: dict[str, dict], path: Path = COSTS) -> None:
 
 BENCHMARK_SOURCE = "benchmark file of a pipeline run"
 CLOCK_SOURCE = "job clock over its resumed attempts (nlpbench.job_clock)"
+TAKEN_OVER_SOURCE = "job clock, with the training of the finished runs it took over (nlpbench.job_clock)"
 
 
 def job_measurement(logs: Path, job: str) -> tuple[float, float | None, str] | None:
     """(wall seconds, peak resident memory in MB or None, source) of a training job from the `benchmark:` file
     Snakemake wrote for it (logs/train/<job>.benchmark.tsv; its last row), None where there is none. Where the job
     was killed and resumed, the benchmark timed its last attempt only: the job's clock beside it
-    (logs/train/<job>.clock.json, nlpbench.job_clock) gives the seconds of all its attempts."""
+    (logs/train/<job>.clock.json, nlpbench.job_clock) gives the seconds of all its attempts, and of the training
+    of runs it took over from another group (what a fresh clone spends on them)."""
     bench = Path(logs) / f"{job}.benchmark.tsv"
     if not bench.exists():
         return None
@@ -85,8 +87,8 @@ def job_measurement(logs: Path, job: str) -> tuple[float, float | None, str] | N
         peak = None
     seconds = float(rows[-1]["s"])
     clock = job_clock.recorded(job_clock.clock_path(logs, job))
-    if clock is not None and clock > seconds + CLOCK_SLACK:     # resumed: the earlier attempts count too
-        return clock, peak, CLOCK_SOURCE
+    if clock is not None and clock.total > seconds + CLOCK_SLACK:   # resumed, or runs taken over: they count too
+        return clock.total, peak, TAKEN_OVER_SOURCE if clock.taken_over else CLOCK_SOURCE
     return seconds, peak, BENCHMARK_SOURCE
 
 

@@ -208,7 +208,8 @@ def adopt_run(group: DMNGroup, item: str, seed: int, twin: Path, runs_root: Path
 def train_item(group: DMNGroup, item: str, data_root: Path, dmn_data_root: Path, runs_root: Path,
                device: str = "cpu", log: Callable[[str], None] = print) -> dict:
     """Train every incomplete run of one item of the group (its seeds, one after the other), taking over a run
-    another group finished with the same configuration (finished_twin); its summary last."""
+    another group finished with the same configuration (finished_twin); its summary last, with `taken_over_s`, the
+    training seconds of the runs taken over (part of the group's cost on a fresh clone)."""
     records, trained = {}, 0
     for seed in group.seeds:
         done = group.run_dir(runs_root, item, seed) / "metrics.json"
@@ -224,7 +225,8 @@ def train_item(group: DMNGroup, item: str, data_root: Path, dmn_data_root: Path,
     ok = [m for m in records.values() if m["status"] == "ok"]
     summary = {"group": group.group_id, "model": group.model, "kind": group.kind, "item": item,
                "seeds": list(group.seeds), "device": device_label(device), "trained_now": trained,
-               "wall_time_s": sum(m["train_wall_time_s"] for m in ok),
+               "taken_over_s": sum(m["train_wall_time_s"] for m in ok if "adopted_from" in m),   # by this or an
+               "wall_time_s": sum(m["train_wall_time_s"] for m in ok),                           # earlier attempt
                "runs": {f"{item}-seed{s}": m["status"] for s, m in records.items()}, "settings": group.settings}
     io.write_json(job_done(group, item, runs_root), summary)
     return summary

@@ -45,13 +45,13 @@ class DMNFamily:
         manifest = _x().make_dataset(step, params, paths.data / "babi", paths.data / "dmn")
         return f"wrote {manifest}"
 
-    def train(self, group: str, params: dict, paths: Paths, device: str) -> None:
+    def train(self, group: str, params: dict, paths: Paths, device: str) -> float:
         import torch
         x = _x()
         if params["dmn"].get("threads"):          # dmn.threads caps the job's threads (these ops are too small)
             torch.set_num_threads(params["dmn"]["threads"])
         g, item = dg.jobs(params)[group]
-        x.train_item(g, item, paths.data / "babi", paths.data / "dmn", paths.runs, device)
+        return x.train_item(g, item, paths.data / "babi", paths.data / "dmn", paths.runs, device)["taken_over_s"]
 
     def table(self, source: str, name: str, params: dict, paths: Paths) -> TableParts:
         return _x().table_parts(params, name, paths.runs, paths.data)
