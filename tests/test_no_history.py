@@ -22,27 +22,6 @@ HISTORY = {
 }
 
 
-# Committed results built before the history left the notes and code that write them (a JSON sidecar keeps its page's
-# notes since `nlpbench judge` stored them). Each says it again only when
-# its table is rebuilt, and that needs its runs, which a clone does not hold: the memnet, DMN and SQuAD tables at the
-# cpu scale are about 21 job-hours of training on a 2-core CPU. A file leaves this list when its rebuild is clean
-# (test_the_stale_list_only_shrinks).
-STALE_UNTIL_REBUILT = {
-    "results/tolias-thesis/13.json",
-    "results/tolias-thesis/14.json",
-    "results/tolias-thesis/15.json",
-    "results/tolias-thesis/hindi-size.json",
-    "results/tolias-thesis/pilot-minibatches.json",
-    "results/tolias-thesis/task15-10k-seeds.json",
-    "results/tolias-thesis/13.md",
-    "results/tolias-thesis/14.md",
-    "results/tolias-thesis/15.md",
-    "results/tolias-thesis/hindi-size.md",
-    "results/tolias-thesis/pilot-minibatches.md",
-    "results/tolias-thesis/task15-10k-seeds.md",
-}
-
-
 def searched_files() -> list[Path]:
     files = []
     for name in SEARCHED:
@@ -75,14 +54,6 @@ def test_patterns_find_history_and_spare_facts():
 
 def test_no_history_in_the_product():
     hits = [f"{p.relative_to(REPO)}:{n}: {what}: {text!r}"
-            for p in searched_files() if str(p.relative_to(REPO)) not in STALE_UNTIL_REBUILT
+            for p in searched_files()
             for n, what, text in history_hits(p.read_text(errors="replace"))]
     assert not hits, f"{len(hits)} internal history reference(s); say it for a user or cite the document:\n" + "\n".join(hits)
-
-
-def test_the_stale_list_only_shrinks():
-    """A listed result that no longer holds history (rebuilt since) must leave the list, so the list says exactly
-    which committed results still wait for their rebuild."""
-    clean = [name for name in sorted(STALE_UNTIL_REBUILT)
-             if not (REPO / name).is_file() or not history_hits((REPO / name).read_text(errors="replace"))]
-    assert not clean, "rebuilt without history; remove from STALE_UNTIL_REBUILT: " + ", ".join(clean)
