@@ -5,7 +5,8 @@ job as measured and its peak memory, the resident set size Snakemake's benchmark
 of everything that determines the group, so a measured id is exactly the same work; a group never measured is
 estimated by the median of its family's measured groups at the same scale. `nlpbench costs` refreshes the file
 from the `benchmark:` files a real run leaves under logs/train/, or from a job's clock there where the job was
-killed and resumed (the benchmark times only its last attempt).
+killed and resumed (the benchmark times only its last attempt) or took finished runs over from another group (a
+fresh clone trains them).
 """
 
 from __future__ import annotations
