@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from nlpbench import gpu_slots, resources, status
+from nlpbench.family import TrainGroup
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -253,7 +254,7 @@ def test_a_training_jobs_memory_comes_from_its_measured_peak_with_a_margin(tmp_p
     status.write_costs(old, path)
 
     class Plan:
-        groups = {"g1": None, "g2": None}
+        groups = {"g1": TrainGroup("g1", "runs/g1/group.json"), "g2": TrainGroup("g2", "runs/g2/group.json")}
         owner = {"g1": "memnet", "g2": "memnet"}
     assert status.refresh_costs(Plan(), "cpu", "cpu (test)", logs, path) == 2
     after = status.read_costs(path)

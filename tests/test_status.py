@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from nlpbench import config, plan, status
+from nlpbench.family import TrainGroup
 from nlpbench.progress import Progress, duration
 
 REPO = Path(__file__).resolve().parents[1]
@@ -108,3 +109,52 @@ def test_costs_label_the_training_jobs_threads_not_the_refreshing_process(tmp_pa
               "costs", "--logs", str(logs)])
     assert status.read_costs(tmp_path / status.COSTS)[gid]["device"].endswith(", 1 threads)")
     assert "costs --threads {TRAIN_THREADS:q}" in (REPO / "Snakefile").read_text()
+
+
+def _plan(runs: dict[str, int]) -> plan.Plan:
+    groups = {gid: TrainGroup(gid, f"runs/{gid}/done", runs=n) for gid, n in runs.items()}
+    return plan.Plan(data={}, groups=groups, targets={}, owner={gid: "dmn" for gid in groups})
+
+
+def _row(gid: str, seconds: float, runs: int | None) -> dict:
+    return {"group": gid, "family": "dmn", "scale": "cpu", "seconds": seconds, "runs": runs}
+
+
+def test_a_job_of_several_seeds_is_estimated_per_run_of_its_family():
+    p = _plan({"one": 1, "five": 5, "new-five": 5, "new-one": 1})
+    costs = {"one": _row("one", 100.0, 1), "five": _row("five", 1000.0, 5)}     # 100 and 200 s a run
+    expected = status.expected_seconds(p, "cpu", costs)
+    assert expected["new-five"] == (5 * 150.0, "estimated") and expected["new-one"] == (150.0, "estimated")
+    assert expected["five"] == (1000.0, "measured")
+    # rows that do not say their runs (written before they were recorded): the median job, as before
+    for row in costs.values():
+        row["runs"] = None
+    assert status.expected_seconds(p, "cpu", costs)["new-five"] == (550.0, "estimated")
+
+
+def test_a_dmn_job_trains_its_seeds_one_after_another_and_says_so():
+    params = config.load(REPO / "params.yaml", {"scale": "cpu"})
+    p = plan.make(params)
+    runs = {g.runs for gid, g in p.groups.items() if p.owner[gid] == "dmn" and ".pattern" in gid}
+    assert runs == {len(params["dmn"]["seeds_by_kind"]["patterns"])} and runs != {1}
+
+
+def test_costs_refresh_records_runs_and_fills_them_in_for_rows_written_without(tmp_path):
+    p = _plan({"five": 5, "one": 1})
+    out = tmp_path / "costs.tsv"
+    out.write_text("group\tfamily\tscale\tseconds\tpeak_mb\tdevice\tmeasured\tsource\n"      # the older layout
+                   "five\tdmn\tcpu\t1000.0\t\tcpu\t2026-11-01\tbenchmark\n"
+                   "gone\tdmn\tcpu\t50.0\t\tcpu\t2026-11-01\tbenchmark\n")
+    assert status.read_costs(out)["five"]["runs"] is None
+    assert status.refresh_costs(p, "cpu", "cpu", tmp_path / "no-logs", out) == 1
+    rows = status.read_costs(out)
+    assert (rows["five"]["runs"], rows["gone"]["runs"]) == (5, None)     # a group out of the plan: unknown
+    assert rows["five"]["seconds"] == 1000.0 and rows["five"]["device"] == "cpu"
+    assert status.refresh_costs(p, "cpu", "cpu", tmp_path / "no-logs", out) == 0
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "one.benchmark.tsv").write_text("s\th:m:s\tmax_rss\n42.5\t0:00:42\t100\n")
+    assert status.refresh_costs(p, "cpu", "cpu", tmp_path / "logs", out) == 1
+    assert status.read_costs(out)["one"]["runs"] == 1
+    out.write_text(out.read_text().replace("\t42.5\t1\t", "\t42.5\t0\t"))
+    with pytest.raises(ValueError, match=r"costs.tsv, line \d: runs must be at least 1"):
+        status.read_costs(out)

@@ -41,6 +41,7 @@ class TrainGroup:
     id: str
     done: str                          # written last, once every run of the group is complete
     needs: tuple[str, ...] = ()        # data steps
+    runs: int = 1                      # runs trained one after another (seeds); a job's cost grows with them
 
 
 def table_figure(figure: str) -> str:

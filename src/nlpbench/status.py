@@ -3,7 +3,8 @@
 Measured costs live in the repository (results/costs.tsv: one line per training group id, the wall time of its
 job as measured and its peak memory, the resident set size Snakemake's benchmark recorded). A group id is a digest
 of everything that determines the group, so a measured id is exactly the same work; a group never measured is
-estimated by the median of its family's measured groups at the same scale. `nlpbench costs` refreshes the file
+estimated by the median of its family's measured groups at the same scale, per run where the rows say how many runs
+(seeds) their job trained one after another, times the group's runs. `nlpbench costs` refreshes the file
 from the `benchmark:` files a real run leaves under logs/train/, or from a job's clock there where the job was
 killed and resumed (the benchmark times only its last attempt) or took finished runs over from another group (a
 fresh clone trains them).
@@ -27,7 +28,7 @@ if TYPE_CHECKING:        # the plan is only passed in: the timing benchmarks rea
     from nlpbench.plan import Plan
 
 COSTS = Path("results") / "costs.tsv"
-COLUMNS = ["group", "family", "scale", "seconds", "peak_mb", "device", "measured", "source"]
+COLUMNS = ["group", "family", "scale", "seconds", "runs", "peak_mb", "device", "measured", "source"]
 CLOCK_SLACK = 5.0   # seconds the job clock may exceed the benchmark by in one attempt (process start and exit)
 
 
@@ -41,9 +42,12 @@ def read_costs(path: Path = COSTS) -> dict[str, dict]:
         try:
             row["seconds"] = float(row["seconds"])
             row["peak_mb"] = float(row["peak_mb"]) if row.get("peak_mb") else None   # None: not measured
+            row["runs"] = int(row["runs"]) if row.get("runs") else None                # None: not recorded
         except (KeyError, TypeError, ValueError):
-            raise ValueError(f"{path}, line {i}: seconds and peak_mb must be numbers, got "
-                             f"{row.get('seconds')!r} and {row.get('peak_mb')!r}") from None
+            raise ValueError(f"{path}, line {i}: seconds, runs and peak_mb must be numbers, got "
+                             f"{row.get('seconds')!r}, {row.get('runs')!r} and {row.get('peak_mb')!r}") from None
+        if row["runs"] is not None and row["runs"] < 1:
+            raise ValueError(f"{path}, line {i}: runs must be at least 1, got {row['runs']}")
     return {r["group"]: r for r in rows}
 
 
@@ -60,6 +64,7 @@ def write_costs(costs: dict[str, dict], path: Path = COSTS) -> None:
         row = dict(costs[gid])
         row["seconds"] = _seconds_text(row["seconds"])
         row["peak_mb"] = "" if row.get("peak_mb") is None else f"{row['peak_mb']:.0f}"
+        row["runs"] = "" if row.get("runs") is None else row["runs"]
         w.writerow({k: row.get(k, "") for k in COLUMNS})
     io.write_text(path, buf.getvalue())
 
@@ -103,8 +108,15 @@ def refresh_costs(plan: Plan, scale: str, device: str, logs: Path = job_clock.TR
                   path: Path = COSTS) -> int:
     """Add or update the measured cost of every group of `plan` whose Snakemake benchmark file holds a new
     measurement; `device` names the device its jobs ran on. A row whose measurement is unchanged keeps its own
-    device, so a refresh from another process never relabels earlier jobs."""
+    device, so a refresh from another process never relabels earlier jobs. A row of a group in the plan that does
+    not say how many runs its job trained gets the plan's count (the id digests the seeds, so the count is fixed).
+    Returns the number of rows added or changed."""
     costs = read_costs(path)
+    runs_added = set()
+    for gid in plan.groups:
+        if gid in costs and costs[gid].get("runs") is None:
+            costs[gid]["runs"] = plan.groups[gid].runs
+            runs_added.add(gid)
     n = 0
     for gid in plan.groups:
         measured = job_measurement(logs, gid)
@@ -122,11 +134,12 @@ def refresh_costs(plan: Plan, scale: str, device: str, logs: Path = job_clock.TR
             old["peak_mb"] = peak
         else:
             costs[gid] = {"group": gid, "family": plan.owner[gid], "scale": scale, "seconds": seconds,
-                          "peak_mb": peak, "device": device, "measured": stamp, "source": source}
-        n += 1
-    if n:
+                          "runs": plan.groups[gid].runs, "peak_mb": peak, "device": device, "measured": stamp,
+                          "source": source}
+        n += gid not in runs_added
+    if n or runs_added:
         write_costs(costs, path)
-    return n
+    return n + len(runs_added)
 
 
 @dataclass
@@ -142,19 +155,33 @@ class Estimate:
         return max(self.seconds / jobs, self.longest)
 
 
-def expected_seconds(plan: Plan, scale: str, costs: dict[str, dict]) -> dict[str, tuple[float | None, str]]:
-    """Per training group of the plan: (seconds, how) with how "measured" (its own cost), "estimated" (its
-    family's median at this scale) or "unknown" (seconds None)."""
-    by_family: dict[str, list[float]] = {}
+def family_medians(scale: str, costs: dict[str, dict]) -> dict[str, tuple[float, bool]]:
+    """Per family: (the median seconds of its measured jobs at `scale`, whether that is per run). Per run where
+    any of its rows says how many runs its job trained (over the rows that say), so a job of five seeds is not
+    estimated at the cost of one; else per job, as for rows written before runs were recorded."""
+    per_run: dict[str, list[float]] = {}
+    per_job: dict[str, list[float]] = {}
     for row in costs.values():
         if row["scale"] == scale:
-            by_family.setdefault(row["family"], []).append(row["seconds"])
+            per_job.setdefault(row["family"], []).append(row["seconds"])
+            if row.get("runs"):
+                per_run.setdefault(row["family"], []).append(row["seconds"] / row["runs"])
+    return {fam: (statistics.median(per_run[fam]), True) if fam in per_run else (statistics.median(seconds), False)
+            for fam, seconds in per_job.items()}
+
+
+def expected_seconds(plan: Plan, scale: str, costs: dict[str, dict]) -> dict[str, tuple[float | None, str]]:
+    """Per training group of the plan: (seconds, how) with how "measured" (its own cost), "estimated" (its
+    family's median at this scale, family_medians, times the group's runs where that is per run) or "unknown"
+    (seconds None)."""
+    medians = family_medians(scale, costs)
     out = {}
-    for gid in plan.groups:
+    for gid, group in plan.groups.items():
         if gid in costs:
             out[gid] = (costs[gid]["seconds"], "measured")
-        elif by_family.get(plan.owner[gid]):
-            out[gid] = (statistics.median(by_family[plan.owner[gid]]), "estimated")
+        elif plan.owner[gid] in medians:
+            median, per_run = medians[plan.owner[gid]]
+            out[gid] = (median * group.runs if per_run else median, "estimated")
         else:
             out[gid] = (None, "unknown")
     return out

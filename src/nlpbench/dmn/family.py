@@ -27,7 +27,7 @@ class DMNFamily:
         return [DataStep(did, f"data/dmn/{did}/manifest.json", ("babi",)) for did in sorted(dg.all_datasets(params))]
 
     def groups(self, params: dict) -> list[TrainGroup]:     # one job per item of a group (groups.jobs)
-        return [TrainGroup(jid, str(dg.job_done(g, item)), ("babi",) + tuple(g.datasets()))
+        return [TrainGroup(jid, str(dg.job_done(g, item)), ("babi",) + tuple(g.datasets()), runs=len(g.seeds))
                 for jid, (g, item) in dg.jobs(params).items()]
 
     def targets(self, params: dict) -> list[Target]:
