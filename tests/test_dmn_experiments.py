@@ -43,6 +43,17 @@ def test_runs_shared_between_tables_fall_in_one_group(params):
     assert {g.model for g in dg.table_groups(params, "6.4")} == {"modmn+", "dmn+"}
 
 
+def test_columns_whose_overrides_resolve_to_the_same_settings_share_one_group(params):
+    p = copy.deepcopy(params)
+    columns = p["tables"]["shen-thesis"]["6.5"]["columns"]
+    plain = dg.column_groups(p, "6.5")["DMN+ (ours)"]["dmn+"]
+    columns["DMN+ (ours)"]["overrides"] = {"model.dim": params["dmn"]["model"]["dim"], "train.lr": 0.001}
+    assert dg.column_groups(p, "6.5")["DMN+ (ours)"]["dmn+"] == plain     # the defaults, written out
+    assert set(dg.groups_by_id(p)) == set(dg.groups_by_id(params))
+    columns["DMN+ (ours)"]["overrides"] = {"train.lr": 0.002}
+    assert dg.column_groups(p, "6.5")["DMN+ (ours)"]["dmn+"].group_id != plain.group_id
+
+
 def test_train_overrides_apply_per_kind_then_per_model():
     cut = {"tasks": {"max_epochs": 3}, "ff-dmn": {"max_epochs": 10, "patience": 3}}
     p = config.load(REPO / "params.yaml", {"scale": "cpu", "dmn": {"train_overrides": cut}})
@@ -56,7 +67,7 @@ def test_train_overrides_apply_per_kind_then_per_model():
 
 @pytest.mark.parametrize("scale", ["paper", "cpu"])
 def test_paper_and_cpu_scales_train_the_dmn_family_at_the_thesis_settings(scale):
-    """Issue 16: the cpu scale of the DMN tables is the thesis's protocol (up to 256 epochs, patience 20, the
+    """The cpu scale of the DMN tables is the thesis's protocol (up to 256 epochs, patience 20, the
     epoch of lowest validation loss, full stories), not a cut of it."""
     groups = dg.all_groups(config.load(REPO / "params.yaml", {"scale": scale})).values()
     assert {g.kind for g in groups} == {"tasks", "patterns", "augmented"}
@@ -210,7 +221,7 @@ def test_derived_data_rule_writes_the_patterns_from_real_data(params, babi_root,
     manifest = io.read_json(dx.make_dataset(pid, params, babi_root, tmp_path, log=lambda s: None))
     assert {k: v["n"] for k, v in manifest["splits"].items() if k.startswith("pattern2")} == {
         "pattern2_train": 1200, "pattern2_val": 133, "pattern2_test": 333}
-    # the natural order of the file is mostly F2, F3, F1 (spec §0.6): why the patterns are constructed
+    # the natural order of the file is mostly F2, F3, F1: why the patterns are constructed
     hist = manifest["params"]["natural_pattern_histogram"]
     assert sum(hist.values()) == 10000 and max(hist, key=hist.get) == "4"
     with pytest.raises(config.ConfigError, match="unknown DMN data set 'patterns-nope'"):
@@ -291,7 +302,7 @@ def test_the_dmn_timing_benchmark_is_an_on_demand_target_of_the_timing_package(p
 
 
 def test_each_item_of_a_group_is_a_pipeline_job_of_its_own(params):
-    """One job per (group, item): the scheduler keeps both cores busy to the end (issue 16); a table waits for the
+    """One job per (group, item): the scheduler keeps both cores busy to the end; a table waits for the
     jobs of every item of its groups; a job's marker sits in its group's folder beside the runs."""
     from nlpbench import plan
     p = plan.make(params)

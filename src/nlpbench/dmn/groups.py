@@ -139,8 +139,9 @@ def _column_members(column: dict) -> list[str]:
     return list(ENSEMBLE_MEMBERS) if column["model"] == "ensemble" else [column["model"]]
 
 
-def _group_key(model: str, kind: str, overrides: dict, seeds: tuple[int, ...]) -> str:
-    return f"{model}|{kind}|{config.digest({'o': overrides})}|{','.join(map(str, seeds))}"
+def _group_key(model: str, kind: str, settings: dict, seeds: tuple[int, ...]) -> str:
+    """Columns whose overrides resolve to the same settings (written out or left at the default) share a group."""
+    return f"{model}|{kind}|{config.digest(_hashed(settings))}|{','.join(map(str, seeds))}"
 
 
 def seeds_of(params: dict, decl: dict, kind: str) -> tuple[int, ...]:
@@ -177,14 +178,16 @@ def all_groups(params: dict) -> dict[str, DMNGroup]:
             seeds = seeds_of(params, decl, kind)
             items = ([f"task{t}" for t in _tasks_in_scale(params, decl["rows"])] if kind == "tasks"
                      else [col["data"]])
+            where = f"tables.{SOURCE}.{table}.columns.{name}"
             for model in _column_members(col):
-                w = wanted.setdefault(_group_key(model, kind, over, seeds),
-                                      {"model": model, "kind": kind, "overrides": over, "seeds": seeds,
-                                       "items": set(), "where": f"tables.{SOURCE}.{table}.columns.{name}"})
+                settings = resolved_settings(params, kind, model, over, where)
+                w = wanted.setdefault(_group_key(model, kind, settings, seeds),
+                                      {"model": model, "kind": kind, "settings": settings, "seeds": seeds,
+                                       "items": set()})
                 w["items"].update(items)
     groups = {}
     for key, w in wanted.items():
-        settings = resolved_settings(params, w["kind"], w["model"], w["overrides"], w["where"])
+        settings = w["settings"]
         order = {f"pattern{k}": k for k in fact_order.PATTERNS} | {f"task{t}": 100 + t for t in range(1, 21)}
         items = tuple(sorted(w["items"], key=lambda i: order.get(i, 0)))
         digest = config.digest({"model": w["model"], "kind": w["kind"], "items": items, "seeds": w["seeds"],
@@ -205,7 +208,8 @@ def column_groups(params: dict, table: str) -> dict[str, dict[str, DMNGroup]]:
     out = {}
     for name, col in decl["columns"].items():
         kind, over = _kind(col["data"]), col.get("overrides") or {}
-        out[name] = {m: groups[_group_key(m, kind, over, seeds_of(params, decl, kind))] for m in _column_members(col)}
+        out[name] = {m: groups[_group_key(m, kind, resolved_settings(params, kind, m, over), seeds_of(params, decl, kind))]
+                     for m in _column_members(col)}
     return out
 
 
