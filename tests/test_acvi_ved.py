@@ -1,4 +1,4 @@
-"""VED in the acvi family (Bahuleyan et al. 2018; issue 15): a Gaussian latent xi per source, fed to eq. 66."""
+"""VED in the acvi family (Bahuleyan et al. 2018): a Gaussian latent xi per source, fed to eq. 66."""
 
 from __future__ import annotations
 

@@ -272,7 +272,7 @@ def _supporting_fact(s: Sample) -> tuple[str, ...]:
 
 
 def test_hindi_tasks_9_and_10_ask_questions_their_stories_cannot_answer(babi_root: Path) -> None:
-    """The data facts behind Table 11's note (issue 13). English task 9 asks about a negated fact's own place
+    """The data facts behind Table 11's note. English task 9 asks about a negated fact's own place
     only (answer no); Hindi task 9 also asks about another place after a negated fact and answers those haan or
     nahi about evenly. English task 10 answers 'maybe' after an either-or fact; Hindi task 10 has no 'maybe'."""
     def pattern(variant, task, negated):

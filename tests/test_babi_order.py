@@ -1,4 +1,4 @@
-"""Task-16 fact-order patterns and augmentation (Shen thesis §6.3.3-6.3.4; spec seed-004 §1.4, §1.5, §4.10-4.11)
+"""Task-16 fact-order patterns and augmentation (Shen thesis §6.3.3-6.3.4)
 on the real en-10k task-16 training file."""
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ def _origin_of(sample: Sample, origin: dict[str, Sample]) -> Sample:
 def test_natural_patterns_are_a_diagnostic_only(task16):
     hist = bo.pattern_histogram(task16)
     assert len(task16) == 10_000 and sum(hist.values()) == 10_000
-    # The file is far from balanced (spec §0.6): patterns must be constructed, not sorted out.
+    # The file is far from balanced (§6.3.3 never says how its patterns were found): patterns must be
+    # constructed, not sorted out.
     assert max(hist.values()) > 2 * 1666 and min(hist.values()) < 1666
     for s in task16[:200]:
         assert bo.reorder(s, bo.natural_pattern(s)).facts == s.facts

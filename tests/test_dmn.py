@@ -1,4 +1,4 @@
-"""DMN+, MoDMN+, ff-DMN, the ensemble and their trainer (Shen thesis ch. 6; spec seed-004 §2.6-2.9, §3.2)."""
+"""DMN+, MoDMN+, ff-DMN, the ensemble and their trainer (Shen thesis §6.2-6.6)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tests of the "Guess the number" game (thesis §6.6, Tables 16-18; spec §3.2)."""
+"""Tests of the "Guess the number" game (thesis §6.6, Tables 16-18)."""
 
 from __future__ import annotations
 

@@ -145,7 +145,7 @@ def test_gather_reads_each_runs_own_questions():
 
 @pytest.mark.parametrize("tying", ["layerwise", "adjacent"])
 def test_weight_draws_side_by_side_give_the_sequential_averages(tasks_1_4, monkeypatch, tying):
-    """Evaluation puts several weight draws through the model in one pass (pseudo-runs, issue 16); the draws
+    """Evaluation puts several weight draws through the model in one pass (pseudo-runs); the draws
     are the sequential passes' draws, so every S-sample average is the same, in every bucket of runs."""
     import nlpbench.memnet.train as train
     tr = _trainer(tasks_1_4, [Run("t1", 0, 7), Run("t4", 1, 3)], True, epochs=1, tying=tying)
@@ -177,7 +177,7 @@ def test_weight_draws_side_by_side_give_the_sequential_averages(tasks_1_4, monke
                                            (True, {"memory_slots": "longest_story", "tying": "adjacent"}),
                                            (False, {"position_form": "code_published", "tying": "adjacent"})])
 def test_a_few_questions_embedding_their_own_sentences_get_the_whole_tables_answers(tasks_1_4, bayesian, over):
-    """Answering one question at a time (issue 16) embeds only its own story and query, not the task's whole
+    """Answering one question at a time embeds only its own story and query, not the task's whole
     table of distinct sentences: the same logits up to float summation order, for one and several draws side
     by side, in every bucket of runs."""
     from nlpbench.memnet.data import gather
@@ -279,7 +279,7 @@ def test_global_clipping_scales_a_runs_whole_gradient_and_per_tensor_each_tensor
 
 
 def test_per_tensor_clipping_clips_each_matrix_of_a_posterior_bank_alone():
-    """t-MEM-NN keeps its n matrices in one (K, n, V, d) parameter (issue 16); per-tensor clipping must still
+    """t-MEM-NN keeps its n matrices in one (K, n, V, d) parameter; per-tensor clipping must still
     clip each matrix of each run by that matrix's own norm, as when every matrix was its own tensor."""
     from nlpbench.memnet.train import clip_per_run
     torch.manual_seed(0)
@@ -319,7 +319,7 @@ def test_resume_from_checkpoint_continues_identically(tasks_1_4, tmp_path):
 
 
 def test_a_checkpoint_of_these_runs_in_an_older_parameter_layout_restarts_instead_of_failing(tasks_1_4, tmp_path):
-    """t-MEM-NN's matrices moved into one posterior bank (issue 16): a checkpoint of the same runs written by the
+    """t-MEM-NN's matrices moved into one posterior bank: a checkpoint of the same runs written by the
     older code (one module per matrix) cannot be loaded; the pass starts afresh and gives the straight numbers
     instead of stopping on load_state_dict's missing keys."""
     straight = _trainer(tasks_1_4[:1], [Run("a", 0, 0)], True, epochs=1)
@@ -539,7 +539,7 @@ def test_the_timing_benchmark_runs_and_writes_its_ratios(babi_root, tmp_path, mo
                      "S = 10 / S = 1, shared draws, whole sentence table", "t-MEM-NN / MemN2N, 2 runs together",
                      "t-MEM-NN (gamma) / MemN2N, 2 runs together", "MemN2N, speed-up over the plain loop",
                      "t-MEM-NN, speed-up over the plain loop", "t-MEM-NN / MemN2N, plain loop",
-                     "t-MEM-NN / MemN2N, 10 runs together",           # issue 16's group: 2 tasks x 5 seeds
+                     "t-MEM-NN / MemN2N, 10 runs together",           # a vectorised group: 2 tasks x 5 seeds
                      "t-MEM-NN / MemN2N, Table 2's group (en, 2 tasks x 3 seeds = 6 runs)",
                      "t-MEM-NN / MemN2N, Table 13's group (en-10k, 2 tasks x 5 seeds = 10 runs)"):
         row = next(line for line in md.splitlines() if line.startswith(f"| {quantity} |"))
@@ -693,7 +693,7 @@ def test_the_readable_tmemnn_trains_on_its_draws_and_divergence(tasks_1_4):
 
 
 def test_the_timing_benchmark_reads_each_tables_job_minutes_from_the_pipelines_benchmark_files(tmp_path):
-    """Issue 16's whole-table times come from the `benchmark:` files snakemake writes per training job, else from
+    """Whole-table times come from the `benchmark:` files snakemake writes per training job, else from
     a group's cpu row of costs.tsv (a group trained through `nlpbench train`): each chapter 6 table sums its own
     groups' seconds, the total counts a group shared by tables once."""
     from nlpbench import config, status
@@ -719,7 +719,7 @@ def test_the_timing_benchmark_reads_each_tables_job_minutes_from_the_pipelines_b
 
 
 def test_the_five_seed_projection_scales_each_groups_job_time_by_its_training_steps(tmp_path):
-    """Chapter 6 at five seeds (issue 16) is projected from the cpu scale's job times: a group the cpu scale trains
+    """Chapter 6 at five seeds is projected from the cpu scale's job times: a group the cpu scale trains
     at one seed counts 5 times its time, one at five seeds once (measured, not projected), one at ten (the 1k
     tables, A-10) half. A group's time is its job file, else its cpu row of costs.tsv (a group trained through
     `nlpbench train`); no projection while a group has neither."""
@@ -998,7 +998,7 @@ def test_a_joint_batch_embeds_only_the_rows_it_reads_and_gets_the_whole_tables_n
     {"tying": "adjacent", "memory_slots": "fixed", "nil_row": "learned"},
     {"tying": "layerwise", "memory_slots": "fixed", "mask_empty_memory": True, "temporal_encoding": False}])
 def test_memory_hops_compiled_compute_the_eager_loss_gradients_and_attention(tasks_1_4, reading):
-    """model.hop_kernels (issue 16) runs eqs. 33-35 op by op or compiled: the same formulas, so loss, every gradient,
+    """model.hop_kernels runs eqs. 33-35 op by op or compiled: the same formulas, so loss, every gradient,
     the logits and each hop's attention agree to float rounding under every reading of the empty slots; an unknown
     value is an error naming the key."""
     from nlpbench.memnet.data import gather

@@ -155,7 +155,7 @@ def test_a_note_quoting_a_cell_that_does_not_exist_is_refused_when_params_load(n
 
 
 def test_a_tables_provenance_names_how_its_runs_read_the_memory(tmp_path):
-    """Runs record memory_read (issue 16); runs from before it gathered every slot. The table says which reads
+    """Runs record memory_read; runs from before it gathered every slot. The table says which reads
     its runs used."""
     params = registry.load(REPO / "params.yaml", {"scale": "cpu"})
     d = config.declaration(params, "tables", "tolias-thesis", "pilot-task15")

@@ -1,6 +1,6 @@
 """The product speaks to its user: no internal issue numbers, work-log counters or references to the unshipped
-specifications in src/, params.yaml, README.md, docs/, pipeline/ or results/ (CHANGELOG.md is the history and is
-not searched). Provenance in a table's header (a run's commit, date and device) is a fact about the run and stays."""
+specifications in src/, params.yaml, README.md, docs/, pipeline/, results/, tests/ or the pipeline's entry points
+(CHANGELOG.md is the history and is not searched; this file names the patterns it looks for). Provenance in a table's header (a run's commit, date and device) is a fact about the run and stays."""
 
 from __future__ import annotations
 
@@ -8,8 +8,10 @@ import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-SEARCHED = ["src", "params.yaml", "README.md", "docs", "pipeline", "results"]
-TEXT_SUFFIXES = {".py", ".md", ".yaml", ".yml", ".csv", ".tsv", ".json", ".txt", ".smk", ".toml", ""}
+SEARCHED = ["src", "params.yaml", "README.md", "docs", "pipeline", "results", "tests", "Snakefile", "dvc.yaml",
+            "envs", ".ci", "pyproject.toml"]
+NOT_SEARCHED = {Path(__file__).resolve()}      # its own examples of what the patterns find
+TEXT_SUFFIXES = {".py", ".md", ".yaml", ".yml", ".csv", ".tsv", ".json", ".txt", ".smk", ".toml", ".sh", ""}
 
 # Each pattern names what it finds. Word-bounded and case-insensitive, so that "tissue 3", "nonstop 2", a `spec`
 # variable or a commit hash such as "#3f2a" in a provenance line do not match.
@@ -30,7 +32,7 @@ def searched_files() -> list[Path]:
             files.append(path)
         elif path.is_dir():
             files += [p for p in sorted(path.rglob("*")) if p.is_file() and p.suffix in TEXT_SUFFIXES
-                      and "__pycache__" not in p.parts]
+                      and "__pycache__" not in p.parts and p.resolve() not in NOT_SEARCHED]
     return files
 
 

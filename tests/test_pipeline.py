@@ -269,7 +269,7 @@ def test_run_sh_tables_passes_targets_and_options_through():
 
 def test_a_data_step_runs_before_the_shorter_training_jobs_of_the_longest_group_that_reads_it(tmp_path):
     """Snakemake orders ready jobs by priority and passes none on to a job's inputs: the task-16 pattern and
-    augmented data steps, left at priority 0, waited behind every bAbI training job of the DMN tables (stop 40's
+    augmented data steps, left at priority 0, waited behind every bAbI training job of the DMN tables (an
     end-to-end measurement ran them 81 minutes in), and the augmented network, a ten-minute job, started last."""
     for item in ("Snakefile", "params.yaml", "overrides.yaml", "pipeline", "envs", "results/costs.tsv"):
         (tmp_path / item).parent.mkdir(parents=True, exist_ok=True)
@@ -311,7 +311,7 @@ def test_data_priorities_pass_a_groups_priority_on_to_every_step_it_reads():
 def test_a_new_end_to_end_record_makes_its_benchmark_stale(tmp_path):
     """`nlpbench end-to-end` rewrites a record that an on-demand benchmark cites; the benchmark did not list it
     among its inputs, so `snakemake output_shen_thesis_dmn_timing` found nothing to do after a new measurement
-    (stop 41 had to --forcerun it)."""
+    (it had to be forced with --forcerun)."""
     for item in ("Snakefile", "params.yaml", "overrides.yaml", "pipeline", "envs"):
         (shutil.copytree if (REPO / item).is_dir() else shutil.copy)(REPO / item, tmp_path / item)
     record = tmp_path / "results/shen-thesis/end-to-end-dmn-thesis-epochs.json"

@@ -1,4 +1,4 @@
-"""nlpbench.textgen.schedules: KL annealing (thesis Eqs. 4.17-4.18, spec §1.3) and word dropout (spec §1.4)."""
+"""nlpbench.textgen.schedules: KL annealing (Bahuleyan thesis §4.6.1, Eqs. 4.17-4.18) and word dropout (§4.6.2)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from nlpbench.textgen.schedules import (
 
 torch.set_num_threads(1)
 
-# Spec §1.3 check values of Eq. 4.17, printed to 6 decimals.
+# Check values of Eq. 4.17 worked by hand, printed to 6 decimals.
 TANH_CHECK = {0: 0.000123, 1000: 0.000911, 2000: 0.006693, 2500: 0.017986, 3000: 0.047426}
 
 
@@ -104,7 +104,7 @@ def test_negative_iteration_rejected() -> None:
 
 
 def test_thesis_word_dropout_schedule_per_epoch() -> None:
-    # p = 0 in epoch 1, +0.05 after every epoch, at most 0.5 (spec §1.4): epoch 10 uses 0.45, 0.5 from epoch 11.
+    # p = 0 in epoch 1, +0.05 after every epoch, at most 0.5 (§4.6.4): epoch 10 uses 0.45, 0.5 from epoch 11.
     s = word_dropout_schedule("thesis")
     assert [s.rate_for_epoch(e) for e in range(1, 13)] == [
         0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.5]

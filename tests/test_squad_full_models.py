@@ -1,4 +1,4 @@
-"""The full models of Table 4.4 (BiDAF, DCN, QANet; spec §2.5): shapes and padding, the similarity comes from the
+"""The full models of Table 4.4 (BiDAF, DCN, QANet; Shen thesis §4.4): shapes and padding, the similarity comes from the
 registry (swapping it changes the function called), each learns the synthetic marker task, and a run of each
 trains through train.run and reloads."""
 

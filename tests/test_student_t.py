@@ -30,7 +30,7 @@ def test_divergence_grows_with_the_distance_of_the_mean():
 
 
 def test_eq56_is_not_a_divergence_when_the_dofs_differ():
-    """Spec A-11: eq. 56 is exact only for nu_q == nu_p; used literally it can go negative. Pinned so the
+    """Our reading: eq. 56 is exact only for nu_q == nu_p; used literally it can go negative. Pinned so the
     notes under the tables stay true."""
     assert D(0.0, 0.0, 5.0, 100.0) < 0
 
@@ -110,7 +110,7 @@ def test_masked_rows_are_zero_and_excluded_from_the_divergence():
 
 @pytest.mark.parametrize("escort,var", [(True, 0.25), (False, 0.25 * 6 / 4)])
 def test_n_draws_from_one_generator_call_have_the_distribution_of_n_calls(escort, var):
-    """StudentTMatrix.samples (batched test draws, issue 16): n draws per run from one generator call have the
+    """StudentTMatrix.samples (batched test draws): n draws per run from one generator call have the
     variance of `sample`'s; masked rows stay zero, and one draw is exactly `sample`'s."""
     q = _matrix(nu=6.0, sigma=0.5)
     many = q.samples([torch.Generator().manual_seed(0)], escort=escort, n=20)
@@ -142,7 +142,7 @@ def _mean_abs_t(nu: torch.Tensor) -> torch.Tensor:
 
 @pytest.mark.parametrize("df", [3.0, 12.0, 150.0])
 def test_polar_t_noise_has_the_t_distribution_and_its_dof_gradient(df):
-    """model.t_sampler polar (issue 16): Bailey's polar method draws t(df) exactly (tail mass at the 97.5%
+    """model.t_sampler polar: Bailey's polar method draws t(df) exactly (tail mass at the 97.5%
     quantile, variance, E|T|) and its pathwise gradient in df is the derivative of E|T| (closed form)."""
     from nlpbench.nn.student_t import standard_t_noise_runs_polar
     quantile = {3.0: 3.182446, 12.0: 2.178813, 150.0: 1.975905}[df]          # t tables, two-sided 5%
@@ -175,7 +175,7 @@ def test_polar_t_noise_of_a_run_does_not_depend_on_its_group():
 @pytest.mark.parametrize("escort", [True, False])
 def test_the_fused_polar_draw_is_autograd_through_its_formulas(escort):
     """StudentTMatrix.sample with the polar sampler computes Theta and its gradients in one autograd node
-    (issue 16: a t-MEM-NN step at 1.3x MemN2N's); they equal autograd through eqs. 60-62 and the polar formula
+    (a t-MEM-NN step at 1.3x MemN2N's); they equal autograd through eqs. 60-62 and the polar formula
     on the same uniforms, for mu, log sigma and each run's nu, with masked rows and rows without noise."""
     from nlpbench.nn.student_t import standard_t_noise_runs_polar
     torch.manual_seed(0)
@@ -226,7 +226,7 @@ def test_a_student_t_matrix_with_an_unknown_sampler_is_refused():
 
 
 def test_a_bank_of_matrices_draws_each_runs_matrices_from_its_own_generator_and_sums_per_matrix():
-    """StudentTMatrix over (K, n, V, d) (t-MEM-NN's n embedding matrices as one module, issue 16): each run's n
+    """StudentTMatrix over (K, n, V, d) (t-MEM-NN's n embedding matrices as one module): each run's n
     matrices take their noise from one call of the run's generator, so a run draws the same in a bank of two
     runs as alone; the divergence is per matrix, each with its own dof."""
     torch.manual_seed(0)
@@ -248,7 +248,7 @@ def test_a_bank_of_matrices_draws_each_runs_matrices_from_its_own_generator_and_
 
 
 def test_posterior_kernels_setting_is_checked_and_auto_falls_back_to_eager_without_a_compiler(monkeypatch):
-    """model.posterior_kernels (issue 16): auto compiles on a CPU only where torch.compile can build kernels (a
+    """model.posterior_kernels: auto compiles on a CPU only where torch.compile can build kernels (a
     C++ compiler), else runs eager; 'compiled' without a compiler and an unknown value are errors naming the key."""
     from nlpbench.nn import kernels
     with pytest.raises(ValueError, match="model.posterior_kernels: unknown value 'fast'"):

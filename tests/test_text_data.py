@@ -1,4 +1,4 @@
-"""nlpbench.textgen.corpora / prep: SNLI, QG and dialog preparation (spec seed-001 §3-§4) on the real
+"""nlpbench.textgen.corpora / prep: SNLI, QG and dialog preparation (Bahuleyan thesis §4.5.1, §6.5.1) on the real
 mirror files, plus the full-data code paths on small archives made here."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""nlpbench.metrics.text: BLEU-1..4 (spec §6.1), entropy (§6.2) and distinct-1/2 (§6.3) on hand-worked examples."""
+"""nlpbench.metrics.text: BLEU-1..4, entropy and distinct-1/2 (Bahuleyan thesis §5.2, §6.5.3) on hand-worked
+examples."""
 
 from __future__ import annotations
 
@@ -178,7 +179,7 @@ def test_distinct_hand_worked() -> None:
     assert distinct_n(SET, 1, "eq") == distinct_n(SET, 1, "code") == pytest.approx(0.4)
     assert distinct_n(SET, 2, "eq") == pytest.approx(2 / 3)
     assert distinct_n(SET, 2, "code") == pytest.approx(0.6)
-    assert distinct_n(SET, 2) == distinct_n(SET, 2, "code")  # default: the authors' code (spec §6.3 [R])
+    assert distinct_n(SET, 2) == distinct_n(SET, 2, "code")  # default: the authors' code
 
 
 def test_diversity_edge_cases() -> None:
