@@ -158,3 +158,16 @@ def test_costs_refresh_records_runs_and_fills_them_in_for_rows_written_without(t
     out.write_text(out.read_text().replace("\t42.5\t1\t", "\t42.5\t0\t"))
     with pytest.raises(ValueError, match=r"costs.tsv, line \d: runs must be at least 1"):
         status.read_costs(out)
+
+
+def test_a_job_never_measured_is_estimated_from_jobs_of_its_model_data_and_item_first():
+    old, new = "dmn-dmnplus-tasks-d80-0123456789", "dmn-dmnplus-tasks-d80-abcdef0123"
+    assert status.job_kind(f"{old}.task2") == status.job_kind(f"{new}.task2") == "dmn-dmnplus-tasks-d80.task2"
+    assert status.job_kind("squad-trilinear-o2-0123456789") == "squad-trilinear-o2"
+    assert status.job_kind("no-digest-here") is None
+    p = _plan({f"{new}.task2": 5, f"{new}.task3": 5})
+    costs = {f"{old}.task2": _row(f"{old}.task2", 2000.0, 1), f"{old}.task1": _row(f"{old}.task1", 100.0, 1),
+             "dmn-ffdmn-patterns-d80-0123456789.pattern1": _row("x", 50.0, 5)}
+    expected = status.expected_seconds(p, "cpu", costs)
+    assert expected[f"{new}.task2"] == (5 * 2000.0, "estimated")          # the same task, one seed measured
+    assert expected[f"{new}.task3"] == (5 * 100.0, "estimated")           # no task 3 yet: the family's median run

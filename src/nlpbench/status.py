@@ -3,8 +3,9 @@
 Measured costs live in the repository (results/costs.tsv: one line per training group id, the wall time of its
 job as measured and its peak memory, the resident set size Snakemake's benchmark recorded). A group id is a digest
 of everything that determines the group, so a measured id is exactly the same work; a group never measured is
-estimated by the median of its family's measured groups at the same scale, per run where the rows say how many runs
-(seeds) their job trained one after another, times the group's runs. `nlpbench costs` refreshes the file
+estimated per run (the rows say how many runs, seeds, their job trained one after another) from the measured jobs
+of the same model, data and item under other settings or seeds (its id without the digest), else from its family's
+measured jobs at the same scale, times its runs. `nlpbench costs` refreshes the file
 from the `benchmark:` files a real run leaves under logs/train/, or from a job's clock there where the job was
 killed and resumed (the benchmark times only its last attempt) or took finished runs over from another group (a
 fresh clone trains them).
@@ -15,6 +16,7 @@ from __future__ import annotations
 import csv
 import io as _io
 import os
+import re
 import statistics
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -146,13 +148,32 @@ def refresh_costs(plan: Plan, scale: str, device: str, logs: Path = job_clock.TR
 class Estimate:
     seconds: float            # job-seconds of the groups still to train
     measured: int             # groups whose own cost is known
-    estimated: int            # groups estimated from their family's median
+    estimated: int            # groups estimated from like jobs or their family (expected_seconds)
     unknown: int              # groups with nothing to go on
     longest: float = 0.0      # the longest single group: no schedule finishes before it does
 
     def wall(self, jobs: int) -> float:
         """Wall time with `jobs` side by side: the work spread over them, or the longest group if that is more."""
         return max(self.seconds / jobs, self.longest)
+
+
+_DIGEST = re.compile(r"-[0-9a-f]{10}(?=(\.[^.]+)?$)")      # a group id's settings digest, before a job's .item
+
+
+def job_kind(job: str) -> str | None:
+    """A job's id without its settings digest: dmn-dmnplus-tasks-d80-d460583f1e.task2 -> dmn-dmnplus-tasks-d80.task2,
+    shared by the jobs of one model, data and item under any settings and seeds; None for an id without one."""
+    kind, found = _DIGEST.subn("", job, count=1)
+    return kind if found else None
+
+
+def like_job_medians(scale: str, costs: dict[str, dict]) -> dict[str, float]:
+    """Per job kind (job_kind): the median seconds per run of its measured jobs at `scale` that say their runs."""
+    per_run: dict[str, list[float]] = {}
+    for gid, row in costs.items():
+        if row["scale"] == scale and row.get("runs") and job_kind(gid):
+            per_run.setdefault(job_kind(gid), []).append(row["seconds"] / row["runs"])
+    return {kind: statistics.median(seconds) for kind, seconds in per_run.items()}
 
 
 def family_medians(scale: str, costs: dict[str, dict]) -> dict[str, tuple[float, bool]]:
@@ -171,14 +192,16 @@ def family_medians(scale: str, costs: dict[str, dict]) -> dict[str, tuple[float,
 
 
 def expected_seconds(plan: Plan, scale: str, costs: dict[str, dict]) -> dict[str, tuple[float | None, str]]:
-    """Per training group of the plan: (seconds, how) with how "measured" (its own cost), "estimated" (its
-    family's median at this scale, family_medians, times the group's runs where that is per run) or "unknown"
-    (seconds None)."""
-    medians = family_medians(scale, costs)
+    """Per training group of the plan: (seconds, how) with how "measured" (its own cost), "estimated" (the median
+    run of its kind of job at this scale, like_job_medians, else of its family, family_medians, times the group's
+    runs where that is per run) or "unknown" (seconds None)."""
+    like, medians = like_job_medians(scale, costs), family_medians(scale, costs)
     out = {}
     for gid, group in plan.groups.items():
         if gid in costs:
             out[gid] = (costs[gid]["seconds"], "measured")
+        elif job_kind(gid) in like:
+            out[gid] = (like[job_kind(gid)] * group.runs, "estimated")
         elif plan.owner[gid] in medians:
             median, per_run = medians[plan.owner[gid]]
             out[gid] = (median * group.runs if per_run else median, "estimated")
@@ -275,7 +298,7 @@ def report(params: dict, plan: Plan, device: str, cores: int | None = None, per_
         done = sum(is_done(plan.groups[g].done) for g in gs)
         lines.append(f"  {fam:<10} {f'{done}/{len(gs)}':>12} {len(gs) - done:>9} {f'{built}/{len(ts)}':>21}")
     wall = est.wall(jobs)
-    basis = f"{est.measured} measured, {est.estimated} from their family's median" + (
+    basis = f"{est.measured} measured, {est.estimated} estimated from like jobs or their family's" + (
         f", {est.unknown} never measured (not counted)" if est.unknown else "")
     what = "this run trains" if this_run is not None else "training left"
     per_family = ", ".join(f"{fam} {sum(plan.owner[g] == fam for g in todo)}" for fam in families
