@@ -268,15 +268,23 @@ def _per_seed(values: dict[int, float]) -> dict[int, float] | None:
 
 def _ensemble_cell(members: dict[str, DMNGroup], ok: dict[str, list[dict]], runs_root: Path, item: str, row: str
                    ) -> tuple[float, str, dict[int, float]]:
-    """Eqs. 6.20-6.21 over the members' runs that validation selects; per seed, over the members' runs of that
-    seed (the seeds both members trained)."""
+    """Eqs. 6.20-6.21 per seed, over the members' runs of that seed (the seeds both members trained); the value
+    is the seed whose two runs have the highest mean validation accuracy (ties to the lowest seed; never test), so
+    it is one of the per-seed values the cell's range shows. With one seed in common: the members' runs that
+    validation selects."""
+    paired = sorted(set.intersection(*({r["seed"] for r in runs} for runs in ok.values())))
+    by_seed = {s: 100 * _ensemble_accuracy({m: members[m].run_dir(runs_root, item, s) for m in members}, row)
+               for s in paired} if len(paired) > 1 else {}
+    if by_seed:
+        val = {s: sum(r["val_acc"] for runs in ok.values() for r in runs if r["seed"] == s) / len(ok) for s in paired}
+        seed = max(paired, key=lambda s: (val[s], -s))
+        detail = (f"eqs. 6.20-6.21 over " + ", ".join(f"{MODEL_LABEL[m]} seed {seed}" for m in ok)
+                  + f" (the seed whose two runs have the highest mean validation accuracy, {100 * val[seed]:.1f})")
+        return by_seed[seed], detail, by_seed
     chosen = {m: select_run(runs) for m, runs in ok.items()}
     value = 100 * _ensemble_accuracy({m: members[m].run_dir(runs_root, item, chosen[m]["seed"]) for m in members},
                                      row)
     detail = "eqs. 6.20-6.21 over " + ", ".join(f"{MODEL_LABEL[m]} seed {c['seed']}" for m, c in chosen.items())
-    paired = sorted(set.intersection(*({r["seed"] for r in runs} for runs in ok.values())))
-    by_seed = {s: 100 * _ensemble_accuracy({m: members[m].run_dir(runs_root, item, s) for m in members}, row)
-               for s in paired} if len(paired) > 1 else {}
     return value, detail, by_seed
 
 
