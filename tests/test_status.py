@@ -132,11 +132,14 @@ def test_a_job_of_several_seeds_is_estimated_per_run_of_its_family():
     assert status.expected_seconds(p, "cpu", costs)["new-five"] == (550.0, "estimated")
 
 
-def test_a_dmn_job_trains_its_seeds_one_after_another_and_says_so():
+def test_dmn_and_squad_jobs_train_their_seeds_one_after_another_and_say_so():
     params = config.load(REPO / "params.yaml", {"scale": "cpu"})
     p = plan.make(params)
     runs = {g.runs for gid, g in p.groups.items() if p.owner[gid] == "dmn" and ".pattern" in gid}
     assert runs == {len(params["dmn"]["seeds_by_kind"]["patterns"])} and runs != {1}
+    runs = {g.runs for gid, g in p.groups.items() if p.owner[gid] == "squad"}
+    assert runs == {len(params["squad"]["seeds"])} and runs != {1}
+    assert {g.runs for gid, g in p.groups.items() if p.owner[gid] in ("memnet", "textgen", "acvi")} == {1}
 
 
 def test_costs_refresh_records_runs_and_fills_them_in_for_rows_written_without(tmp_path):
@@ -151,6 +154,9 @@ def test_costs_refresh_records_runs_and_fills_them_in_for_rows_written_without(t
     assert (rows["five"]["runs"], rows["gone"]["runs"]) == (5, None)     # a group out of the plan: unknown
     assert rows["five"]["seconds"] == 1000.0 and rows["five"]["device"] == "cpu"
     assert status.refresh_costs(p, "cpu", "cpu", tmp_path / "no-logs", out) == 0
+    out.write_text(out.read_text().replace("\t1000.0\t5\t", "\t1000.0\t1\t"))    # a wrong count: the plan's wins
+    assert status.refresh_costs(p, "cpu", "cpu", tmp_path / "no-logs", out) == 1
+    assert status.read_costs(out)["five"]["runs"] == 5
     (tmp_path / "logs").mkdir()
     (tmp_path / "logs" / "one.benchmark.tsv").write_text("s\th:m:s\tmax_rss\n42.5\t0:00:42\t100\n")
     assert status.refresh_costs(p, "cpu", "cpu", tmp_path / "logs", out) == 1

@@ -110,15 +110,15 @@ def refresh_costs(plan: Plan, scale: str, device: str, logs: Path = job_clock.TR
                   path: Path = COSTS) -> int:
     """Add or update the measured cost of every group of `plan` whose Snakemake benchmark file holds a new
     measurement; `device` names the device its jobs ran on. A row whose measurement is unchanged keeps its own
-    device, so a refresh from another process never relabels earlier jobs. A row of a group in the plan that does
-    not say how many runs its job trained gets the plan's count (the id digests the seeds, so the count is fixed).
-    Returns the number of rows added or changed."""
+    device, so a refresh from another process never relabels earlier jobs. A row of a group in the plan takes the
+    plan's count of the runs its job trains (the id digests the seeds, so the count is the plan's), where it said
+    none or another. Returns the number of rows added or changed."""
     costs = read_costs(path)
-    runs_added = set()
+    runs_set = set()
     for gid in plan.groups:
-        if gid in costs and costs[gid].get("runs") is None:
+        if gid in costs and costs[gid].get("runs") != plan.groups[gid].runs:
             costs[gid]["runs"] = plan.groups[gid].runs
-            runs_added.add(gid)
+            runs_set.add(gid)
     n = 0
     for gid in plan.groups:
         measured = job_measurement(logs, gid)
@@ -138,10 +138,10 @@ def refresh_costs(plan: Plan, scale: str, device: str, logs: Path = job_clock.TR
             costs[gid] = {"group": gid, "family": plan.owner[gid], "scale": scale, "seconds": seconds,
                           "runs": plan.groups[gid].runs, "peak_mb": peak, "device": device, "measured": stamp,
                           "source": source}
-        n += gid not in runs_added
-    if n or runs_added:
+        n += gid not in runs_set
+    if n or runs_set:
         write_costs(costs, path)
-    return n + len(runs_added)
+    return n + len(runs_set)
 
 
 @dataclass

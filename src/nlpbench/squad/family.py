@@ -35,9 +35,9 @@ class SquadFamily:
         return [DataStep("squad", str(base / "STATUS.json")),
                 DataStep("squad-vectors", str(x.vectors_file(params, Path("data"))), ("squad",))]
 
-    def groups(self, params: dict) -> list[TrainGroup]:
-        return [TrainGroup(gid, str(rundirs.run_dir(rundirs.RUNS, gid) / "group.json"), ("squad", "squad-vectors"))
-                for gid in sg.all_configs(params)]
+    def groups(self, params: dict) -> list[TrainGroup]:        # a group trains its configuration once a seed
+        return [TrainGroup(gid, str(rundirs.run_dir(rundirs.RUNS, gid) / "group.json"), ("squad", "squad-vectors"),
+                           runs=len(params["squad"]["seeds"])) for gid in sg.all_configs(params)]
 
     def targets(self, params: dict) -> list[Target]:
         out = []
