@@ -177,3 +177,19 @@ def test_a_job_never_measured_is_estimated_from_jobs_of_its_model_data_and_item_
     expected = status.expected_seconds(p, "cpu", costs)
     assert expected[f"{new}.task2"] == (5 * 2000.0, "estimated")          # the same task, one seed measured
     assert expected[f"{new}.task3"] == (5 * 100.0, "estimated")           # no task 3 yet: the family's median run
+
+
+def test_a_table_built_before_its_runs_changed_is_not_reported_built(monkeypatch):
+    monkeypatch.chdir(REPO)
+    params = config.load(REPO / "params.yaml", {"scale": "smoke"})
+    p = plan.make(params)
+    table = p.targets["shen-thesis/6.5"]
+    missing = table.groups[0]
+    marker = p.marker(table, "smoke")
+    monkeypatch.setattr(status, "is_done", lambda path: path == marker or path != p.groups[missing].done)
+    line = next(row for row in status.report(params, p, "cpu", cores=2).splitlines()
+                if row.strip().startswith("shen-thesis/6.5 "))
+    assert "of training left (an earlier build stands until then)" in line and not line.endswith(" built")
+    assert not status.is_current(p, table, "smoke")
+    monkeypatch.setattr(status, "is_done", lambda path: True)
+    assert status.is_current(p, table, "smoke")

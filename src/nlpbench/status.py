@@ -255,6 +255,12 @@ def is_done(path: str) -> bool:
     return Path(path).exists()
 
 
+def is_current(plan: Plan, target, scale: str) -> bool:
+    """Built, and from the runs the plan reads now: an output whose groups are not all trained was built from
+    earlier settings (a seed list or a reading changed since) and is rebuilt once they are."""
+    return is_done(plan.marker(target, scale)) and all(is_done(plan.groups[g].done) for g in target.groups)
+
+
 def parallel_jobs(device: str, cores: int | None = None) -> int:
     """Training jobs side by side: one per core on a CPU (one thread each), one at a time on a GPU."""
     return 1 if device == "cuda" else max(1, cores or os.cpu_count() or 1)
@@ -294,7 +300,7 @@ def report(params: dict, plan: Plan, device: str, cores: int | None = None, per_
     for fam in families:
         gs = [g for g in plan.groups if plan.owner[g] == fam]
         ts = [t for t in plan.targets.values() if plan.owner[t.key] == fam and not t.on_demand]
-        built = sum(is_done(plan.marker(t, params["scale"])) for t in ts)
+        built = sum(is_current(plan, t, params["scale"]) for t in ts)
         done = sum(is_done(plan.groups[g].done) for g in gs)
         lines.append(f"  {fam:<10} {f'{done}/{len(gs)}':>12} {len(gs) - done:>9} {f'{built}/{len(ts)}':>21}")
     wall = est.wall(jobs)
@@ -312,7 +318,10 @@ def report(params: dict, plan: Plan, device: str, cores: int | None = None, per_
         for t in shown:
             done = sum(is_done(plan.groups[g].done) for g in t.groups)
             left = estimate(plan, [g for g in t.groups if not is_done(plan.groups[g].done)], params["scale"], costs)
-            state = "built" if is_done(plan.marker(t, params["scale"])) else (
-                "ready to build" if done == len(t.groups) else f"~{duration(left.wall(jobs))} of training left")
+            if done < len(t.groups):        # an output from earlier settings is stale until its new runs exist
+                state = f"~{duration(left.wall(jobs))} of training left" + (
+                    " (an earlier build stands until then)" if is_done(plan.marker(t, params["scale"])) else "")
+            else:
+                state = "built" if is_done(plan.marker(t, params["scale"])) else "ready to build"
             lines.append(f"    {t.key:<{width}} {done:>3}/{len(t.groups):<3} {state}")
     return "\n".join(lines)
