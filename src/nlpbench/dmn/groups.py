@@ -158,30 +158,38 @@ def reports_validation(decl: dict) -> bool:
 
 def all_groups(params: dict) -> dict[str, DMNGroup]:
     """group_key -> DMNGroup over every declared table; runs shared between tables fall in one group."""
+    return _declared(params)[0]
+
+
+def _declared(params: dict) -> tuple[dict[str, DMNGroup], dict[str, dict[str, dict[str, str]]]]:
+    """Every declared table read once: the groups (as all_groups) and, per table and column, each member
+    model's group key, so a column's groups are the ones its settings were resolved into here."""
     wanted: dict[str, dict] = {}
+    keys: dict[str, dict[str, dict[str, str]]] = {}
     for table, decl in dmn_tables(params).items():
+        keys[table] = {}
         if decl["rows"] != "patterns" and decl["rows"] and not isinstance(decl["rows"], list):
             raise config.ConfigError(f"tables.{SOURCE}.{table}.rows: expected 'patterns' or a list of task numbers")
         for name, col in decl["columns"].items():
-            kind = _kind(col["data"])
+            kind, where = _kind(col["data"]), f"tables.{SOURCE}.{table}.columns.{name}"
             if kind == "tasks" and decl["rows"] == "patterns":
-                raise config.ConfigError(f"tables.{SOURCE}.{table}.columns.{name}: data 'task' needs task rows")
+                raise config.ConfigError(f"{where}: data 'task' needs task rows")
             if kind != "tasks" and decl["rows"] != "patterns":
-                raise config.ConfigError(f"tables.{SOURCE}.{table}.columns.{name}: pattern data needs rows: patterns")
+                raise config.ConfigError(f"{where}: pattern data needs rows: patterns")
             if col["model"] == "ensemble" and kind != "tasks":
-                raise config.ConfigError(f"tables.{SOURCE}.{table}.columns.{name}: the ensemble is per task (data: task)")
+                raise config.ConfigError(f"{where}: the ensemble is per task (data: task)")
             if reports_validation(decl) and (kind != "tasks" or col["model"] == "ensemble"):
-                raise config.ConfigError(f"tables.{SOURCE}.{table}.columns.{name}: report: validation reads a "
+                raise config.ConfigError(f"{where}: report: validation reads a "
                                          "model's validation accuracy on a task (data: task, not the ensemble, "
                                          "whose runs keep test outputs only)")
             over = col.get("overrides") or {}
             seeds = seeds_of(params, decl, kind)
             items = ([f"task{t}" for t in _tasks_in_scale(params, decl["rows"])] if kind == "tasks"
                      else [col["data"]])
-            where = f"tables.{SOURCE}.{table}.columns.{name}"
             for model in _column_members(col):
                 settings = resolved_settings(params, kind, model, over, where)
-                w = wanted.setdefault(_group_key(model, kind, settings, seeds),
+                key = keys[table].setdefault(name, {})[model] = _group_key(model, kind, settings, seeds)
+                w = wanted.setdefault(key,
                                       {"model": model, "kind": kind, "settings": settings, "seeds": seeds,
                                        "items": set()})
                 w["items"].update(items)
@@ -194,7 +202,7 @@ def all_groups(params: dict) -> dict[str, DMNGroup]:
                                 "settings": _hashed(settings)})
         gid = f"dmn-{MODEL_SLUG[w['model']]}-{w['kind']}-d{settings['model']['dim']}-{digest}"
         groups[key] = DMNGroup(gid, w["model"], w["kind"], items, w["seeds"], settings)
-    return groups
+    return groups, keys
 
 
 def groups_by_id(params: dict) -> dict[str, DMNGroup]:
@@ -203,14 +211,8 @@ def groups_by_id(params: dict) -> dict[str, DMNGroup]:
 
 def column_groups(params: dict, table: str) -> dict[str, dict[str, DMNGroup]]:
     """column -> {member model -> its group} for one table."""
-    groups = all_groups(params)
-    decl = dmn_tables(params)[table]
-    out = {}
-    for name, col in decl["columns"].items():
-        kind, over = _kind(col["data"]), col.get("overrides") or {}
-        out[name] = {m: groups[_group_key(m, kind, resolved_settings(params, kind, m, over), seeds_of(params, decl, kind))]
-                     for m in _column_members(col)}
-    return out
+    groups, keys = _declared(params)
+    return {name: {m: groups[key] for m, key in members.items()} for name, members in keys[table].items()}
 
 
 def table_groups(params: dict, table: str) -> list[DMNGroup]:
