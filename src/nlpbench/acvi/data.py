@@ -28,6 +28,7 @@ from typing import Sequence
 
 import torch
 
+from nlpbench.data import tsv
 from nlpbench.data.fetch import MIRROR_ENV, ChecksumError, FetchError, resolve_mirror
 from nlpbench.data.prepared import file_records, prepared_file
 from nlpbench import checkpoints
@@ -59,10 +60,10 @@ def read_manifest(folder: Path) -> dict[str, str]:
     if not path.is_file():
         raise FetchError(f"no manifest {path}: the mirror folder is missing or incomplete "
                          f"(set ${MIRROR_ENV} to the data mirror)")
-    rows = path.read_text(encoding="utf-8").splitlines()
-    header = rows[0].split("\t")
-    i_path, i_sha = header.index("path"), header.index("sha256")
-    return {r.split("\t")[i_path]: r.split("\t")[i_sha] for r in rows[1:] if r.strip()}
+    try:
+        return tsv.mirror_checksums(path)
+    except ValueError as e:
+        raise FetchError(f"the data mirror's manifest is malformed: {e}") from None
 
 
 def verified_bytes(folder: Path, rel: str, manifest: dict[str, str]) -> bytes:

@@ -22,6 +22,7 @@ from typing import IO, Callable
 
 from nlpbench.data.prepared import (CHUNK as _CHUNK, STATUS_FILE, FetchError, PreparedDataChanged,  # noqa: F401
                                     sha256_file, verify_prepared)
+from nlpbench.data import tsv
 from nlpbench.io import atomic_path, current_umask, read_json, write_json
 
 MIRROR_ENV = "NLPBENCH_MIRROR"
@@ -137,21 +138,10 @@ def load_babi_manifest(path: str | os.PathLike | None = None) -> dict[str, Manif
         text = Path(path).read_text(encoding="utf-8")
         where = str(path)
     entries: dict[str, ManifestEntry] = {}
-    header_seen = False
-    for lineno, line in enumerate(text.splitlines(), 1):
-        if not line.strip() or line.startswith("#"):
-            continue
-        fields = line.split("\t")
-        if not header_seen:
-            if fields != ["path", "sha256", "git_sha1"]:
-                raise ValueError(f"{where}:{lineno}: expected the header 'path<TAB>sha256<TAB>git_sha1': {line!r}")
-            header_seen = True
-            continue
-        if len(fields) != 3:
-            raise ValueError(f"{where}:{lineno}: expected 3 tab-separated fields, got {len(fields)}: {line!r}")
-        rel, sha256, sha1 = fields
+    for lineno, row in tsv.records(text, where, header=("path", "sha256", "git_sha1")):
+        rel, sha256, sha1 = row["path"], row["sha256"], row["git_sha1"]
         if not _is_hex(sha256, 64, allow_empty=True) or not _is_hex(sha1, 40, allow_empty=True) or not sha256 + sha1:
-            raise ValueError(f"{where}:{lineno}: bad checksum(s) for {rel!r} (need sha256 and/or git_sha1): {line!r}")
+            raise ValueError(f"{where}:{lineno}: bad checksum(s) for {rel!r} (need sha256 and/or git_sha1)")
         if rel in entries:
             raise ValueError(f"{where}:{lineno}: duplicate path {rel!r}")
         entries[rel] = ManifestEntry(rel, sha256.lower(), sha1.lower())
@@ -396,16 +386,10 @@ def _mirror_manifest_sha256(mirror: Path, rel: str) -> str:
     manifest = mirror / top / "MANIFEST.tsv"
     if not manifest.is_file():
         return ""
-    rows = manifest.read_text(encoding="utf-8").splitlines()
-    header = rows[0].split("\t") if rows else []
-    if "path" not in header or "sha256" not in header:
-        return ""
-    i_path, i_sha = header.index("path"), header.index("sha256")
-    for row in rows[1:]:
-        fields = row.split("\t")
-        if len(fields) > max(i_path, i_sha) and fields[i_path] == inner:
-            return fields[i_sha].lower()
-    return ""
+    try:
+        return tsv.mirror_checksums(manifest).get(inner, "")
+    except ValueError as e:
+        raise FetchError(f"the data mirror's manifest is malformed: {e}") from None
 
 
 def verify_remote(path: Path, entry, *, mirror: Path | None = None, remedy: str = "") -> str:

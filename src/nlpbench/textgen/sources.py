@@ -19,7 +19,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Mapping, NamedTuple
 
-from nlpbench.data import catalog
+from nlpbench.data import catalog, tsv
 from nlpbench.data.fetch import (
     STATUS_FILE,
     ChecksumError,
@@ -94,19 +94,8 @@ class TextManifestEntry:
 
 def parse_text_manifest(text: str, where: str = MANIFEST_NAME) -> dict[str, TextManifestEntry]:
     entries: dict[str, TextManifestEntry] = {}
-    header_seen = False
-    for lineno, line in enumerate(text.splitlines(), 1):
-        if not line.strip() or line.startswith("#"):
-            continue
-        fields = line.split("\t")
-        if not header_seen:
-            if fields != _MANIFEST_HEADER:
-                raise ValueError(f"{where}:{lineno}: expected the header {'<TAB>'.join(_MANIFEST_HEADER)}")
-            header_seen = True
-            continue
-        if len(fields) != len(_MANIFEST_HEADER):
-            raise ValueError(f"{where}:{lineno}: expected {len(_MANIFEST_HEADER)} fields, got {len(fields)}")
-        path, size, sha256, sha1, origin = fields
+    for lineno, row in tsv.records(text, where, header=_MANIFEST_HEADER):
+        path, size, sha256, sha1, origin = (row[c] for c in _MANIFEST_HEADER)
         if size and not size.isdigit():
             raise ValueError(f"{where}:{lineno}: bad byte count {size!r}")
         if not re.fullmatch(r"([0-9a-f]{64})?", sha256) or not re.fullmatch(r"([0-9a-f]{8,40})?", sha1):
