@@ -228,8 +228,9 @@ def test_a_training_jobs_run_time_comes_from_its_measured_cost_with_a_margin():
              "g2": {"family": "memnet", "scale": "cpu", "seconds": 1200.0}}
     assert resources.train_runtime("g1", "memnet", "cpu", costs) == 40        # 600 s x 3 + 10 min
     assert resources.train_runtime("new", "memnet", "cpu", costs) == 70       # the family's longest, x 3 + 10
-    assert resources.train_runtime("new", "acvi", "paper", costs) == resources.DEFAULT_TRAIN_MINUTES["paper"]["acvi"]
-    assert resources.train("g1", "memnet", "cpu", costs)["mem_mb"] == resources.TRAIN_MEM_MB["memnet"][0]
+    assert resources.train_runtime("new", "acvi", "paper", costs) == 36 * 60   # the family's own estimate
+    assert resources.train_runtime("new", "acvi", "cpu", {}) == resources.DEFAULT_TRAIN_MINUTES["cpu"]
+    assert resources.train("g1", "memnet", "cpu", costs)["mem_mb"] == 2000     # measured time, no peak: memnet's
 
 
 def test_a_training_jobs_memory_comes_from_its_measured_peak_with_a_margin(tmp_path):
@@ -238,7 +239,9 @@ def test_a_training_jobs_memory_comes_from_its_measured_peak_with_a_margin(tmp_p
              "g3": {"family": "memnet", "scale": "cpu", "seconds": 60.0, "peak_mb": None}}
     assert resources.train_mem_mb("g1", "memnet", "cpu", costs) == 1500        # 700 x 2, up to 500
     assert resources.train_mem_mb("g3", "memnet", "cpu", costs) == 3500        # the family's largest peak x 2
-    assert resources.train_mem_mb("new", "memnet", "paper", costs) == resources.TRAIN_MEM_MB["memnet"][1]
+    assert resources.train_mem_mb("new", "memnet", "paper", costs) == 8000     # memnet's own paper-scale estimate
+    assert resources.train_mem_mb("new", "squad", "paper", costs) == 32000
+
     # the peak comes from Snakemake's benchmark file; a row measured before peaks were kept gains its peak
     logs = tmp_path / "logs"
     logs.mkdir()
@@ -260,3 +263,14 @@ def test_a_training_jobs_memory_comes_from_its_measured_peak_with_a_margin(tmp_p
     after = status.read_costs(path)
     assert after["g1"]["peak_mb"] == 812.0 and after["g1"]["device"] == "an earlier device"   # the same job
     assert after["g2"]["peak_mb"] is None and after["g2"]["seconds"] == 60.0
+
+
+def test_every_family_sizes_its_own_training_jobs_and_the_core_names_none():
+    from nlpbench import registry
+    for name in registry.FAMILIES:
+        if name in registry.MEASUREMENT:
+            continue
+        size = registry.get(name).job_size
+        assert 0 < size.mem_mb <= size.paper_mem_mb and size.paper_minutes > 0, name
+    core = (REPO / "src" / "nlpbench" / "resources.py").read_text(encoding="utf-8")
+    assert not [name for name in registry.FAMILIES if f'"{name}"' in core]

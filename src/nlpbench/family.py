@@ -26,6 +26,16 @@ class Paths:
 
 
 @dataclass(frozen=True)
+class JobSize:
+    """What one training job of a family is expected to hold and take before anything is measured: the cluster's
+    request where results/costs.tsv has no row of the family at the scale (nlpbench.resources)."""
+
+    mem_mb: int = 4000                 # peak memory, MB, at the small scales (smoke, cpu)
+    paper_mem_mb: int = 16000          # ... at the paper scale
+    paper_minutes: int = 24 * 60       # run time at the paper scale, minutes
+
+
+@dataclass(frozen=True)
 class DataStep:
     """Prepared data: `output` (a path relative to the repository) marks it done and is written last."""
 
@@ -93,6 +103,7 @@ class TableParts:
 
 class Family(Protocol):
     name: str
+    job_size: JobSize                  # a training job's memory and paper-scale time before any is measured
 
     def check(self, params: dict) -> None:
         """Raise config.ConfigError for what the schema cannot check (unknown runs, bad overrides)."""

@@ -15,11 +15,11 @@ The rules (pipeline/*.smk) take these values as they are; Snakemake schedules lo
 * Run time (minutes) of a training job: its group's measured wall time in results/costs.tsv, else the longest
   measured group of its family at this scale, times RUNTIME_MARGIN plus RUNTIME_SLACK_MINUTES (a cluster node is
   not the machine that measured, and a job killed at its limit loses its work); where the family has no
-  measurement at this scale, DEFAULT_TRAIN_MINUTES.
+  measurement at this scale, DEFAULT_TRAIN_MINUTES at a small scale and the family's own `job_size` at the paper's.
 * Memory (MB) of a training job: its group's measured peak (results/costs.tsv, peak_mb: the resident set size
   Snakemake's benchmark file recorded), else the largest measured peak of its family at this scale, times
-  MEM_MARGIN rounded up to 500 MB; where nothing is measured (the paper scale), an estimate per family from the
-  data each job holds (vocabularies, GloVe rows, CNN/DM documents), documented beside TRAIN_MEM_MB.
+  MEM_MARGIN rounded up to 500 MB; where nothing is measured (the paper scale), the family's own estimate from
+  the data each job holds (vocabularies, GloVe rows, CNN/DM documents): its `job_size` (nlpbench.family.JobSize).
 * Disk (MB): declared where a step writes much (the paper scale's downloads and checkpoints).
 
 A cluster's limits differ: a profile overrides any of these per rule (`set-resources`, `set-threads`).
@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import math
 
+from nlpbench import registry
+from nlpbench.family import JobSize
 from nlpbench.provenance import planned_device
 
 CPU_TRAIN_THREADS = 1
@@ -41,24 +43,9 @@ MIN_MEM_MB = 1000
 RUNTIME_SLACK_MINUTES = 10
 SMALL_SCALES = ("smoke", "cpu")  # the scales measured in results/costs.tsv; any other is sized as the paper's
 
-# minutes of a training job whose family has no measured group at this scale
-DEFAULT_TRAIN_MINUTES = {
-    "smoke": {"default": 30},
-    "cpu": {"default": 12 * 60},
-    # docs/acvi.md projects 13.4 (ASA) to 20.5 (ACVI, paper form) GPU-hours per CNN/DM run; the SQuAD tables
-    # take about 130 GPU-hours over their groups (the timing benchmark on an H100)
-    "paper": {"default": 24 * 60, "acvi": 36 * 60, "squad": 36 * 60},
-}
-
-# peak memory of one training job, MB: (smoke and cpu scales, paper scale)
-TRAIN_MEM_MB = {
-    "memnet": (2000, 8000),      # bAbI: vocabularies of a few hundred words, stories of at most 320 sentences
-    "dmn": (2000, 8000),
-    "textgen": (4000, 16000),    # SNLI / QG / dialog vocabularies with 300-d GloVe rows
-    "squad": (6000, 32000),      # SQuAD v1.1 train with GloVe 840B rows of its vocabulary, char embeddings
-    "acvi": (4000, 32000),       # CNN/DM: 287k article-summary pairs held as token ids, 50k vocabulary
-}
-DEFAULT_MEM_MB = (4000, 16000)
+# minutes of a training job whose family has no measured group at a small scale (the paper scale: the family's
+# JobSize.paper_minutes)
+DEFAULT_TRAIN_MINUTES = {"smoke": 30, "cpu": 12 * 60}
 DATA_MEM_MB = (4000, 16000)      # a data step: the paper scale streams GloVe 840B and reads CNN/DM
 TARGET_MEM_MB = 4000             # a table or output: reads its runs' metrics and checkpoints
 SMALL_MEM_MB = 2000              # the index, the report
@@ -98,6 +85,11 @@ def benchmark_threads(runs_here: bool) -> int:
     return WHOLE_MACHINE if runs_here else 1
 
 
+def job_size(family: str) -> JobSize:
+    """The family's own estimate of a training job (nlpbench.family.JobSize)."""
+    return registry.get(family).job_size
+
+
 def _minutes(seconds: float) -> int:
     """A limit in whole minutes, rounded up to 5, for a job measured at `seconds`."""
     raw = seconds * RUNTIME_MARGIN / 60 + RUNTIME_SLACK_MINUTES
@@ -112,8 +104,7 @@ def train_runtime(group: str, family: str, scale: str, costs: dict[str, dict]) -
     family_rows = [r["seconds"] for r in costs.values() if r["family"] == family and r["scale"] == scale]
     if family_rows:
         return _minutes(max(family_rows))
-    defaults = DEFAULT_TRAIN_MINUTES.get(scale, DEFAULT_TRAIN_MINUTES["paper"])
-    return defaults.get(family, defaults["default"])
+    return DEFAULT_TRAIN_MINUTES[scale] if _small(scale) else job_size(family).paper_minutes
 
 
 def train_mem_mb(group: str, family: str, scale: str, costs: dict[str, dict]) -> int:
@@ -125,7 +116,8 @@ def train_mem_mb(group: str, family: str, scale: str, costs: dict[str, dict]) ->
         peaks = [r["peak_mb"] for r in costs.values() if r["family"] == family and r["scale"] == scale
                  and r.get("peak_mb")]
         if not peaks:
-            return TRAIN_MEM_MB.get(family, DEFAULT_MEM_MB)[0 if _small(scale) else 1]
+            size = job_size(family)
+            return size.mem_mb if _small(scale) else size.paper_mem_mb
         peak = max(peaks)
     return max(MIN_MEM_MB, int(math.ceil(peak * MEM_MARGIN / 500) * 500))
 

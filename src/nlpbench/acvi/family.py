@@ -12,7 +12,7 @@ from pathlib import Path
 from nlpbench import config
 from nlpbench.acvi import config as ac
 from nlpbench.acvi import groups as ag
-from nlpbench.family import DataStep, Paths, TableParts, Target, TrainGroup
+from nlpbench.family import DataStep, JobSize, Paths, TableParts, Target, TrainGroup
 
 
 def _parts(decl: dict) -> list[dict]:
@@ -21,6 +21,9 @@ def _parts(decl: dict) -> list[dict]:
 
 class AcviFamily:
     name = "acvi"
+    # CNN/DM: 287k article-summary pairs held as token ids, 50k vocabulary; docs/acvi.md projects 13.4
+    # (ASA) to 20.5 (ACVI, paper form) GPU-hours per CNN/DM run
+    job_size = JobSize(mem_mb=4000, paper_mem_mb=32000, paper_minutes=36 * 60)
 
     def check(self, params: dict) -> None:
         ag.check(params)

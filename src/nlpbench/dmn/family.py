@@ -8,7 +8,7 @@ from pathlib import Path
 
 from nlpbench import claims, config
 from nlpbench.dmn import groups as dg
-from nlpbench.family import DataStep, Paths, TableParts, Target, TrainGroup, table_figure
+from nlpbench.family import DataStep, JobSize, Paths, TableParts, Target, TrainGroup, table_figure
 
 
 def _x():
@@ -18,6 +18,8 @@ def _x():
 
 class DMNFamily:
     name = "dmn"
+    # bAbI: vocabularies of a few hundred words, one task's padded stories
+    job_size = JobSize(mem_mb=2000, paper_mem_mb=8000)
 
     def check(self, params: dict) -> None:
         dg.all_groups(params)          # column data, rows and overrides are checked where groups are made

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from nlpbench import claims, config, rundirs
 from nlpbench.config import ConfigError, Declared
-from nlpbench.family import DataStep, Paths, TableParts, Target, TrainGroup
+from nlpbench.family import DataStep, JobSize, Paths, TableParts, Target, TrainGroup
 from nlpbench.memnet import groups as mg
 
 SOURCE = "tolias-thesis"
@@ -30,6 +30,8 @@ def _files(d: Declared) -> tuple[str, ...]:
 
 class MemNetFamily:
     name = "memnet"
+    # bAbI: vocabularies of a few hundred words, stories of at most 320 sentences
+    job_size = JobSize(mem_mb=2000, paper_mem_mb=8000)
 
     # -- what exists --------------------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from nlpbench import config, rundirs
 from nlpbench.config import ConfigError
-from nlpbench.family import DataStep, Paths, TableParts, Target, TrainGroup, declared_figures
+from nlpbench.family import DataStep, JobSize, Paths, TableParts, Target, TrainGroup, declared_figures
 from nlpbench.squad import groups as sg
 
 
@@ -25,6 +25,9 @@ def _x():
 
 class SquadFamily:
     name = "squad"
+    # SQuAD v1.1 train with GloVe 840B rows of its vocabulary, char embeddings; the tables take about 130
+    # GPU-hours over their groups (the timing benchmark on an H100)
+    job_size = JobSize(mem_mb=6000, paper_mem_mb=32000, paper_minutes=36 * 60)
 
     def check(self, params: dict) -> None:
         sg.check(params)

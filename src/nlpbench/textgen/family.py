@@ -8,13 +8,15 @@ from pathlib import Path
 
 from nlpbench import config
 from nlpbench.config import ConfigError
-from nlpbench.family import DataStep, Paths, TableParts, Target, TrainGroup
+from nlpbench.family import DataStep, JobSize, Paths, TableParts, Target, TrainGroup
 from nlpbench.textgen import config as tgc
 from nlpbench.textgen import groups as tgg
 
 
 class TextgenFamily:
     name = "textgen"
+    # SNLI / QG / dialog vocabularies with 300-d GloVe rows
+    job_size = JobSize(mem_mb=4000, paper_mem_mb=16000)
 
     def check(self, params: dict) -> None:
         tgg.check(params)
