@@ -143,12 +143,26 @@ def test_judge_rejudges_a_committed_table_without_changing_a_cell(tmp_path):
     side = json.loads((results / "tolias-thesis" / "2.json").read_text())
     assert side["status"] == new and len(side["cells"]) == 60
     task11 = next(c for c in side["cells"] if c["row"] == "11" and c["column"] == COLS[0])
-    assert len(task11["seeds"]) == 10                                            # read from the cell's note
+    assert len(task11["seeds"]) == 10                                            # every seed's value kept
     assert any(c["claim"].startswith("§6.4.2") for c in side["claims"])
     # judging again from the stored cells gives the same files
     first = {p.name: p.read_bytes() for p in (results / "tolias-thesis").iterdir()}
     rejudge.judge_all(REPO / "params.yaml", params, results, ["tolias-thesis/2"])
     assert {p.name: p.read_bytes() for p in (results / "tolias-thesis").iterdir()} == first
+
+
+def test_a_table_written_before_its_json_stored_its_cells_is_refused_with_the_command_that_rebuilds_it(tmp_path):
+    from nlpbench import registry
+    from nlpbench.config import ConfigError
+    results = _copy_results(tmp_path, ["2"])
+    path = results / "tolias-thesis" / "2.json"
+    side = json.loads(path.read_text())
+    del side["cells"]
+    path.write_text(json.dumps(side))
+    before = {p.name: p.read_bytes() for p in path.parent.iterdir()}
+    with pytest.raises(ConfigError, match=r"2\.json: written before .*`nlpbench table tolias-thesis 2`"):
+        rejudge.judge_all(REPO / "params.yaml", registry.load(REPO / "params.yaml"), results, ["tolias-thesis/2"])
+    assert {p.name: p.read_bytes() for p in path.parent.iterdir()} == before        # nothing half-written
 
 
 def test_judge_names_a_table_that_is_not_committed(tmp_path):
