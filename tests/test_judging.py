@@ -201,3 +201,16 @@ def test_the_provenance_reads_in_one_order_whatever_order_it_was_stored_in():
     assert list(stored) != list(built)
     assert render_markdown(build_table(tolias2(), cells, stored, [])) == \
         render_markdown(build_table(tolias2(), cells, built, []))
+
+
+
+def test_the_register_prints_a_claims_numbers_whole_when_its_words_hold_a_parenthesis_and_a_colon(tmp_path):
+    from nlpbench.results_index import write_index
+    results = tmp_path / "results"
+    (results / "acvi-paper").mkdir(parents=True)
+    for ext in ("csv", "md", "json"):
+        shutil.copy(REPO / "results" / "acvi-paper" / f"1.{ext}", results / "acvi-paper" / f"1.{ext}")
+    write_index(results)
+    rows = [line for line in (results / "README.md").read_text().splitlines()
+            if line.startswith("| [1](acvi-paper/1.md) | §4.1 (Table 1): ")]
+    assert rows and all(row.split(" | ")[-1].startswith("no cells to judge yet") for row in rows), rows[:1]

@@ -448,7 +448,7 @@ def judged(claims: list[dict], table: str, cells: TableCells, table_status: str,
         kind = c["kind"]
         if c.get("untestable"):
             out.append({"table": table, "claim": c["text"], "subject": "", "verdict": UNTESTABLE,
-                        "sentence": f"Claim ({c['text']}): untestable, {c['untestable'].rstrip('.')}."})
+                        "sentence": f"{_head(c['text'])}: untestable, {c['untestable'].rstrip('.')}."})
             continue
         if kind in PER_COLUMN:
             pairs = [(column, [("our numbers", _judge_column(c, table, column, cells))])
@@ -482,8 +482,21 @@ def judged(claims: list[dict], table: str, cells: TableCells, table_status: str,
 
 def _line(text: str, subject: str, sides: list[tuple[str, tuple[str, str] | None]]) -> str:
     verdicts = [f"in {label} it {judged[0]}: {judged[1]}" for label, judged in sides if judged is not None]
-    head = f"Claim ({text}; {subject})" if subject else f"Claim ({text})"
-    return f"{head}: " + ("; ".join(verdicts) or "no cells to judge yet") + "."
+    return f"{_head(text, subject)}: " + ("; ".join(verdicts) or "no cells to judge yet") + "."
+
+
+def _head(text: str, subject: str = "") -> str:
+    """How a claim's sentence opens: the document's words, and what is compared where a claim names it."""
+    return f"Claim ({text}; {subject})" if subject else f"Claim ({text})"
+
+
+def sentence_body(record: dict) -> str:
+    """A claim record's sentence without its opening (the claim's own words, which may hold '): ' themselves):
+    what the register prints beside the claim."""
+    for head in (_head(record["claim"], record.get("subject") or ""), _head(record["claim"])):
+        if record["sentence"].startswith(head + ": "):
+            return record["sentence"][len(head) + 2:]
+    return record["sentence"]
 
 
 # -- checks at load -----------------------------------------------------------------------------------------------
@@ -575,5 +588,5 @@ def judge_measured(declared: list[dict], name: str, csv_text: str, where: str) -
                            f" {value:.4g}{unit} ({'at most' if c['kind'] == 'at_most' else 'at least'} "
                            f"{c['bound']:g}){printed}")
         out.append({"table": name, "claim": c["text"], "subject": "", "verdict": verdict,
-                    "sentence": f"Claim ({c['text']}): {numbers}."})
+                    "sentence": f"{_head(c['text'])}: {numbers}."})
     return out

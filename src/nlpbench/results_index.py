@@ -16,7 +16,7 @@ from nlpbench.config import read_yaml
 from nlpbench.family import drawn_figures
 from nlpbench.io import read_json, write_json, write_text
 from nlpbench.paper import REFERENCE_DIR, reference_index, source_label
-from nlpbench.claims import VERDICTS
+from nlpbench.claims import VERDICTS, sentence_body
 from nlpbench.judging import ADDITION, in_unit, points_alone, status_kind
 from nlpbench.tables import TABLE_STATUSES
 
@@ -176,9 +176,8 @@ def _registers(rows: list[dict], sources: list[str]) -> list[str]:
         out.append("|---|---|---|---|")
         for r in mine:
             claim = r["claim"] + (f" ({r['subject']})" if r["subject"] else "")
-            numbers = r["sentence"].split("): ", 1)[-1]
             out.append(f"| [{r['table']}]({source}/{r['table']}.md) | {_cell(claim)} | **{r['verdict']}** "
-                       f"| {_cell(numbers)} |")
+                       f"| {_cell(sentence_body(r))} |")
     return out
 
 
