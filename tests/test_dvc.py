@@ -271,3 +271,24 @@ def test_the_tables_stage_tracks_every_family_settings_section():
     tracked = {p for p in stage["params"] if isinstance(p, str)}
     sections = {name for name in registry.FAMILIES if name in params}
     assert sections and sections <= tracked, f"dvc.yaml: tables stage does not track {sorted(sections - tracked)}"
+
+
+def test_a_fetch_stage_depends_on_every_module_its_code_imports():
+    """DVC reruns a fetch stage when one of its deps changes: the modules it lists and every nlpbench module they
+    import, so that a change to a shared reader (a manifest's, a download's) is seen."""
+    import import_graph
+    succ, modules = import_graph.build().successors(), import_graph.modules_of()
+    for name, stage in yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"].items():
+        if not name.startswith("fetch_"):
+            continue
+        listed = {d for d in stage["deps"] if d.endswith(".py")}
+        todo = [m for m, path in modules.items() if path.relative_to(REPO).as_posix() in listed]
+        assert todo, name
+        reached: set[str] = set()
+        while todo:
+            m = todo.pop()
+            if m not in reached:
+                reached.add(m)
+                todo += succ.get(m, ())
+        unlisted = sorted({modules[m].relative_to(REPO).as_posix() for m in reached} - listed)
+        assert not unlisted, f"dvc.yaml: stage {name} lacks deps {unlisted}"
