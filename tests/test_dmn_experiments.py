@@ -556,3 +556,12 @@ def test_a_validation_report_needs_task_rows_and_a_single_model(params):
         dg.all_groups(p)
     with pytest.raises(config.ConfigError, match="report"):
         config.load(REPO / "params.yaml", {"tables.shen-thesis.pilot-ffdmn.report": "best"})
+
+
+def test_the_reading_note_says_a_story_is_not_capped_in_words_not_as_none(params):
+    groups = dg.table_groups(params, "6.5")
+    text = " ".join(dx.reading_notes(params, groups))
+    assert "no cap on a story's facts" in text and "None" not in text
+    capped = copy.deepcopy(params)
+    capped["dmn"]["data"]["memory_size"] = 50
+    assert "a story's 50 most recent facts kept" in " ".join(dx.reading_notes(capped, groups))

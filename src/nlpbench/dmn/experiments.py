@@ -439,8 +439,9 @@ def reading_notes(params: dict, groups: list[DMNGroup], decl: dict | None = None
            + "".join(f" Training overrides for {k} at this scale: {v}." for k, v in s["train_overrides"].items()
                      if v and (k in kinds or k in models)),
            f"Position encoding: `{m['pe_index']}` (MemN2N form, the sentence's own length, [D]); "
-           f"story cap `memory_size` = {d['memory_size']} most recent facts (null: none); "
-           "training/validation/test questions capped at "
+           + ("no cap on a story's facts (`memory_size` null: every fact is kept) [D]; " if d["memory_size"] is None
+              else f"a story's {d['memory_size']} most recent facts kept (`memory_size`; null: every fact); ")
+           + "training/validation/test questions capped at "
            + "/".join(str(d[k] or "all") for k in ("max_train", "max_val", "max_test")) + "."]
     if "ff-dmn" in models:
         out.append(_ff_dmn_text(m))
