@@ -8,6 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator, Sequence
 
+from nlpbench.data.prepared import FetchError
+
 
 def records(text: str, where: str, header: Sequence[str] | None = None,
             required: Sequence[str] = ()) -> Iterator[tuple[int, dict[str, str]]]:
@@ -36,6 +38,10 @@ def records(text: str, where: str, header: Sequence[str] | None = None,
 
 
 def mirror_checksums(path: Path) -> dict[str, str]:
-    """{path: lower-case sha256} from a data mirror's MANIFEST.tsv (columns path and sha256, and any others)."""
-    return {row["path"]: row["sha256"].lower()
-            for _, row in records(path.read_text(encoding="utf-8"), str(path), required=("path", "sha256"))}
+    """{path: lower-case sha256} from a data mirror's MANIFEST.tsv (columns path and sha256, and any others); a
+    malformed one is a FetchError naming its file and line."""
+    try:
+        return {row["path"]: row["sha256"].lower()
+                for _, row in records(path.read_text(encoding="utf-8"), str(path), required=("path", "sha256"))}
+    except ValueError as e:
+        raise FetchError(f"the data mirror's manifest is malformed: {e}") from None
