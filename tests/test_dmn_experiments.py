@@ -376,28 +376,32 @@ CPU = {"scale": "cpu"}      # its default: five seeds for the 13 networks of Tab
 FIVE = (0, 1, 2, 3, 4)
 
 
-def test_seeds_by_kind_gives_the_pattern_networks_their_own_seeds_and_the_task_groups_keep_their_ids(params):
-    """dmn.seeds_by_kind gives the 12 pattern networks and the augmented network their own seeds (five: our seed
-    spread, the committed tables); the task groups of Tables 6.5-6.7 keep dmn.seeds and so their group ids (their
-    runs stay valid). One seed everywhere (no seeds_by_kind) gives the one-seed ids of earlier tables back."""
+def test_seeds_by_kind_gives_every_network_its_own_seeds_and_one_seed_gives_the_earlier_ids_back(params):
+    """dmn.seeds_by_kind gives the 12 pattern networks, the augmented network and the task networks of Tables
+    6.5-6.7 their own seeds (five: our seed spread, the committed tables). One seed everywhere (no seeds_by_kind)
+    gives the one-seed ids of earlier tables back, whose runs the five-seed groups take over as their seed 0."""
     five = params
     groups = dg.all_groups(five)
     seeds = {(g.model, g.kind): g.seeds for g in groups.values() if g.group_id in
              {x.group_id for t in ("6.2", "6.3", "6.4", "6.5", "6.6", "6.7") for x in dg.table_groups(five, t)}}
     assert seeds == {("dmn+", "patterns"): FIVE, ("dmn+", "augmented"): FIVE,
-                     ("modmn+", "patterns"): FIVE, ("dmn+", "tasks"): (0,), ("ff-dmn", "tasks"): (0,)}
+                     ("modmn+", "patterns"): FIVE, ("dmn+", "tasks"): FIVE, ("ff-dmn", "tasks"): FIVE}
     one_seed = copy.deepcopy(five)
     del one_seed["dmn"]["seeds_by_kind"]                       # as before the key existed: dmn.seeds for all
     before = {(g.model, g.kind): g.group_id for g in dg.all_groups(one_seed).values()}
     after = {(g.model, g.kind): g.group_id for g in groups.values() if g.seeds in ((0,), FIVE)}
     assert before[("dmn+", "patterns")] == "dmn-dmnplus-patterns-d80-f2dea72eae"     # the one-seed tables' ids
     assert before[("dmn+", "augmented")] == "dmn-dmnplus-augmented-d80-ad4e0bf3f1"
-    for key in (("dmn+", "tasks"), ("ff-dmn", "tasks")):
-        assert after[key] == before[key]
     for key in (("dmn+", "patterns"), ("modmn+", "patterns"), ("dmn+", "augmented")):
         assert after[key] != before[key]
+    # Table 6.5's task groups: the one-seed ids of the earlier tables, new ids with five seeds
+    def table_65(p):
+        return {model: g.group_id for col in dg.column_groups(p, "6.5").values() for model, g in col.items()}
+    assert table_65(one_seed) == {"dmn+": "dmn-dmnplus-tasks-d80-d460583f1e", "ff-dmn": "dmn-ffdmn-tasks-d80-184caed948"}
+    assert not set(table_65(five).values()) & set(table_65(one_seed).values())
     # a table's own seeds win over the kind's; `tasks: null` is dmn.seeds
-    p = config.load(REPO / "params.yaml", {"scale": "cpu", "dmn.seeds": [3], "dmn.seeds_by_kind.patterns": [7, 8]})
+    p = config.load(REPO / "params.yaml", {"scale": "cpu", "dmn.seeds": [3], "dmn.seeds_by_kind.patterns": [7, 8],
+                                                  "dmn.seeds_by_kind.tasks": None})
     p["tables"]["shen-thesis"]["6.4"]["seeds"] = [9]
     assert dg.column_groups(p, "6.2")["Trained Network / 1"]["dmn+"].seeds == (7, 8)
     assert dg.column_groups(p, "6.4")["Trained pattern / 1"]["modmn+"].seeds == (9,)
@@ -517,9 +521,11 @@ def test_the_ff_dmn_pilot_reads_mean_validation_accuracy_over_five_seeds_never_t
     groups = {name: members["ff-dmn"] for name, members in cols.items()}
     assert list(groups) == ["c^i alone in the update", "Two-layer FNNs", "Question in the update"]
     for g in groups.values():
-        assert g.seeds == (0, 1, 2, 3, 4) and g.items == ("task16", "task17", "task19")
+        assert g.seeds == (0, 1, 2, 3, 4) and {"task16", "task17", "task19"} <= set(g.items)
     table65 = dg.column_groups(params, "6.5")["ff-DMN"]["ff-dmn"]
-    assert groups["Question in the update"].settings == table65.settings   # the chosen reading: Table 6.5's
+    # the chosen reading is Table 6.5's ff-DMN configuration, also at five seeds: one group, the same runs
+    assert groups["Question in the update"].group_id == table65.group_id
+    assert groups["Two-layer FNNs"].items == groups["c^i alone in the update"].items == ("task16", "task17", "task19")
     assert groups["Two-layer FNNs"].settings["model"]["ffn_layers"] == 2
     for name in ("c^i alone in the update", "Two-layer FNNs"):              # each column says its reading
         assert groups[name].settings["model"]["question_in_update"] is False
