@@ -454,6 +454,12 @@ def test_the_ensemble_carries_a_value_per_seed_both_members_trained(tmp_path):
     ens = stored["1|Ensemble"]
     assert ens["seeds"] == [[0, 100.0], [1, 50.0]] and ens["reproduced"] == pytest.approx(50.0)   # seed 1 chosen
     assert "ff-DMN seed 1, DMN+ seed 1" in ens["detail"]
+    # the printed mean row carries each seed's own mean, so it is judged against our spread, and so is the claim
+    assert stored["mean|Ensemble"]["seeds"] == [[0, 100.0], [1, 50.0]]
+    assert stored["mean|DMN+ (ours)"]["seeds"] == [[0, 100.0], [1, 50.0]]
+    assert "each seed's own mean over the rows" in stored["mean|DMN+ (ours)"]["detail"]
+    claim = io.read_json(paths["json"])["claims"][0]["sentence"]
+    assert "it holds on 0 of our 2 seeds, each judged on its own cells" in claim
 
 
 

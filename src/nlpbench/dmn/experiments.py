@@ -331,7 +331,6 @@ def table_cells(params: dict, table: str, runs_root: Path) -> tuple[list[tables.
                           f"seed{'s' if len(runs) > 1 else ''}; test never read; per seed "
                           + ", ".join(f"{v:.1f}" for v in by_seed.values()))
                 info["devices"].update(m["device"] for m in runs)
-                row_seeds.append(by_seed)
             elif col["model"] == "ensemble":
                 value, detail, by_seed = _ensemble_cell(members, ok, runs_root, item, row)
                 info["devices"].update(select_run(runs)["device"] for runs in ok.values())
@@ -346,21 +345,31 @@ def table_cells(params: dict, table: str, runs_root: Path) -> tuple[list[tables.
                           f"loss), {m['sizes']['train']} training questions")
                 info["devices"].add(m["device"])
             values.append(value)
+            row_seeds.append(by_seed)
             cells.append(tables.Cell(row, column, value, "ok", detail, seeds=_per_seed(by_seed)))
         if printed_mean:
-            n = len(rows)
-            # a validation table's mean is the mean over the seeds of each seed's mean over the rows
-            same = bool(row_seeds) and len(row_seeds) == len(values) and all(r.keys() == row_seeds[0].keys()
-                                                                             for r in row_seeds)
-            mean_seeds = {s: statistics.mean(r[s] for r in row_seeds) for s in row_seeds[0]} if same else {}
-            cells.append(tables.Cell("mean", column, statistics.mean(values) if values else None,
-                                     "ok" if values else "not_run",
-                                     f"over {len(values)} of {n} rows" if values and len(values) < n else "",
-                                     seeds=_per_seed(mean_seeds)))
+            cells.append(_mean_cell(column, values, row_seeds, len(rows), validation))
     for column in decl.get("cited") or []:
         for row in rows + (["mean"] if printed_mean else []):
             cells.append(tables.Cell(row, column, None, "cited"))
     return cells, info
+
+
+def _mean_cell(column: str, values: list[float], row_seeds: list[dict[int, float]], n_rows: int,
+               validation: bool) -> tables.Cell:
+    """The printed mean row: the mean of the column's cells. Where every row has the same seeds, the cell also
+    carries each seed's own mean over the rows, so the core judges it against our seeds' spread and a claim can be
+    judged seed by seed. A validation table's cells are means over the seeds, so its mean lies in that range; a
+    test table's mean averages the seeds validation picked row by row, so it may lie outside it (the note says)."""
+    if not values:
+        return tables.Cell("mean", column, None, "not_run", "")
+    same = all(r and r.keys() == row_seeds[0].keys() for r in row_seeds)
+    mean_seeds = {s: statistics.mean(r[s] for r in row_seeds) for s in row_seeds[0]} if same else {}
+    detail = [f"over {len(values)} of {n_rows} rows"] if len(values) < n_rows else []
+    if len(mean_seeds) > 1 and not validation:
+        detail.append("the mean of the cells (each the seed validation picks); the range: each seed's own mean "
+                      "over the rows")
+    return tables.Cell("mean", column, statistics.mean(values), "ok", "; ".join(detail), seeds=_per_seed(mean_seeds))
 
 
 def seed_notes(decl: dict, cells: list[tables.Cell]) -> list[str]:
