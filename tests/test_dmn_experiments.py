@@ -552,6 +552,8 @@ def test_the_ff_dmn_pilot_reads_mean_validation_accuracy_over_five_seeds_never_t
     md = Path(paths["md"]).read_text()
     assert "Reading pilot (addition): ff-DMN validation accuracy" in md and "passes (>= 95%)" not in md
     assert "every seed counts: a cell is their mean validation accuracy; test accuracy is never read" in md
+    # its provenance counts the runs it reads: three tasks of the 20-task group it shares with Table 6.5
+    assert "9.0 min for the 45 runs of 3 groups this table reads" in md
     assert ("Two-layer FNNs: `model.ffn_layers` = 2, `model.question_in_update` = False; "
             "Question in the update: `model.question_in_update` = True.") in md
     assert "99" not in "".join(cells[(r, c)]["reproduced"] for r in ("16", "17", "19", "mean") for c in groups)

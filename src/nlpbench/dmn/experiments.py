@@ -289,7 +289,8 @@ def _ensemble_cell(members: dict[str, DMNGroup], ok: dict[str, list[dict]], runs
 
 
 def table_cells(params: dict, table: str, runs_root: Path) -> tuple[list[tables.Cell], dict]:
-    """The cells of one declared table (run columns and cited columns); info: groups, devices, wall time.
+    """The cells of one declared table (run columns and cited columns); info: its groups, devices and the items
+    it reads of each group.
 
     A test cell is the run of the seed with the highest validation accuracy (select_run; never test) and carries
     every seed's value; a `report: validation` table's cell is the mean validation accuracy over the seeds."""
@@ -299,7 +300,7 @@ def table_cells(params: dict, table: str, runs_root: Path) -> tuple[list[tables.
     validation = reports_validation(decl)
     cols = column_groups(params, table)
     cells: list[tables.Cell] = []
-    info = {"groups": {}, "devices": set()}
+    info = {"groups": {}, "devices": set(), "items": {}}
     for column, members in cols.items():
         col = decl["columns"][column]
         kind = _kind(col["data"])
@@ -312,6 +313,7 @@ def table_cells(params: dict, table: str, runs_root: Path) -> tuple[list[tables.
             ok, missing = {}, None
             for model, group in members.items():
                 info["groups"][group.group_id] = group
+                info["items"].setdefault(group.group_id, set()).add(item)
                 found = _read_metrics(group, runs_root, item)
                 if any(m["status"] == "needs_data" for m in found):
                     missing = ("needs_data", next(m["detail"] for m in found if m["status"] == "needs_data"))
@@ -523,11 +525,12 @@ def table_parts(params: dict, table: str, runs_root: Path, data_root: Path | Non
                             mean_row=False)
     groups = table_groups(params, table)
     wall, n_runs = 0.0, 0
-    for g in groups:
-        for summary in (job_done(g, item, runs_root) for item in g.items):
+    for g in groups:               # the items this table reads: a pilot reads three tasks of a 20-task group
+        items = sorted(info["items"].get(g.group_id, ()))
+        for summary in (job_done(g, item, runs_root) for item in items):
             if summary.exists():
                 wall += io.read_json(summary)["wall_time_s"]
-        n_runs += len(g.items) * len(g.seeds)
+        n_runs += len(items) * len(g.seeds)
     provenance = {
         "scale": params["scale"],
         "code commit": code_commit(),
