@@ -458,6 +458,8 @@ def test_the_ensemble_carries_a_value_per_seed_both_members_trained(tmp_path):
     assert stored["mean|Ensemble"]["seeds"] == [[0, 100.0], [1, 50.0]]
     assert stored["mean|DMN+ (ours)"]["seeds"] == [[0, 100.0], [1, 50.0]]
     assert "each seed's own mean over the rows" in stored["mean|DMN+ (ours)"]["detail"]
+    assert "The mean row is the mean of the cells above it; the range beside it is that of each seed's own mean" \
+        in Path(paths["md"]).read_text()
     claim = io.read_json(paths["json"])["claims"][0]["sentence"]
     assert "it holds on 0 of our 2 seeds, each judged on its own cells" in claim
 

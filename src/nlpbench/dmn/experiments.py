@@ -387,9 +387,12 @@ def seed_notes(decl: dict, cells: list[tables.Cell]) -> list[str]:
            "each cell is the run of the seed with the highest validation accuracy (never test), judged against "
            "the spread of all our seeds")
     where = f"test pattern {row}" if decl["rows"] == "patterns" else f"task {row}"
+    mean = ("" if reports_validation(decl) or not any(c.seeds for c in cells if c.row == "mean") else
+            " The mean row is the mean of the cells above it; the range beside it is that of each seed's own mean "
+            "over the rows, which the cells' seeds, picked row by row, can exceed.")
     return [f"Seeds: {how}; the range beside a value spans our {' or '.join(map(str, counts))} seeds. Over the "
             f"{len(spans)} cells with several seeds the range is {statistics.median(s for s, _, _ in spans):.1f} "
-            f"points wide at the median and {widest:.1f} at the widest ({column}, {where})."]
+            f"points wide at the median and {widest:.1f} at the widest ({column}, {where}).{mean}"]
 
 
 def scale_note(params: dict, groups: list[DMNGroup] | None = None) -> str:
