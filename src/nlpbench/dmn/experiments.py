@@ -289,8 +289,8 @@ def _ensemble_cell(members: dict[str, DMNGroup], ok: dict[str, list[dict]], runs
 
 
 def table_cells(params: dict, table: str, runs_root: Path) -> tuple[list[tables.Cell], dict]:
-    """The cells of one declared table (run columns and cited columns); info: its groups, devices and the items
-    it reads of each group.
+    """The cells of one declared table (run columns and cited columns); info: the devices its runs were trained
+    on and, per group id, the items it reads.
 
     A test cell is the run of the seed with the highest validation accuracy (select_run; never test) and carries
     every seed's value; a `report: validation` table's cell is the mean validation accuracy over the seeds."""
@@ -300,7 +300,7 @@ def table_cells(params: dict, table: str, runs_root: Path) -> tuple[list[tables.
     validation = reports_validation(decl)
     cols = column_groups(params, table)
     cells: list[tables.Cell] = []
-    info = {"groups": {}, "devices": set(), "items": {}}
+    info = {"devices": set(), "items": {}}
     for column, members in cols.items():
         col = decl["columns"][column]
         kind = _kind(col["data"])
@@ -312,7 +312,6 @@ def table_cells(params: dict, table: str, runs_root: Path) -> tuple[list[tables.
                 continue
             ok, missing = {}, None
             for model, group in members.items():
-                info["groups"][group.group_id] = group
                 info["items"].setdefault(group.group_id, set()).add(item)
                 found = _read_metrics(group, runs_root, item)
                 if any(m["status"] == "needs_data" for m in found):
