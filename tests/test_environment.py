@@ -185,3 +185,21 @@ def test_conda_environments_install_their_lock_and_name_its_digest():
         assert {"openjdk=17", "perl-xml-parser"} <= set(d for d in deps if isinstance(d, str))
         deploy = REPO / "envs" / f"{name}.post-deploy.sh"
         assert "--no-deps -e" in deploy.read_text() and os.access(deploy, os.X_OK)
+
+
+# What the repository's top level holds: the layout DESIGN and docs/layout.md describe, the project's metadata and
+# dot-files. A stray file (a lock written to `-` by a mistyped `-o -`, a scratch note) fails here.
+EXPECTED_TOP_LEVEL = {
+    "Snakefile", "dvc.yaml", "params.yaml", "overrides.yaml", "pyproject.toml",
+    "README.md", "CHANGELOG.md", "LICENSE", "CITATION.cff",
+    "pipeline", "src", "results", "tests", "envs", "docs", "profiles",
+    ".ci", ".dvc", ".dvcignore", ".gitignore",
+}
+
+
+def test_repository_top_level_holds_only_expected_files():
+    tracked = subprocess.run(["git", "-C", str(REPO), "ls-files"], capture_output=True, text=True, check=True)
+    if tracked.returncode != 0 or not tracked.stdout:
+        pytest.skip("not a git checkout")
+    top = {line.split("/", 1)[0] for line in tracked.stdout.splitlines()}
+    assert top - EXPECTED_TOP_LEVEL == set(), f"unexpected files at the repository root: {sorted(top - EXPECTED_TOP_LEVEL)}"
