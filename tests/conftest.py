@@ -14,11 +14,18 @@ try:
 except ImportError:  # not installed: run from the source tree
     sys.path.insert(0, str(REPO / "src"))
 
+# The data mirror the README promises the tests find: $NLPBENCH_MIRROR, else ../shared/data beside the clone. Set
+# for the whole session, so that every data step a test runs (in this process or in a `nlpbench` or `snakemake`
+# child) reads the same mirror, not only the tests that ask for the `mirror_dir` fixture.
+DEFAULT_MIRROR = REPO.parent / "shared" / "data"
+if not os.environ.get("NLPBENCH_MIRROR") and DEFAULT_MIRROR.is_dir():
+    os.environ["NLPBENCH_MIRROR"] = str(DEFAULT_MIRROR)
+
 
 @pytest.fixture(scope="session")
 def mirror_dir() -> Path:
     """The offline data mirror: $NLPBENCH_MIRROR, else <repo>/../shared/data; skip if absent."""
-    path = Path(os.environ.get("NLPBENCH_MIRROR") or REPO.parent / "shared" / "data")
+    path = Path(os.environ.get("NLPBENCH_MIRROR") or DEFAULT_MIRROR)
     if not path.is_dir():
         pytest.skip(f"no data mirror at {path} (set NLPBENCH_MIRROR)")
     return path

@@ -203,3 +203,17 @@ def test_repository_top_level_holds_only_expected_files():
         pytest.skip("not a git checkout")
     top = {line.split("/", 1)[0] for line in tracked.stdout.splitlines()}
     assert top - EXPECTED_TOP_LEVEL == set(), f"unexpected files at the repository root: {sorted(top - EXPECTED_TOP_LEVEL)}"
+
+
+def test_the_test_session_reads_the_mirror_beside_the_clone_without_a_variable():
+    """The README's test command needs no variable: with ../shared/data beside the clone, every data step of the
+    suite (children included) reads it, as a newcomer's `bash envs/run.sh test` would."""
+    beside = REPO.parent / "shared" / "data"
+    if not beside.is_dir():
+        pytest.skip(f"no mirror at {beside}")
+    env = {k: v for k, v in os.environ.items() if k != "NLPBENCH_MIRROR"}
+    probe = ("import os, conftest, nlpbench.data.fetch as f; "
+             "print(os.environ.get('NLPBENCH_MIRROR')); print(f.resolve_mirror())")
+    out = subprocess.run([os.sys.executable, "-c", probe], cwd=REPO / "tests", env=env, capture_output=True,
+                         text=True, check=True).stdout.split()
+    assert out == [str(beside), str(beside)]
