@@ -32,3 +32,15 @@ def test_citation_cff_has_the_required_keys_and_the_five_documents():
         pages = " ".join(" ".join(p.read_text(errors="replace")[:3000].split()).lower() for p in SEEDS.glob("*.txt"))
         missing = [ref["title"] for ref in refs if ref["title"].lower() not in pages]
         assert not missing, f"CITATION.cff: titles not on a seed's title page: {missing}"
+
+
+def test_package_metadata_matches_the_citation():
+    """pyproject.toml's licence, authors and version are CITATION.cff's (a package index shows the former)."""
+    import tomllib
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    cff = yaml.safe_load((REPO / "CITATION.cff").read_text())
+    assert project["license"] == {"text": cff["license"]}
+    assert [a["name"] for a in project["authors"]] == [a["name"] for a in cff["authors"]]
+    assert project["version"] == str(cff["version"])
+    assert (REPO / project["readme"]).is_file()
