@@ -139,6 +139,33 @@ def test_passage_summaries_and_masks():
     assert torch.allclose(second[1], ref, atol=1e-6)
 
 
+def test_appendix_a_summaries_on_a_hand_computed_example():
+    """Appendix A's two passage summaries (Eqs. 5.2-5.7) and its output formations O_1 = [h; h~], O_2 = [h; h~;
+    h o h~] on numbers worked by hand. S = [[ln 3, 0], [0, 0]] (M = 2 passage, N = 2 question words), h_1 = (1, 0),
+    h_2 = (0, 1); a third passage word and a third question word are padding with large scores that must not count.
+    First-order: b = (ln 3, 0), beta = (3/4, 1/4), h~ = (3/4, 1/4) at every position.
+    Second-order: A^H (column softmax over passage words) = [[3/4, 1/2], [1/4, 1/2]], so the query-side summaries
+    are h~_1 = (3/4, 1/4), h~_2 = (1/2, 1/2); A^U (row softmax over question words) = [[3/4, 1/4], [1/2, 1/2]], so
+    h~_1 = 3/4 (3/4, 1/4) + 1/4 (1/2, 1/2) = (11/16, 5/16) and h~_2 = (5/8, 3/8)."""
+    ln3, big = math.log(3.0), 50.0
+    S = torch.tensor([[[ln3, 0.0, big], [0.0, 0.0, big], [big, big, big]]])
+    H = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [7.0, 7.0]]])
+    U = torch.zeros(1, 3, 2)
+    p_mask = torch.tensor([[True, True, False]])
+    q_mask = torch.tensor([[True, True, False]])
+    A, _ = output.query_summary(S, U, q_mask)
+    first = output.passage_summary(S, H, A, p_mask, q_mask, "first")
+    second = output.passage_summary(S, H, A, p_mask, q_mask, "second")
+    assert torch.allclose(first[0, :2], torch.tensor([[0.75, 0.25], [0.75, 0.25]]), atol=1e-6)
+    assert torch.allclose(second[0, :2], torch.tensor([[11 / 16, 5 / 16], [5 / 8, 3 / 8]]), atol=1e-6)
+    o1, _ = output.OutputFormation("A1-O_1", 2, passage_order="second")(H, U, S, p_mask, q_mask)
+    o2, _ = output.OutputFormation("A1-O_2", 2, passage_order="second")(H, U, S, p_mask, q_mask)
+    assert torch.allclose(o1[0, 0], torch.tensor([1.0, 0.0, 11 / 16, 5 / 16]), atol=1e-6)
+    assert torch.allclose(o2[0, 0], torch.tensor([1.0, 0.0, 11 / 16, 5 / 16, 11 / 16, 0.0]), atol=1e-6)
+    o1_first, _ = output.OutputFormation("A1-O_1", 2, passage_order="first")(H, U, S, p_mask, q_mask)
+    assert torch.allclose(o1_first[0, 1], torch.tensor([0.0, 1.0, 0.75, 0.25]), atol=1e-6)
+
+
 @pytest.mark.parametrize("name, factor", [("O_1", 2), ("O_2", 3), ("RIG_2", 3), ("RIG_4", 4), ("RIG_5", 4),
                                           ("RIG_6", 4), ("proposed", 6), ("revised", 6), ("A1-O_1", 2),
                                           ("A1-O_2", 3)])
