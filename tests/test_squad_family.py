@@ -269,8 +269,8 @@ def test_a_claim_inside_the_documents_own_spread_is_untestable_and_says_why():
 
 def test_at_cpu_table_4_2_judges_its_claims_though_its_level_is_not_the_thesiss(tmp_path):
     """not_comparable with claims_testable: the table's status stays 'not comparable', its large-gap claims are
-    judged on our cells, its sub-point claims are untestable with their reason, and rows it does not train read
-    'paper scale only'."""
+    judged on our cells, its sub-point claims are unresolved in the thesis with its numbers and the reason, and rows
+    it does not train read 'paper scale only'."""
     params = load("cpu")
     for sim, base in (("trilinear", 30.0), ("bilinear", 20.0), ("cosine", 22.0)):
         for out, lift in (("O_1", 0.0), ("O_2", 5.0)):
@@ -283,6 +283,9 @@ def test_at_cpu_table_4_2_judges_its_claims_though_its_level_is_not_the_thesiss(
     assert side["status"] == "not comparable at this scale"
     verdicts = {(c["claim"], c["subject"]): c["verdict"] for c in side["claims"]}
     assert verdicts[("§4.2: trilinear far above bilinear (+14.5 EM under O_1, +6.9 under O_2)", "O_1 / EM")] == "holds"
-    assert verdicts[("§4.2: O_2 beats O_1 for every function but general-2", "")] == "untestable at this scale"
+    assert verdicts[("§4.2: O_2 beats O_1 for every function but general-2", "")] == "unresolved in the document"
+    sentence = next(c["sentence"] for c in side["claims"] if c["claim"] == "§4.2: scaling does not help dot-product")
+    assert "in the thesis's numbers, O_1 / EM: dot-product 63.8 against scaled dot-product 63.3 (+0.5)" in sentence
+    assert "best of five training runs (§4.2)" in sentence
     rows = list(csv.DictReader(open(out["csv"], newline="")))
     assert {r["status"] for r in rows if r["row"] == "FNN"} == {"paper_only"} and "paper scale only" in md
