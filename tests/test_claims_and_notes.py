@@ -227,6 +227,11 @@ def test_a_claim_the_documents_own_numbers_cannot_decide_is_unresolved_with_thos
         "Claim (§3.3: BiDAF > DCN > SAN): unresolved in the document: in the thesis's numbers, EM: SAN 63.5 < "
         "DCN 64.3 < BiDAF 65.6, steps +0.8 and +1.3; each is the best of five runs (§4.2) and the thesis gives no "
         "spread for them.")
+    tie = {**claim, "rows": ["SAN", "DCN", "BiDAF", "QANet"]}
+    cells.printed[("3.1", "QANet", "EM")] = 65.6
+    cells.add("3.1", ["SAN", "DCN", "BiDAF", "QANet"], ["EM"], [])
+    assert "EM: SAN 63.5 < DCN 64.3 < BiDAF 65.6 = QANet 65.6, steps +0.8, +1.3 and +0.0" in \
+        claims.judged([tie], "3.1", cells, "")[0]["sentence"]
     above = {"kind": "above", "rows": ["BiDAF", "SAN"], "columns": ["EM"], "text": "x", "unresolved": "why"}
     best = {"kind": "best", "rows": ["SAN", "DCN", "BiDAF"], "columns": ["EM"], "text": "x", "unresolved": "why"}
     assert "EM: BiDAF 65.6 against SAN 63.5 (+2.1)" in claims.judged([above], "3.1", cells, "")[0]["sentence"]

@@ -539,9 +539,14 @@ def document_numbers(c: dict, table: str, cells: TableCells) -> str:
     for column in _own_columns(c, table):
         rows = [(r, value(r, column)) for r in c["rows"]]
         have = [(r, v) for r, v in rows if v is not None]
-        if c["kind"] == "order":
+        if c["kind"] == "order":           # each step's sign as printed: "<", or "=" and ">" where it fails
             steps = [gap(hi - lo) for (_, lo), (_, hi) in zip(have, have[1:])]
-            parts.append(f"{column}: " + " < ".join(f"{r} {num(v)}" for r, v in rows)
+            chain = f"{rows[0][0]} {num(rows[0][1])}"
+            for (_, lo), (r, hi) in zip(rows, rows[1:]):
+                sign = "<" if lo is None or hi is None or round(hi - lo, d) > 0 else \
+                    "=" if round(hi - lo, d) == 0 else ">"
+                chain += f" {sign} {r} {num(hi)}"
+            parts.append(f"{column}: {chain}"
                          + (f", steps {', '.join(steps[:-1]) + ' and ' if len(steps) > 1 else ''}{steps[-1]}"
                             if steps else ""))
         elif c["kind"] == "best" and len(have) > 1:
