@@ -50,7 +50,6 @@ from dataclasses import dataclass, field
 
 WITHIN, OUTSIDE = "within noise", "outside noise"
 SHARE_WITHIN = 0.9           # of the computed cells, for a table to count as reproduced
-NAMED_MISSES = 4             # claim cells a status names before it counts the rest
 
 
 @dataclass(frozen=True)
@@ -262,15 +261,8 @@ def judge_table(statuses: list[str], judged: list[tuple[float, CellVerdict]], ru
         return verdict(METRIC_CHECK)
     status = REPRODUCED if not missing and len(judged) == n_valued else PARTLY.format(k=len(judged), n=len(statuses))
     if claim_misses:
-        status += EXCEPT_CLAIM_CELLS.format(cells=named_cells(list(claim_misses)))
+        status += EXCEPT_CLAIM_CELLS.format(cells=", ".join(claim_misses))
     return verdict(status)
-
-
-def named_cells(cells: list[str]) -> str:
-    """The cells a status names: the first few, then how many more ("16: Ensemble, 3: DMN+ and 2 more")."""
-    if len(cells) <= NAMED_MISSES:
-        return ", ".join(cells)
-    return ", ".join(cells[:NAMED_MISSES]) + f" and {len(cells) - NAMED_MISSES} more"
 
 
 def status_kind(status: str) -> str:
