@@ -195,19 +195,49 @@ def test_every_declarations_notes_and_claims_parse_at_each_scale(scale):
     assert n_notes > 100 and n_claims > 50
 
 
-@pytest.mark.parametrize("seed_values, verdict, held", [
+@pytest.mark.parametrize("seed_values, verdict, held, words", [
     # a over b on every seed's own cells: holds
-    ({"a": [(90, 91, 92), (80, 81, 82)], "b": [(70, 71, 72), (60, 61, 62)]}, "holds", 3),
+    ({"a": [(90, 91, 92), (80, 81, 82)], "b": [(70, 71, 72), (60, 61, 62)]}, "holds", 3, ""),
     # the selected cells say a > b, but two of three seeds say otherwise: inside our noise
-    ({"a": [(90, 60, 60), (80, 50, 50)], "b": [(70, 75, 75), (60, 65, 65)]}, "holds within noise", 1),
+    ({"a": [(90, 60, 60), (80, 50, 50)], "b": [(70, 75, 75), (60, 65, 65)]}, "holds within noise", 1,
+     ": it rests on the selected cells alone"),
+    # the mirror image: the selected cells say a <= b, but two of three seeds show a > b: inside our noise too
+    ({"a": [(60, 90, 90), (50, 80, 80)], "b": [(75, 70, 70), (65, 60, 60)]}, "holds within noise", 2,
+     ", though not on the selected cells"),
+    # neither reading shows it
+    ({"a": [(60, 60, 90), (50, 50, 80)], "b": [(75, 75, 70), (65, 65, 60)]}, "does not hold", 1, ""),
 ])
-def test_a_claim_that_holds_on_the_selected_cells_is_judged_on_each_seeds_own_cells(seed_values, verdict, held):
+def test_a_claims_selected_cells_and_each_seeds_own_cells_weigh_alike(seed_values, verdict, held, words):
     grid = {"t": {(row, col): seed_values[col][i][0] for col in "ab" for i, row in enumerate(("1", "2"))}}
     seeds = {("t", row, col): dict(enumerate(seed_values[col][i])) for col in "ab" for i, row in enumerate(("1", "2"))}
     [record] = claims.judged([{"text": "§1: x", "kind": "higher_mean", "a": "a", "b": "b"}], "t",
                              _cells(grid, None, seeds), "differs")
     assert record["verdict"] == verdict
-    assert f"it holds on {held} of our 3 seeds, each judged on its own cells" in record["sentence"]
+    assert f"it holds on {held} of our 3 seeds, each judged on its own cells{words}" in record["sentence"]
+
+
+def test_a_claim_the_documents_own_numbers_cannot_decide_is_unresolved_with_those_numbers():
+    printed = {("3.1", "SAN", "EM"): 63.5, ("3.1", "DCN", "EM"): 64.3, ("3.1", "BiDAF", "EM"): 65.6}
+    cells = _cells({"3.1": {("SAN", "EM"): 30.0, ("DCN", "EM"): 31.0, ("BiDAF", "EM"): 32.0}}, printed)
+    claim = {"kind": "order", "rows": ["SAN", "DCN", "BiDAF"], "columns": ["EM"], "text": "§3.3: BiDAF > DCN > SAN",
+             "unresolved": "each is the best of five runs (§4.2) and the thesis gives no spread for them"}
+    [record] = claims.judged([claim], "3.1", cells, "not comparable at this scale")
+    assert record["verdict"] == claims.UNRESOLVED == "unresolved in the document"
+    assert record["sentence"] == (
+        "Claim (§3.3: BiDAF > DCN > SAN): unresolved in the document: in the thesis's numbers, EM: SAN 63.5 < "
+        "DCN 64.3 < BiDAF 65.6, steps +0.8 and +1.3; each is the best of five runs (§4.2) and the thesis gives no "
+        "spread for them.")
+    tie = {**claim, "rows": ["SAN", "DCN", "BiDAF", "QANet"]}
+    cells.printed[("3.1", "QANet", "EM")] = 65.6
+    cells.add("3.1", ["SAN", "DCN", "BiDAF", "QANet"], ["EM"], [])
+    assert "EM: SAN 63.5 < DCN 64.3 < BiDAF 65.6 = QANet 65.6, steps +0.8, +1.3 and +0.0" in \
+        claims.judged([tie], "3.1", cells, "")[0]["sentence"]
+    above = {"kind": "above", "rows": ["BiDAF", "SAN"], "columns": ["EM"], "text": "x", "unresolved": "why"}
+    best = {"kind": "best", "rows": ["SAN", "DCN", "BiDAF"], "columns": ["EM"], "text": "x", "unresolved": "why"}
+    assert "EM: BiDAF 65.6 against SAN 63.5 (+2.1)" in claims.judged([above], "3.1", cells, "")[0]["sentence"]
+    assert "EM: best BiDAF 65.6, next DCN 64.3 (lead +1.3)" in claims.judged([best], "3.1", cells, "")[0]["sentence"]
+    with pytest.raises(config.ConfigError, match=r"T\.claims\.0: a claim is untestable .* or unresolved"):
+        claims.check([{**claim, "untestable": "why"}], "3.1", cells, "T")
 
 
 def test_a_claim_with_nothing_to_judge_needs_data_where_its_table_lacks_data():

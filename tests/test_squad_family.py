@@ -176,7 +176,9 @@ def test_the_smoke_scale_builds_every_table_end_to_end(tmp_path, mirror_dir):
         if name == "4.4":      # every cell is a run of ours; the reference keeps the published originals beside
             assert summary["n_cited"] == 0 and len(rows) == 12
             assert {r["paper"] for r in rows if r["row"] == "BiDAF"} == {"67.7", "77.3", "68.5", "77.9"}
-            assert "Claim (§4.3: T-trilinear improves each model (EM)): untestable, gains of 0.3-1.3 EM" in md
+            assert "Claim (§4.3: T-trilinear improves each model (EM)): unresolved in the document: in the " \
+                   "thesis's numbers, T-trilinear / EM against Original similarity function / EM: BiDAF 68.5 " \
+                   "against 67.7 (+0.8), DCN 65.7 against 65.4 (+0.3), QANet 74.9 against 73.6 (+1.3)" in md
             assert "BiDAF (squad.full_models" in md
         ok = [r for r in rows if r["status"] == "ok"]
         assert ok and all(0 <= float(r["reproduced"]) <= 100 for r in ok)
@@ -257,20 +259,21 @@ def test_the_resolution_note_says_when_the_seeds_swamp_the_configurations():
     assert "EM): in our numbers it is not decided (best of seeds ties 1:1 with 5:6, 2:3" in " ".join(_claim_notes(load("paper"), "5.5", tie, best_claim))
 
 
-def test_a_claim_inside_the_documents_own_spread_is_untestable_and_says_why():
+def test_a_claim_the_thesiss_own_numbers_cannot_decide_is_unresolved_and_says_why():
     params = load("cpu")
     per_seed = {(r, c): {0: v, 1: v + 1, 2: v + 2} for r, v in (("trilinear", 30.0), ("bilinear", 20.0),
                                                                 ("cosine", 25.0)) for c in ("O_1 / EM", "O_2 / EM")}
     text = " ".join(_claim_notes(params, "4.2", per_seed))
-    assert "Claim (§4.2: scaling does not help dot-product): untestable, gaps of 0.5 and 0.7 EM, inside the " \
-           "spread of the thesis's own runs" in text
+    assert "Claim (§4.2: scaling does not help dot-product): unresolved in the document: in the thesis's numbers, " \
+           "O_1 / EM: dot-product 63.8 against scaled dot-product 63.3 (+0.5); O_2 / EM: dot-product 64.2 against " \
+           "scaled dot-product 63.5 (+0.7); the thesis prints the best of five training runs (§4.2)" in text
     assert "trilinear far above bilinear" in text and "in our numbers it holds" in text
 
 
 def test_at_cpu_table_4_2_judges_its_claims_though_its_level_is_not_the_thesiss(tmp_path):
     """not_comparable with claims_testable: the table's status stays 'not comparable', its large-gap claims are
-    judged on our cells, its sub-point claims are untestable with their reason, and rows it does not train read
-    'paper scale only'."""
+    judged on our cells, its sub-point claims are unresolved in the thesis with its numbers and the reason, and rows
+    it does not train read 'paper scale only'."""
     params = load("cpu")
     for sim, base in (("trilinear", 30.0), ("bilinear", 20.0), ("cosine", 22.0)):
         for out, lift in (("O_1", 0.0), ("O_2", 5.0)):
@@ -283,6 +286,9 @@ def test_at_cpu_table_4_2_judges_its_claims_though_its_level_is_not_the_thesiss(
     assert side["status"] == "not comparable at this scale"
     verdicts = {(c["claim"], c["subject"]): c["verdict"] for c in side["claims"]}
     assert verdicts[("§4.2: trilinear far above bilinear (+14.5 EM under O_1, +6.9 under O_2)", "O_1 / EM")] == "holds"
-    assert verdicts[("§4.2: O_2 beats O_1 for every function but general-2", "")] == "untestable at this scale"
+    assert verdicts[("§4.2: O_2 beats O_1 for every function but general-2", "")] == "unresolved in the document"
+    sentence = next(c["sentence"] for c in side["claims"] if c["claim"] == "§4.2: scaling does not help dot-product")
+    assert "in the thesis's numbers, O_1 / EM: dot-product 63.8 against scaled dot-product 63.3 (+0.5)" in sentence
+    assert "best of five training runs (§4.2)" in sentence
     rows = list(csv.DictReader(open(out["csv"], newline="")))
     assert {r["status"] for r in rows if r["row"] == "FNN"} == {"paper_only"} and "paper scale only" in md

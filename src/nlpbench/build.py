@@ -61,9 +61,10 @@ def table_cells(params: dict, d: config.Declared, parts, paths: Paths) -> notes.
 
 
 def rules(d: config.Declared, params: dict) -> judging.Rules:
-    """How the table is judged at this scale: its declaration's unit, units, epsilon and not_comparable; nothing at
-    the smoke scale is comparable with the documents."""
+    """How the table is judged at this scale: its declaration's unit, units, epsilon, not_comparable, released rows
+    and the cells its claims compare; nothing at the smoke scale is comparable with the documents."""
     r = judging.Rules.from_declaration(d.decl, d.where)
+    r = dataclasses.replace(r, claim_cells=tuple(claims.compared_cells(c, d.name) for c in d.decl.get("claims") or []))
     if params["scale"] == "smoke":
         r = dataclasses.replace(r, comparable="the smoke scale runs every rule on a few examples for an epoch or two")
     return r

@@ -61,7 +61,7 @@ NEEDS = {k: ("a", "b") for k in BOTH_SIDES}
 NEEDS.update({"own_pattern_best": ("a",), "above": ("rows", "columns"), "order": ("rows", "columns"),
               "best": ("rows", "columns"), "above_spread": ("rows", "columns"), "columns_above": ("a", "b", "rows"),
               "close": ("rows", "columns", "within")})
-KEYS = ("kind", "a", "b", "rows", "columns", "within", "printed_as", "text", "untestable")
+KEYS = ("kind", "a", "b", "rows", "columns", "within", "printed_as", "text", "untestable", "unresolved")
 
 
 def _refs(value, table: str) -> list[tuple[str, str]]:
@@ -79,6 +79,9 @@ def check(claims: list[dict], table: str, cells: TableCells, where: str) -> None
         if unknown or missing:
             raise NoteError(f"{at}: " + (f"unknown key(s) {', '.join(unknown)}" if unknown else
                                         f"kind {c['kind']} needs {', '.join(missing)}") + f" (keys: {', '.join(KEYS)})")
+        if c.get("untestable") and c.get("unresolved"):
+            raise NoteError(f"{at}: a claim is untestable (no data of ours can test it) or unresolved in the document "
+                            "(the document's own numbers cannot decide it), not both")
         for key in ("a", "b", "columns"):
             if not isinstance(c.get(key, ""), str) and key != "columns" and c["kind"] not in LIST_SIDES:
                 raise NoteError(f"{at}.{key}: one column for kind {c['kind']}")
@@ -93,6 +96,21 @@ def check(claims: list[dict], table: str, cells: TableCells, where: str) -> None
         if c["kind"] in PER_COLUMN and any(t != table for t, _ in _refs(c["columns"], table)):
             raise NoteError(f"{at}.columns: kind {c['kind']} reads this table's columns only (a column whose name "
                             f"holds a colon is named \"{table}:<column>\")")
+
+
+def compared_cells(c: dict, table: str) -> tuple:
+    """(rows, columns) of this table that a claim compares (judging.Rules.claim_cells): its `rows`, or by default
+    every task row (every row for the kinds that read all rows), and the columns it names that are this table's."""
+    from nlpbench import judging
+    if c["kind"] in PER_COLUMN:
+        columns = _own_columns(c, table)
+    else:
+        columns = [column for key in ("a", "b") for t, column in _refs(c.get(key), table) if t == table]
+    if c.get("rows"):
+        rows = tuple(str(r) for r in c["rows"])
+    else:
+        rows = judging.ANY_ROW if c["kind"] in ("outperforms",) + LIST_SIDES else judging.TASK_ROWS
+    return rows, tuple(columns)
 
 
 def _own_columns(c: dict, table: str) -> list[str]:
@@ -392,15 +410,14 @@ def lines(claims: list[dict], table: str, cells: TableCells) -> list[str]:
 # -- the register: one verdict per claim line, in the categories of a reproduction report --------------------
 
 HOLDS, WITHIN_NOISE, NOT_HOLD, REVERSED = "holds", "holds within noise", "does not hold", "reversed"
+UNRESOLVED = "unresolved in the document"
 UNTESTABLE, NEEDS_DATA = "untestable at this scale", "needs data"
-VERDICTS = (HOLDS, WITHIN_NOISE, NOT_HOLD, REVERSED, UNTESTABLE, NEEDS_DATA)
+VERDICTS = (HOLDS, WITHIN_NOISE, NOT_HOLD, REVERSED, UNRESOLVED, UNTESTABLE, NEEDS_DATA)
 
 
 def category(verdict: str | None, table_status: str, needs_data: bool = False, claims_testable: bool = False) -> str:
-    """A judged verdict's category ("holds, but not beyond the seed spread" -> holds within noise; `judged` also
-    counts a claim that holds in the selected cells but on at most half of our seeds' own cells as holding within
-    noise); a claim with
-    nothing to judge needs data where the table lacks data (`needs_data`: some of its cells need a data set), and is
+    """A judged verdict's category ("holds, but not beyond the seed spread" -> holds within noise; `judged` then
+    weighs the selected cells and our seeds' own cells alike: `with_seeds`); a claim with nothing to judge needs data where the table lacks data (`needs_data`: some of its cells need a data set), and is
     untestable otherwise, as it is where the table's scale is not comparable with the document, unless the table
     declares its claims testable there (`claims_testable`: the level of its cells is not the document's, but the
     orderings its claims state are judged between our own cells)."""
@@ -437,18 +454,36 @@ def over_seeds(c: dict, table: str, cells: TableCells) -> tuple[int, int] | None
     return held, len(ids)
 
 
+def with_seeds(verdict: str, held: int, n: int) -> tuple[str, str]:
+    """A claim's category once its selected cells and each seed's own cells are both read, and the words that say
+    how: the two readings weigh alike, so where they disagree, either way round, it holds within noise."""
+    seeds = f"it holds on {held} of our {n} seeds, each judged on its own cells"
+    if verdict == HOLDS and held <= n / 2:
+        return WITHIN_NOISE, f"{seeds}: it rests on the selected cells alone"
+    if verdict == NOT_HOLD and held > n / 2:
+        return WITHIN_NOISE, f"{seeds}, though not on the selected cells"
+    return verdict, seeds
+
+
 def judged(claims: list[dict], table: str, cells: TableCells, table_status: str, needs_data: bool = False,
            not_comparable: str | None = None, claims_testable: bool = False) -> list[dict]:
     """One record per claim line (per column for the kinds judged column by column): the document's sentence, what
     is compared, the verdict category on our numbers, and the generated sentence with the numbers. A claim that
-    declares itself `untestable` (say, a gap inside the document's own run-to-run spread) is not judged: its line
-    gives the reason."""
+    declares itself `untestable` (no data of ours can test it) or `unresolved` (the document's own numbers cannot
+    decide it: a gap inside its own run-to-run spread or its best-of-N protocol) is not judged: its line gives the
+    reason, an unresolved one with the document's numbers it compares."""
     out = []
     for c in claims:
         kind = c["kind"]
         if c.get("untestable"):
             out.append({"table": table, "claim": c["text"], "subject": "", "verdict": UNTESTABLE,
                         "sentence": f"{_head(c['text'])}: untestable, {c['untestable'].rstrip('.')}."})
+            continue
+        if c.get("unresolved"):
+            out.append({"table": table, "claim": c["text"], "subject": "", "verdict": UNRESOLVED,
+                        "sentence": f"{_head(c['text'])}: unresolved in the document: in "
+                                    f"{printed_label(cells.source)}, {document_numbers(c, table, cells)}; "
+                                    f"{c['unresolved'].rstrip('.')}."})
             continue
         if kind in PER_COLUMN:
             pairs = [(column, [("our numbers", _judge_column(c, table, column, cells))])
@@ -467,17 +502,64 @@ def judged(claims: list[dict], table: str, cells: TableCells, table_status: str,
             ours = sides[0][1]
             verdict = category(ours[0] if ours else None, table_status, needs_data, claims_testable)
             if ours is not None and seeds is not None:
-                held, n = seeds
-                sides = [(sides[0][0], (ours[0], ours[1] + f" (the selected seeds); it holds on {held} of our {n} "
-                                        "seeds, each judged on its own cells"))] + sides[1:]
-                if verdict == HOLDS and held <= n / 2:      # most seeds do not show it: inside our noise
-                    verdict = WITHIN_NOISE
+                verdict, words = with_seeds(verdict, *seeds)
+                sides = [(sides[0][0], (ours[0], ours[1] + f" (the selected seeds); {words}"))] + sides[1:]
             sentence = _line(c["text"], subject, sides)
             if verdict == UNTESTABLE and not_comparable:
                 sentence += f" Untestable at this scale: {not_comparable}."
             out.append({"table": table, "claim": c["text"], "subject": subject, "verdict": verdict,
                         "sentence": sentence})
     return out
+
+
+def document_numbers(c: dict, table: str, cells: TableCells) -> str:
+    """The printed numbers a claim compares, with the gaps between them, in the table's decimals: what an
+    unresolved claim's sentence quotes ("EM: SAN 63.5 < DCN 64.3 < BiDAF 65.6, steps +0.8 and +1.3")."""
+    d = cells.decimals.get(table, 1)
+
+    def value(row: str, column: str) -> float | None:
+        return cells.printed.get((table, row, column))
+
+    def num(v: float | None) -> str:
+        return "n/a" if v is None else f"{v:.{d}f}"
+
+    def gap(v: float) -> str:
+        return f"{v:+.{d}f}"
+
+    parts = []
+    if c["kind"] == "columns_above":
+        (_, a), (_, b) = split_ref(c["a"], table), split_ref(c["b"], table)
+        pairs = [(r, value(r, a), value(r, b)) for r in c["rows"]]
+        return f"{a} against {b}: " + ", ".join(
+            f"{r} {num(x)} against {num(y)}" + (f" ({gap(x - y)})" if x is not None and y is not None else "")
+            for r, x, y in pairs)
+    if c["kind"] not in PER_COLUMN:
+        printed = _judge(c, table, cells, True)
+        return printed[1] if printed else "nothing printed to compare"
+    for column in _own_columns(c, table):
+        rows = [(r, value(r, column)) for r in c["rows"]]
+        have = [(r, v) for r, v in rows if v is not None]
+        if c["kind"] == "order":           # each step's sign as printed: "<", or "=" and ">" where it fails
+            steps = [gap(hi - lo) for (_, lo), (_, hi) in zip(have, have[1:])]
+            chain = f"{rows[0][0]} {num(rows[0][1])}"
+            for (_, lo), (r, hi) in zip(rows, rows[1:]):
+                sign = "<" if lo is None or hi is None or round(hi - lo, d) > 0 else \
+                    "=" if round(hi - lo, d) == 0 else ">"
+                chain += f" {sign} {r} {num(hi)}"
+            parts.append(f"{column}: {chain}"
+                         + (f", steps {', '.join(steps[:-1]) + ' and ' if len(steps) > 1 else ''}{steps[-1]}"
+                            if steps else ""))
+        elif c["kind"] == "best" and len(have) > 1:
+            ranked = sorted(have, key=lambda rv: -rv[1])
+            (top, vt), (runner, vr) = ranked[0], ranked[1]
+            parts.append(f"{column}: best {top} {num(vt)}, next {runner} {num(vr)} (lead {gap(vt - vr)})")
+        elif c["kind"] in ("above", "above_spread", "close") and rows[0][1] is not None:
+            (first, v0), rest = rows[0], rows[1:]
+            parts.append(f"{column}: {first} {num(v0)} against " + ", ".join(
+                f"{r} {num(v)}" + (f" ({gap(v0 - v)})" if v is not None else "") for r, v in rest))
+        else:
+            parts.append(f"{column}: " + ", ".join(f"{r} {num(v)}" for r, v in rows))
+    return "; ".join(parts)
 
 
 def _line(text: str, subject: str, sides: list[tuple[str, tuple[str, str] | None]]) -> str:

@@ -56,8 +56,10 @@ INTRO = """\
 
 What the four documents with result tables claim, judged on our numbers, then every table beside the numbers the
 document printed (Seed 003, a tutorial, has none). A verdict is *holds*, *holds within noise* (the direction holds
-but not beyond our seed spread, or not on most of our seeds' own cells), *does not hold*, *reversed*, *untestable at
-this scale* (the table's scale is not comparable with the document's) or *needs data*. `claims.csv` holds the same.
+but not beyond our seed spread, or the selected cells and most of our seeds' own cells disagree, either way round),
+*does not hold*, *reversed*, *unresolved in the document* (the document's own numbers cannot decide it: a gap inside
+its own run-to-run spread or its best-of-N protocol), *untestable at this scale* (the table's scale is not
+comparable with the document's) or *needs data*. `claims.csv` holds the same.
 """
 
 TABLES_INTRO = """\
@@ -67,15 +69,20 @@ the document printed ("paper"), from the checked transcription beside the table'
 *cited* were copied by the document from other work. The scale, commit, device and configuration of each run are
 recorded at the top of its table.
 
-A cell is *within noise* when |Δ| is at most the unit's ε or twice the SD over our seeds, or the printed value lies
-inside the range of our seeds (ε: 3 points for accuracies and other percentages, 0.03 for scores in 0-1, 0.1 nat,
-half a round; `src/nlpbench/judging.py` says how each was chosen). A value with a range beside it is the seed the
-table selects and the range of all our seeds. Status of a table:
+A cell is *within noise* when |Δ| is at most the unit's ε, or the printed value lies inside the range of our seeds
+widened by its rounding (ε: 3 points for accuracies and other percentages, 0.03 for scores in 0-1, 0.1 nat, half a
+round; `src/nlpbench/judging.py` says how each was chosen); twice the SD over our seeds does not count on its own,
+since one failed seed inflates it. A value with a range beside it is the seed the table selects and the range of
+all our seeds. Status of a table:
 
-* **reproduced**: at least 90 % of its compared cells are within noise and the mean |Δ| of each unit is within
-  that unit's tolerance (5 points, 0.05, 0.2 nat, one round);
+* **reproduced**: at least 90 % of its compared cells are within noise, the mean |Δ| of each unit is within that
+  unit's tolerance (5 points, 0.05, 0.2 nat, one round) and every claim cell (a cell one of its claims compares)
+  is within noise;
 * **reproduced (k of n cells)**: the same over the k cells computed here, the others needing data or not run at
   this scale;
+* **reproduced except claim cells (...)**: the same, but the claim cells it names are outside noise;
+* **metric check**: every compared cell re-scores released outputs (a published system's, or lead-3) with our
+  metric code and meets the first two tests: a check of our metrics, not of a training;
 * **differs**: values exist but do not meet that;
 * **not comparable at this scale**: the scale changes the data or the model size by design (the table says how);
   its numbers and its claims' verdicts are still shown;

@@ -213,7 +213,7 @@ def counted(ln: Line) -> bool:
 
 def judge(spec: TableSpec, lines: list[Line], has_reference: bool) -> judging.TableVerdict:
     """Each computed line's verdict (set on the line), then the table's (nlpbench.judging)."""
-    judged = []
+    judged, claim_misses, rescored = [], [], []
     for ln in lines:
         ln.verdict = None
         if ln.status == "ok" and counted(ln):
@@ -222,7 +222,11 @@ def judge(spec: TableSpec, lines: list[Line], has_reference: bool) -> judging.Ta
             ln.verdict = judging.judge_cell(ln.reproduced, ln.paper, ln.paper_text, seeds, unit,
                                             spec.rules.epsilon_of(unit))
             judged.append((ln.diff, ln.verdict))
-    return judging.judge_table([ln.status for ln in lines if counted(ln)], judged, spec.rules, has_reference)
+            rescored.append(spec.rules.is_rescored(ln.row, ln.column))
+            if ln.verdict.status == judging.OUTSIDE and spec.rules.carries_claim(ln.row, ln.column):
+                claim_misses.append(f"{ln.row}: {ln.column}")
+    return judging.judge_table([ln.status for ln in lines if counted(ln)], judged, spec.rules, has_reference,
+                               claim_misses, bool(rescored) and all(rescored))
 
 
 def finish(result: "TableResult", has_reference: bool) -> "TableResult":
@@ -524,9 +528,9 @@ def render_markdown(result: TableResult) -> str:
             cells += _derived_md(d, spec.decimals)
         out.append(_md_row(cells))
     out += ["", "Δ = reproduced − paper, in the cell's unit. A value with a range beside it is the seed the table "
-            "selects, and the range is that of all our seeds. Bold Δ: outside our noise, that is |Δ| above both the "
-            "unit's ε and twice the SD over our seeds, with the paper's value outside our seeds' range "
-            "(`nlpbench.judging` says how ε was chosen).", ""]
+            "selects, and the range is that of all our seeds. Bold Δ: outside our noise, that is |Δ| above the unit's "
+            "ε, with the paper's value outside our seeds' range widened by its rounding (`nlpbench.judging` says how "
+            "ε was chosen).", ""]
     if result.claims:
         out += ["## Claims", ""]
         out += [f"- **{c['verdict']}**: {c['sentence']}" for c in result.claims]
