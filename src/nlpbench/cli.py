@@ -22,7 +22,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from nlpbench import config, job_clock, registry, train_lock
+from nlpbench import config, job_clock, registry, stop_signals, train_lock
 from nlpbench.checkpoints import LoadError
 from nlpbench.data.babi import BabiFormatError, MissingDataError
 from nlpbench.data.fetch import FetchError
@@ -225,16 +225,18 @@ def cmd_end_to_end(args) -> None:
         end_to_end.compare_again(params, args.name, Path(args.compare), Path(args.results), Path(args.runs),
                                  repo=Path.cwd())
         return
-    end_to_end.measure(params, args.name, Path.cwd(), Path(args.results), Path(args.runs), Path(args.logs),
-                       keep_runs=Path(args.keep_runs) if args.keep_runs else None)
+    with stop_signals.raised():          # a signal stops snakemake's jobs and deletes the scratch clone
+        end_to_end.measure(params, args.name, Path.cwd(), Path(args.results), Path(args.runs), Path(args.logs),
+                           keep_runs=Path(args.keep_runs) if args.keep_runs else None)
 
 
 def cmd_verify(args) -> int:
     from nlpbench import verify
     if args.tolerance < 0:
         raise config.ConfigError(f"--tolerance {args.tolerance:g}: must be 0 (exact) or more")
-    return verify.verify(_params(args), Path.cwd(), Path(args.logs), args.tables, args.sample, args.seed,
-                         args.tolerance, args.max_minutes, args.cores)
+    with stop_signals.raised():          # a signal stops snakemake's jobs and deletes the scratch clone
+        return verify.verify(_params(args), Path.cwd(), Path(args.logs), args.tables, args.sample, args.seed,
+                             args.tolerance, args.max_minutes, args.cores)
 
 
 def cmd_share(args) -> None:
@@ -356,6 +358,8 @@ def main(argv: list[str] | None = None) -> int:
         with warnings.catch_warnings():
             warnings.showwarning = _show_warning
             code = args.func(args)
+    except stop_signals.Stopped as e:  # verify, end-to-end: their snakemake is stopped, their clone deleted
+        return stop_signals.report(f"nlpbench {args.command}", e)
     except BrokenPipeError:            # `nlpbench plan | head`: the reader left; not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
