@@ -36,9 +36,18 @@ def _python(code: str, *args: str, **popen) -> subprocess.Popen:
 
 
 @pytest.fixture(scope="module")
-def group() -> str:
-    p = plan.make(config.load(REPO / "params.yaml", {"scale": "smoke"}))
-    return next(iter(p.groups))
+def smoke_plan() -> plan.Plan:
+    return plan.make(config.load(REPO / "params.yaml", {"scale": "smoke"}))
+
+
+@pytest.fixture(scope="module")
+def group(smoke_plan) -> str:
+    return next(iter(smoke_plan.groups))
+
+
+@pytest.fixture
+def family(smoke_plan, group):
+    return registry.get(smoke_plan.owner[group])
 
 
 def _train(tmp_path: Path, group: str, *extra: str) -> int:
@@ -47,9 +56,8 @@ def _train(tmp_path: Path, group: str, *extra: str) -> int:
 
 
 def test_a_second_trainer_of_a_group_stops_at_once_naming_the_holder_until_the_holder_is_killed(
-        tmp_path, group, monkeypatch, capsys):
+        tmp_path, group, family, monkeypatch, capsys):
     trained = []
-    family = registry.get(plan.make(config.load(REPO / "params.yaml", {"scale": "smoke"})).owner[group])
     monkeypatch.setattr(family, "train", lambda g, *_: trained.append(g))
     monkeypatch.setattr(family, "retrain", lambda g, *_: trained.append(g), raising=False)
     logs = tmp_path / "logs"
@@ -74,7 +82,7 @@ def test_a_second_trainer_of_a_group_stops_at_once_naming_the_holder_until_the_h
     assert train_lock.lock_path(logs, group).read_text() == ""   # held by no one
 
 
-def test_nlpbench_train_holds_its_group_s_lock_while_it_trains(tmp_path, group, monkeypatch):
+def test_nlpbench_train_holds_its_group_s_lock_while_it_trains(tmp_path, group, family, monkeypatch):
     """The lock is taken where every family's training starts (cli.cmd_train): while the family trains, another
     process cannot take it, and once it is done it can."""
     logs = tmp_path / "logs"
@@ -82,9 +90,23 @@ def test_nlpbench_train_holds_its_group_s_lock_while_it_trains(tmp_path, group, 
 
     def train(g, *_):
         seen.append(_python(TRY, logs, g, stdout=subprocess.PIPE).communicate()[0])
-    monkeypatch.setattr(registry.get(plan.make(config.load(REPO / "params.yaml", {"scale": "smoke"})).owner[group]),
-                        "train", train)
+    monkeypatch.setattr(family, "train", train)
     assert _train(tmp_path, group) == 0
     assert seen == [f"training group {group} is being trained by pid {os.getpid()} on {socket.gethostname()} "
                     f"(it holds {train_lock.lock_path(logs, group)}); wait for it to end, or stop it\n"]
     assert _python(TRY, logs, group, stdout=subprocess.PIPE).communicate()[0] == "took it\n"
+
+
+def test_a_file_system_without_locks_trains_with_a_warning(tmp_path, group, family, monkeypatch, capsys):
+    import errno
+    import fcntl
+
+    def no_locks(fd, operation):
+        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    trained = []
+    monkeypatch.setattr(family, "train", lambda g, *_: trained.append(g))
+    assert _train(tmp_path, group) == 0 and trained == [group]
+    assert capsys.readouterr().err == (
+        f"nlpbench: warning: cannot lock {train_lock.lock_path(tmp_path / 'logs', group)} "
+        f"({os.strerror(errno.ENOLCK)}); training {group} without the check that no other process trains it\n")

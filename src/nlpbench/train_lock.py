@@ -9,7 +9,8 @@ with one line naming the group and the pid (and machine) of the trainer that hol
 The lock is fcntl.flock on the open file, which the kernel releases when the holder's process ends, however it
 ends: a killed trainer leaves no lock behind, only the file, which the next trainer takes over. The file holds the
 holder's pid and machine while it is held and is empty otherwise; it is never deleted (a trainer that deleted it
-would let a third one lock a new file while a second still held the old one).
+would let a third one lock a new file while a second still held the old one). On a file system that has no locks
+(some cluster mounts) training goes on without the check, said in a warning.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import contextlib
 import fcntl
 import os
 import socket
+import warnings
 from pathlib import Path
 from typing import Iterator
 
@@ -50,6 +52,11 @@ def held(logs: Path, job: str) -> Iterator[Path]:
             who = f"pid {holder[0]} on {holder[1]}" if len(holder) == 2 else "another process"
             raise GroupBeingTrained(f"training group {job} is being trained by {who} (it holds {path}); "
                                     "wait for it to end, or stop it") from None
+        except OSError as e:        # a file system without locks (some cluster mounts): train as before
+            warnings.warn(f"cannot lock {path} ({e.strerror}); training {job} without the check that no other "
+                          "process trains it", stacklevel=3)
+            yield path
+            return
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()} {socket.gethostname()}\n".encode(), 0)
         try:
