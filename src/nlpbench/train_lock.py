@@ -47,6 +47,7 @@ def held(logs: Path, job: str) -> Iterator[Path]:
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            locked = True
         except BlockingIOError:
             holder = os.pread(fd, 200, 0).decode(errors="replace").split()
             who = f"pid {holder[0]} on {holder[1]}" if len(holder) == 2 else "another process"
@@ -55,6 +56,8 @@ def held(logs: Path, job: str) -> Iterator[Path]:
         except OSError as e:        # a file system without locks (some cluster mounts): train as before
             warnings.warn(f"cannot lock {path} ({e.strerror}); training {job} without the check that no other "
                           "process trains it", stacklevel=3)
+            locked = False
+        if not locked:
             yield path
             return
         os.ftruncate(fd, 0)
