@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from nlpbench import config, job_clock, plan, status
+from nlpbench import config, io, job_clock, plan, status
 from nlpbench.job_clock import JobClock
 
 REPO = Path(__file__).resolve().parents[1]
@@ -46,12 +46,105 @@ def test_the_clock_is_written_while_the_job_runs(tmp_path):
     assert running != before and running["finished"] is False and running["seconds"] >= 10.0
 
 
-def test_a_clock_of_another_form_is_named(tmp_path):
+NOT_A_CLOCK = {        # the text of a clock file that is not one, and what its one-line message names
+    "negative": ('{"seconds": -5, "finished": false}', "'seconds' -5 is not from 0"),
+    "beyond a year": ('{"seconds": 1e308, "finished": false}', "'seconds' 1e+308 is not from 0"),
+    "infinite": ('{"seconds": Infinity, "finished": false}', "'seconds' inf is not from 0"),
+    "not a number": ('{"seconds": NaN, "finished": false}', "'seconds' nan is not from 0"),
+    "a string": ('{"seconds": "240", "finished": false}', "'seconds' '240' is not a number"),
+    "a bool": ('{"seconds": true, "finished": false}', "'seconds' True is not a number"),
+    "finished no": ('{"seconds": 240, "finished": "no"}', "'finished' is 'no', not true or false"),
+    "taken over": ('{"seconds": 240, "finished": false, "taken_over_s": -Infinity}', "'taken_over_s' -inf"),
+    "another form": ('{"elapsed": 3}', "no 'seconds'"),
+    "a list": ("[240, false]", "a JSON list, not an object"),
+    "not JSON": ('{"seconds": 24', "unreadable: Expecting"),
+}
+
+
+@pytest.mark.parametrize("text, named", NOT_A_CLOCK.values(), ids=NOT_A_CLOCK.keys())
+def test_a_clock_that_is_not_one_is_named_in_one_line_and_started_again(tmp_path, text, named):
     clock = tmp_path / "job.clock.json"
-    clock.write_text('{"elapsed": 3}')
-    with pytest.raises(ValueError, match=r"job.clock.json: not a job clock"):
+    clock.write_text(text)
+    with pytest.raises(ValueError) as caught:
+        job_clock.recorded(clock)
+    message = str(caught.value)
+    assert message.startswith(f"{clock}: not a job clock (") and named in message and "\n" not in message
+    with pytest.warns(UserWarning) as said:
         with JobClock(clock):
             pass
+    assert len(said) == 1 and str(said[0].message) == f"{message}; the clock starts again from zero"
+    state = json.loads(clock.read_text())          # rewritten as strict JSON, from zero
+    assert state["finished"] is True and 0 <= state["seconds"] < 60
+
+
+def test_a_clock_is_written_as_strict_json_and_nonsense_taken_over_is_not_counted(tmp_path):
+    clock = tmp_path / "job.clock.json"
+    with pytest.warns(UserWarning) as said:
+        with JobClock(clock) as timed:
+            timed.take_over(30.0)
+            timed.take_over(float("inf"))
+            timed.take_over(float("nan"))
+            timed.take_over(-1.0)
+    assert [str(w.message) for w in said] == [
+        f"{clock}: taken-over training seconds not counted: {value} is not from 0 to 31622400 seconds (a year)"
+        for value in ("inf", "nan", "-1.0")]
+    text = clock.read_text()
+    assert "Infinity" not in text and "NaN" not in text
+    assert json.loads(text)["taken_over_s"] == 30.0
+    with pytest.raises(ValueError, match="not JSON compliant"):
+        io.write_json(tmp_path / "x.json", {"seconds": float("inf")}, allow_nan=False)
+    assert not (tmp_path / "x.json").exists()
+
+
+def test_costs_never_take_a_clock_that_is_not_one(tmp_path):
+    """A damaged clock beside a benchmark: the benchmark's seconds go into costs.tsv, never an infinity."""
+    p = plan.make(config.load(REPO / "params.yaml", {"scale": "smoke"}))
+    infinite, nonsense, bad_benchmark = list(p.groups)[:3]
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for gid in (infinite, nonsense):
+        (logs / f"{gid}.benchmark.tsv").write_text("s\th:m:s\tmax_rss\n13.3\t0:00:13\t400\n")
+    (logs / f"{infinite}.clock.json").write_text('{"seconds": Infinity, "finished": true}')
+    (logs / f"{nonsense}.clock.json").write_text('{"seconds": 1345.7, "finished": "no"}')
+    (logs / f"{bad_benchmark}.benchmark.tsv").write_text("s\th:m:s\tmax_rss\ninf\t0:00:13\tinf\n")
+    out = tmp_path / "costs.tsv"
+    with pytest.warns(UserWarning) as said:
+        assert status.refresh_costs(p, "smoke", "cpu", logs, out) == 2
+    messages = {str(w.message).split(":", 1)[0]: str(w.message) for w in said}
+    assert len(said) == 3 and sorted(messages) == sorted(
+        f"{logs / name}" for name in (f"{bad_benchmark}.benchmark.tsv, line 2", f"{infinite}.clock.json",
+                                      f"{nonsense}.clock.json"))
+    assert messages[f"{logs / bad_benchmark}.benchmark.tsv, line 2"].endswith(
+        "'s' inf is not from 0 to 31622400 seconds (a year); the job counts as not measured")
+    assert "'seconds' inf is not from 0" in messages[f"{logs / infinite}.clock.json"]
+    assert "'finished' is 'no'" in messages[f"{logs / nonsense}.clock.json"]
+    assert all(messages[f"{logs / gid}.clock.json"].endswith("; its benchmark's time stands for the job")
+               for gid in (infinite, nonsense))
+    text = out.read_text()
+    assert "inf" not in text and "nan" not in text
+    costs = status.read_costs(out)
+    assert costs[infinite]["seconds"] == costs[nonsense]["seconds"] == 13.3 and bad_benchmark not in costs
+    out.write_text(text.replace("\t13.3\t", "\tinf\t", 1))          # a hand-edited costs.tsv is refused by line
+    with pytest.raises(ValueError, match=r"costs.tsv, line 2: seconds must be from 0 to a year"):
+        status.read_costs(out)
+
+
+def test_nlpbench_train_names_a_bad_clock_in_one_line_and_trains(tmp_path, monkeypatch, capsys):
+    from nlpbench import cli, registry
+    p = plan.make(config.load(REPO / "params.yaml", {"scale": "smoke"}))
+    group = next(iter(p.groups))
+    trained = []
+    monkeypatch.setattr(registry.get(p.owner[group]), "train", lambda group, *_: trained.append(group))
+    clock = job_clock.clock_path(tmp_path / "logs", group)
+    clock.parent.mkdir()
+    clock.write_text('{"seconds": NaN, "finished": "no"}')
+    assert cli.main(["--params", str(REPO / "params.yaml"), "--set", "scale=smoke", "--runs", str(tmp_path / "runs"),
+                     "train", group, "--logs", str(tmp_path / "logs")]) == 0
+    assert trained == [group]
+    assert capsys.readouterr().err.splitlines() == [
+        f"nlpbench: warning: {clock}: not a job clock ('finished' is 'no', not true or false; expected "
+        '{"seconds": number, "finished": true or false}); the clock starts again from zero']
+    assert job_clock.recorded(clock).finished
 
 
 def test_costs_take_the_clock_of_a_resumed_job_and_the_benchmark_otherwise(tmp_path):

@@ -1,9 +1,15 @@
 """nlpbench verify: committed tables retrained in a scratch clone of HEAD and compared cell by cell."""
 
+import contextlib
 import csv
 import io as io_
+import json
 import os
+import shutil
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -11,6 +17,7 @@ from project_repo import commit_all, project_repo
 
 from nlpbench import cli, clone, config, io, verify
 
+REPO = Path(__file__).resolve().parents[1]
 
 
 def _csv(*cells: tuple[str, str, str]) -> str:
@@ -120,3 +127,85 @@ def test_a_clone_retrains_a_committed_smoke_table_bit_for_bit_and_an_edited_cell
     assert f"{len(lines) - 1} cells, 1 differ" in out[-1]
     assert (tmp_path / "logs" / "verify" / "tolias-thesis" / "2.csv").read_text().splitlines()[1].split(",")[2] \
         == first[2]
+
+
+# A stand-in for snakemake (found first on PYTHONPATH by `python -m snakemake`): it starts a training job that
+# ignores SIGTERM in its own process group, says where it is, and sleeps, as a long verify does.
+FAKE_SNAKEMAKE = """\
+import json, os, subprocess, sys, time
+job = subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                        "print('ready', flush=True); time.sleep(600)"], stdout=subprocess.PIPE, text=True)
+job.stdout.readline()
+where = os.environ["FAKE_SNAKEMAKE_SAYS"]
+with open(where + ".tmp", "w") as f:
+    json.dump({"snakemake": os.getpid(), "job": job.pid, "clone": os.getcwd()}, f)
+os.replace(where + ".tmp", where)
+time.sleep(600)
+"""
+
+
+@pytest.fixture(scope="module")
+def small_project(tmp_path_factory) -> Path:
+    """A committed project with one retrainable table (the configuration, its costs and shen-thesis/6.2)."""
+    repo = tmp_path_factory.mktemp("small_project") / "repo"
+    (repo / "results" / "shen-thesis").mkdir(parents=True)
+    shutil.copy2(REPO / "params.yaml", repo / "params.yaml")
+    shutil.copytree(REPO / "pipeline", repo / "pipeline")
+    shutil.copy2(REPO / "results" / "costs.tsv", repo / "results" / "costs.tsv")
+    for suffix in (".csv", ".json"):
+        shutil.copy2(REPO / "results" / "shen-thesis" / f"6.2{suffix}", repo / "results" / "shen-thesis")
+    subprocess.run(["git", "-C", str(repo), "init", "-q"], check=True)
+    commit_all(repo, "one table")
+    return repo
+
+
+def _alive(pid: int) -> bool:
+    """Whether process `pid` runs (a zombie, ended but not yet reaped, does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in "ZX"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def _until(condition, what: str, limit: float = 120.0) -> None:
+    """Wait for `condition()` (a guard against a hang, not a measurement)."""
+    deadline = time.monotonic() + limit
+    while not condition():
+        assert time.monotonic() < deadline, f"still waiting for {what}"
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("sig, status", [(signal.SIGTERM, 143), (signal.SIGINT, 130)], ids=["SIGTERM", "SIGINT"])
+def test_a_stopped_verify_stops_its_snakemake_and_jobs_and_deletes_its_clone(small_project, tmp_path, sig, status):
+    fake = tmp_path / "fake"
+    (fake / "snakemake").mkdir(parents=True)
+    (fake / "snakemake" / "__init__.py").write_text("")
+    (fake / "snakemake" / "__main__.py").write_text(FAKE_SNAKEMAKE)
+    says, scratch = tmp_path / "snakemake.json", tmp_path / "scratch"
+    scratch.mkdir()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(fake), *sys.path]), "FAKE_SNAKEMAKE_SAYS": str(says),
+           "TMPDIR": str(scratch)}
+    proc = subprocess.Popen([sys.executable, "-m", "nlpbench.cli", "verify", "shen-thesis/6.2",
+                             "--logs", str(tmp_path / "logs")], cwd=small_project, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _until(lambda: says.exists() or proc.poll() is not None, "the stand-in snakemake to start")
+        assert proc.poll() is None, proc.communicate()
+        started = json.loads(says.read_text())
+        clone_dir = Path(started["clone"])
+        assert clone_dir.parent.parent == scratch and clone_dir.is_dir()
+        assert os.getpgid(started["job"]) == started["snakemake"] != os.getpgid(proc.pid)    # a session of its own
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == status, err
+        assert err.splitlines() == [f"nlpbench verify: stopped by {sig.name}; snakemake and its jobs were stopped "
+                                    "and the scratch clone deleted"]
+        assert not _alive(started["snakemake"])
+        _until(lambda: not _alive(started["job"]), "the training job to end")     # SIGKILL is delivered at once
+        assert not clone_dir.exists() and list(scratch.iterdir()) == []
+    finally:                                   # whatever went wrong, no process of this test is left behind
+        if proc.poll() is None:
+            proc.kill()
+        if says.exists():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(json.loads(says.read_text())["snakemake"], signal.SIGKILL)

@@ -22,7 +22,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from nlpbench import config, job_clock, registry
+from nlpbench import config, job_clock, registry, stop_signals, train_lock
 from nlpbench.checkpoints import LoadError
 from nlpbench.data.babi import BabiFormatError, MissingDataError
 from nlpbench.data.fetch import FetchError
@@ -132,10 +132,11 @@ def cmd_train(args) -> None:
         raise SystemExit(f"nlpbench train --again: family {p.owner[args.group]} cannot retrain a finished group")
     train = family.retrain if args.again else family.train
     clock = job_clock.clock_path(Path(args.logs), args.group)
-    if args.again:
-        clock.unlink(missing_ok=True)                # trained again from the start: timed afresh
-    with job_clock.JobClock(clock) as timed:
-        timed.take_over(train(args.group, params, _paths(args), resolve_device(params["device"])))
+    with train_lock.held(Path(args.logs), args.group):    # one trainer per group: a second one stops here
+        if args.again:
+            clock.unlink(missing_ok=True)                # trained again from the start: timed afresh
+        with job_clock.JobClock(clock) as timed:
+            timed.take_over(train(args.group, params, _paths(args), resolve_device(params["device"])))
 
 
 def cmd_table(args) -> None:
@@ -224,16 +225,18 @@ def cmd_end_to_end(args) -> None:
         end_to_end.compare_again(params, args.name, Path(args.compare), Path(args.results), Path(args.runs),
                                  repo=Path.cwd())
         return
-    end_to_end.measure(params, args.name, Path.cwd(), Path(args.results), Path(args.runs), Path(args.logs),
-                       keep_runs=Path(args.keep_runs) if args.keep_runs else None)
+    with stop_signals.raised():          # a signal stops snakemake's jobs and deletes the scratch clone
+        end_to_end.measure(params, args.name, Path.cwd(), Path(args.results), Path(args.runs), Path(args.logs),
+                           keep_runs=Path(args.keep_runs) if args.keep_runs else None)
 
 
 def cmd_verify(args) -> int:
     from nlpbench import verify
     if args.tolerance < 0:
         raise config.ConfigError(f"--tolerance {args.tolerance:g}: must be 0 (exact) or more")
-    return verify.verify(_params(args), Path.cwd(), Path(args.logs), args.tables, args.sample, args.seed,
-                         args.tolerance, args.max_minutes, args.cores)
+    with stop_signals.raised():          # a signal stops snakemake's jobs and deletes the scratch clone
+        return verify.verify(_params(args), Path.cwd(), Path(args.logs), args.tables, args.sample, args.seed,
+                             args.tolerance, args.max_minutes, args.cores)
 
 
 def cmd_share(args) -> None:
@@ -283,7 +286,8 @@ def main(argv: list[str] | None = None) -> int:
                         "only families with a retrain accept it")
     p.add_argument("--logs", default=str(job_clock.TRAIN_LOGS),
                    help="where the job keeps its time over all its attempts, <group>.clock.json beside Snakemake's "
-                        "benchmark file (a killed job resumed goes on counting; `nlpbench costs` reads it)")
+                        "benchmark file (a killed job resumed goes on counting; `nlpbench costs` reads it), and "
+                        "<group>.lock, held while it trains (a second trainer of the group stops at once)")
     _threads_option(p)
     p.set_defaults(func=cmd_train)
     p = sub.add_parser("table", help="build one table into results/<source>/")
@@ -354,11 +358,13 @@ def main(argv: list[str] | None = None) -> int:
         with warnings.catch_warnings():
             warnings.showwarning = _show_warning
             code = args.func(args)
+    except stop_signals.Stopped as e:  # verify, end-to-end: their snakemake is stopped, their clone deleted
+        return stop_signals.report(f"nlpbench {args.command}", e)
     except BrokenPipeError:            # `nlpbench plan | head`: the reader left; not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except (config.ConfigError, FetchError, MissingDataError, BabiFormatError, OutputError, LoadError,
-            ReportError, ShareError) as e:
+            ReportError, ShareError, train_lock.GroupBeingTrained) as e:
         print(f"nlpbench: {e}", file=sys.stderr)
         return 2
     return code or 0

@@ -202,8 +202,10 @@ def write_text(path: str | os.PathLike, text: str) -> None:
         tmp.write_text(text, encoding="utf-8")
 
 
-def write_json(path: str | os.PathLike, obj: Any) -> None:
-    write_text(path, json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+def write_json(path: str | os.PathLike, obj: Any, allow_nan: bool = True) -> None:
+    """`obj` as indented JSON; allow_nan=False refuses (ValueError) infinities and NaN, which strict JSON lacks,
+    before anything is written."""
+    write_text(path, json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=allow_nan) + "\n")
 
 
 def read_json(path: str | os.PathLike) -> Any:

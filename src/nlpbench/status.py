@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import csv
 import io as _io
+import math
 import os
 import re
 import statistics
+import warnings
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -48,6 +50,10 @@ def read_costs(path: Path = COSTS) -> dict[str, dict]:
         except (KeyError, TypeError, ValueError):
             raise ValueError(f"{path}, line {i}: seconds, runs and peak_mb must be numbers, got "
                              f"{row.get('seconds')!r}, {row.get('runs')!r} and {row.get('peak_mb')!r}") from None
+        if job_clock.duration_problem(row["seconds"]) or (row["peak_mb"] is not None and not (
+                math.isfinite(row["peak_mb"]) and row["peak_mb"] >= 0)):
+            raise ValueError(f"{path}, line {i}: seconds must be from 0 to a year and peak_mb a finite size, got "
+                             f"{row['seconds']!r} and {row['peak_mb']!r}")
         if row["runs"] is not None and row["runs"] < 1:
             raise ValueError(f"{path}, line {i}: runs must be at least 1, got {row['runs']}")
     return {r["group"]: r for r in rows}
@@ -93,8 +99,16 @@ def job_measurement(logs: Path, job: str) -> tuple[float, float | None, str] | N
         peak = float(rows[-1].get("max_rss") or "")
     except ValueError:          # "-" where the platform could not measure it
         peak = None
-    seconds = float(rows[-1]["s"])
-    clock = job_clock.recorded(job_clock.clock_path(logs, job))
+    if peak is not None and not (math.isfinite(peak) and peak >= 0):
+        peak = None
+    try:
+        seconds = float(rows[-1].get("s") or "")
+    except (TypeError, ValueError):
+        seconds = rows[-1].get("s")
+    if problem := job_clock.duration_problem(seconds):
+        warnings.warn(f"{bench}, line {len(rows) + 1}: 's' {problem}; the job counts as not measured")
+        return None
+    clock = job_clock.readable(job_clock.clock_path(logs, job), "its benchmark's time stands for the job")
     if clock is not None and clock.total > seconds + CLOCK_SLACK:   # resumed, or runs taken over: they count too
         return clock.total, peak, TAKEN_OVER_SOURCE if clock.taken_over else CLOCK_SOURCE
     return seconds, peak, BENCHMARK_SOURCE

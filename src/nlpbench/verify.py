@@ -6,7 +6,8 @@ in a scratch clone of HEAD (nlpbench.clone.scratch_clone) and compared, cell by 
 Each table is rebuilt at the scale its committed JSON records, on the CPU when it was computed on one, by
 snakemake in the clone (its data steps, training groups and table rule, as a fresh checkout builds them). Every
 cell whose reproduced value differs from the committed one (as written in the CSV, or by more than the tolerance)
-is printed; exit status 0 when all agree, 1 when some differ. The clone is deleted afterwards; snakemake's log and
+is printed; exit status 0 when all agree, 1 when some differ. The clone is deleted afterwards, however verify ends
+(a stop signal stops snakemake's jobs first: nlpbench.stop_signals, under `nlpbench verify`); snakemake's log and
 the rebuilt CSVs are kept under logs/verify/.
 """
 

@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nlpbench import config, io, registry
+from nlpbench import config, io, registry, stop_signals
 from nlpbench.clone import head, scratch_clone, snakemake
 from nlpbench.plan import Plan, make, rule_name
 from nlpbench.status import job_seconds
@@ -178,8 +178,11 @@ def main(argv: list[str] | None = None) -> int:
             for s in steps(overrides(), os.cpu_count() or 1):
                 print(f"{s.name}\t{s.pool} ({STEPS[s.pool]} s)\t{command(s)}")
             return 0
-        run(Path("."), a.doc, overrides(), os.environ.get("NLPBENCH_MIRROR"))
+        with stop_signals.raised():      # a signal stops snakemake's jobs and deletes the scratch clone
+            run(Path("."), a.doc, overrides(), os.environ.get("NLPBENCH_MIRROR"))
         return 0
+    except stop_signals.Stopped as e:
+        return stop_signals.report("gpu-check", e)
     except (config.ConfigError, OSError) as e:
         print(f"nlpbench: {e}", file=sys.stderr)
         return 2

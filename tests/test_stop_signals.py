@@ -1,0 +1,39 @@
+"""The signals that end a command, as an exception (nlpbench.stop_signals): what `nlpbench verify` and
+`nlpbench end-to-end` clean up on (tests/test_verify.py sends them to a real verify)."""
+
+import os
+import signal
+import time
+
+import pytest
+
+from nlpbench import stop_signals
+
+
+@pytest.mark.parametrize("sig, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+def test_the_first_stop_signal_raises_and_later_ones_do_not_break_the_cleanup_off(sig, status):
+    before = signal.getsignal(sig)
+    cleaned = []
+    with pytest.raises(stop_signals.Stopped) as stopped:
+        with stop_signals.raised():
+            try:
+                os.kill(os.getpid(), sig)
+                time.sleep(30)                             # broken off by the signal's Stopped
+                pytest.fail(f"{sig.name} did not stop the block")
+            finally:
+                os.kill(os.getpid(), signal.SIGTERM)       # a second one while cleaning up: ignored
+                os.kill(os.getpid(), signal.SIGINT)
+                cleaned.append(True)
+    assert (str(stopped.value), stopped.value.exit_status, cleaned) == (sig.name, status, [True])
+    assert signal.getsignal(sig) == before                   # the command's own handlers are back
+
+
+def test_a_signal_ignored_from_the_start_stays_ignored():
+    """Under `nohup` SIGHUP is ignored: a stop signal only where the command would have ended by it."""
+    before = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        with stop_signals.raised():
+            os.kill(os.getpid(), signal.SIGHUP)
+            assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, before)
