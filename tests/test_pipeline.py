@@ -387,6 +387,8 @@ args = sys.argv[3:]                      # after --set scale=smoke
 with open("argv.jsonl", "a") as f:
     f.write(json.dumps(args) + "\\n")
 kind = args[0]
+if kind == "table" and pathlib.Path("table-fails").exists():
+    sys.exit("nlpbench: the table cannot be built")
 out = {{"data": "data/{{}}.ready", "train": "runs/{{}}.json", "table": "results/{{}}.md"}}[kind].format(
     args[2] if kind == "table" else args[1])
 pathlib.Path(out).parent.mkdir(parents=True, exist_ok=True)
@@ -394,18 +396,23 @@ pathlib.Path(out).write_text("")
 '''
 
 
-def test_every_rule_quotes_the_names_it_passes_to_the_shell(tmp_path):
-    """A data step, group and table whose name holds a space, a quote and `; touch X`: each rule's command passes
-    the name as one argument and the shell runs nothing else (the schema refuses such names anyway; this is the
-    rules' own guard, for a name that a family builds)."""
-    name = "a b'; touch X; echo"
+def _fixture_pipeline(tmp_path: Path, name: str) -> dict:
+    """RULES_WITH_A_NAME in tmp_path, with FAKE_NLPBENCH first on the PATH; the environment to run it in."""
     (tmp_path / "Snakefile").write_text(RULES_WITH_A_NAME.format(name=name, repo=str(REPO)))
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "nlpbench").write_text(FAKE_NLPBENCH.format(python=sys.executable))
     (bin_dir / "nlpbench").chmod(0o755)
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}"
-                                 f"{os.environ.get('PATH', '')}"}
+    return {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}"
+                                  f"{os.environ.get('PATH', '')}"}
+
+
+def test_every_rule_quotes_the_names_it_passes_to_the_shell(tmp_path):
+    """A data step, group and table whose name holds a space, a quote and `; touch X`: each rule's command passes
+    the name as one argument and the shell runs nothing else (the schema refuses such names anyway; this is the
+    rules' own guard, for a name that a family builds)."""
+    name = "a b'; touch X; echo"
+    env = _fixture_pipeline(tmp_path, name)
     done = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -416,6 +423,27 @@ def test_every_rule_quotes_the_names_it_passes_to_the_shell(tmp_path):
     assert (tmp_path / f"logs/data/{name}.log").exists()
     assert (tmp_path / f"logs/tables/tolias-thesis-{name}.log").exists()
     assert (tmp_path / f"runs/_tables/smoke/tolias-thesis/{name}.done").read_text().strip()
+    assert (tmp_path / f"runs/_tables/smoke/tolias-thesis/{name}.md").exists()       # the copy for --report
+
+
+def test_a_failing_table_job_leaves_the_committed_table_byte_for_byte(tmp_path):
+    """Snakemake deletes a job's outputs before it runs it and after it fails: the committed files under results/
+    are not the table rule's outputs, so a table job that fails leaves them as they were (and marks nothing built)."""
+    env = _fixture_pipeline(tmp_path, "t2")
+    committed = tmp_path / "results" / "t2.md"
+    committed.parent.mkdir()
+    committed.write_bytes(b"the committed table\n")
+    (tmp_path / "table-fails").touch()
+    done = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode != 0 and "the table cannot be built" in done.stderr, done.stderr[-3000:]
+    assert committed.read_bytes() == b"the committed table\n"
+    assert not (tmp_path / "runs/_tables/smoke/tolias-thesis/t2.done").exists()
+    (tmp_path / "table-fails").unlink()
+    done = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and committed.read_bytes() == b"", done.stderr[-3000:]    # the job's own table
+    assert (tmp_path / "runs/_tables/smoke/tolias-thesis/t2.done").exists()
 
 
 def test_snakemake_config_reads_a_number_written_as_text_as_the_number(tmp_path):
