@@ -10,16 +10,6 @@
 # output_tolias_thesis_timing --cores all (again after `nlpbench end-to-end` rewrites a record it cites: the record
 # is one of its inputs).
 
-def report_files(target):
-    """The files of a target that `snakemake --report` shows: its pages, tables and figures."""
-    return [f for f in target.files if f.endswith((".md", ".csv", ".png"))]
-
-
-def report_copies(target):
-    """Where the rule copies them: beside the target's marker, under the same names."""
-    return [str(Path(PLAN.marker(target, SCALE)).parent / Path(f).name) for f in report_files(target)]
-
-
 for _t in PLAN.targets.values():
 
     rule:
@@ -33,7 +23,7 @@ for _t in PLAN.targets.values():
         output:
             # copies of the pages, tables and figures shown by `snakemake --report` (not the JSON sidecars), by
             # document, beside the marker
-            *[report(copy, category=_t.source, subcategory=_t.name) for copy in report_copies(_t)],
+            *[report(copy, category=_t.source, subcategory=_t.name) for _, copy in PLAN.report_copies(_t, SCALE)],
             done=PLAN.marker(_t, SCALE),
         log:
             f"logs/{_t.section}/{_t.source}-{_t.name}.log",
@@ -53,12 +43,12 @@ for _t in PLAN.targets.values():
             # the rule's inputs are its trained groups, so an empty table here is the scale's honest answer
             options=(lambda wildcards: f"--threads {train_threads()}") if _t.on_demand
                     else ("--allow-empty" if _t.section == "tables" else ""),
-            shown=report_files(_t),
-            beside_marker=str(Path(PLAN.marker(_t, SCALE)).parent),
+            shown=[f for f, _ in PLAN.report_copies(_t, SCALE)],
         shell:   # (the shell string is formatted when the job runs: loop variables belong in params)
             "nlpbench {SET} {params.command} {params.source:q} {params.name:q} {params.options} > {log:q} 2>&1 "
             "|| (tail -n 15 {log:q} >&2; exit 1); "
-            "for f in {params.shown:q}; do cp -- \"$f\" {params.beside_marker:q}/; done; date -u > {output.done:q}"
+            "for f in {params.shown:q}; do cp -- \"$f\" \"$(dirname {output.done:q})/\"; done; "
+            "date -u > {output.done:q}"
 
 
 rule index:     # after the documents' tables (`all`); `snakemake studies` refreshes it after the studies

@@ -232,6 +232,24 @@ def test_the_readme_commands_run(tmp_path):
     assert done.returncode == 0 and "table_tolias_thesis_hops_4" in _jobs(done), done.stderr[-2000:]
 
 
+def test_a_table_is_named_by_its_rule_at_any_scale_and_its_committed_file_is_no_target(tmp_path):
+    """results/ is committed, so a file under it always exists: as a target, Snakemake found it there and had
+    nothing to do at a scale never built. The file is no rule's output (Snakemake says so); the rule builds the
+    table at the scale asked for, whatever another scale's marker says."""
+    for item in ("Snakefile", "params.yaml", "overrides.yaml", "pipeline", "envs", "results/tolias-thesis/2.md"):
+        (tmp_path / item).parent.mkdir(parents=True, exist_ok=True)
+        (shutil.copytree if (REPO / item).is_dir() else shutil.copy)(REPO / item, tmp_path / item)
+    smoke = tmp_path / "runs/_tables/smoke/tolias-thesis/2.done"
+    smoke.parent.mkdir(parents=True)
+    smoke.write_text("built at the smoke scale\n")
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    by_file = _dry_run("snakemake results/tolias-thesis/2.md --cores 1 --config scale=cpu", tmp_path, env)
+    said = by_file.stdout + by_file.stderr
+    assert by_file.returncode != 0 and "No rule to produce results/tolias-thesis/2.md" in said, said[-2000:]
+    by_rule = _dry_run("snakemake table_tolias_thesis_2 --cores 1 --config scale=cpu", tmp_path, env)
+    assert by_rule.returncode == 0 and "table_tolias_thesis_2" in _jobs(by_rule), by_rule.stderr[-2000:]
+
+
 def test_a_failed_data_step_says_why_on_the_console(tmp_path):
     """An empty mirror: the step fails, its reason reaches the console (not only its log), nothing is marked done."""
     for item in ("Snakefile", "params.yaml", "overrides.yaml", "pipeline", "envs"):
@@ -316,6 +334,7 @@ def test_a_new_end_to_end_record_makes_its_benchmark_stale(tmp_path):
         (shutil.copytree if (REPO / item).is_dir() else shutil.copy)(REPO / item, tmp_path / item)
     record = tmp_path / "results/shen-thesis/end-to-end-dmn-thesis-epochs.json"
     built = [tmp_path / "results/shen-thesis/dmn-timing.md", tmp_path / "runs/_tables/cpu/shen-thesis/dmn-timing.done"]
+    built.append(tmp_path / "runs/_tables/cpu/shen-thesis/dmn-timing.md")        # its page, copied for --report
     for path, age in [(tmp_path / "data/babi/STATUS.json", 3), (record, 2)] + [(p, 1) for p in built]:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("{}")
