@@ -1,8 +1,14 @@
 # Tables and outputs (nlpbench.family.Target), then the index. results/ is committed to git, so a fresh clone
 # already has the files; the per-scale marker under runs/_tables/<scale>/ (not in git) is what tells Snakemake
-# that this clone built them. An on-demand target (the timing benchmark) takes every core (on a cluster a node of
-# its own) and the GPU it times, so nothing else runs beside it, and is built only when named: snakemake output_tolias_thesis_timing --cores all
-# (again after `nlpbench end-to-end` rewrites a record it cites: the record is one of its inputs).
+# that this clone built them. The files under results/ are not the rules' outputs: Snakemake deletes a job's
+# outputs when it starts and when it fails, which would lose the committed tables of a job that fails or is killed.
+# `nlpbench table` and `nlpbench output` write them themselves, a table's files all at once (io.staged); the rule's
+# outputs are the marker and, beside it, copies of the pages, tables and figures for `snakemake --report`. So a
+# table is built by naming its rule (snakemake table_tolias_thesis_2), never its file under results/ (Snakemake
+# answers that no rule produces it). An on-demand target (the timing benchmark) takes every core (on a cluster a
+# node of its own) and the GPU it times, so nothing else runs beside it, and is built only when named: snakemake
+# output_tolias_thesis_timing --cores all (again after `nlpbench end-to-end` rewrites a record it cites: the record
+# is one of its inputs).
 
 for _t in PLAN.targets.values():
 
@@ -15,9 +21,9 @@ for _t in PLAN.targets.values():
             # reruns it (Snakemake's mtime and input triggers)
             [f for f in _t.reads if Path(f).exists()],
         output:
-            # the pages, tables and figures shown by `snakemake --report` (the JSON sidecars are not), by document
-            *[report(f, category=_t.source, subcategory=_t.name) if f.endswith((".md", ".csv", ".png")) else f
-              for f in _t.files],
+            # copies of the pages, tables and figures shown by `snakemake --report` (not the JSON sidecars), by
+            # document, beside the marker
+            *[report(copy, category=_t.source, subcategory=_t.name) for _, copy in PLAN.report_copies(_t, SCALE)],
             done=PLAN.marker(_t, SCALE),
         log:
             f"logs/{_t.section}/{_t.source}-{_t.name}.log",
@@ -37,9 +43,12 @@ for _t in PLAN.targets.values():
             # the rule's inputs are its trained groups, so an empty table here is the scale's honest answer
             options=(lambda wildcards: f"--threads {train_threads()}") if _t.on_demand
                     else ("--allow-empty" if _t.section == "tables" else ""),
+            shown=[f for f, _ in PLAN.report_copies(_t, SCALE)],
         shell:   # (the shell string is formatted when the job runs: loop variables belong in params)
             "nlpbench {SET} {params.command} {params.source:q} {params.name:q} {params.options} > {log:q} 2>&1 "
-            "|| (tail -n 15 {log:q} >&2; exit 1); date -u > {output.done:q}"
+            "|| (tail -n 15 {log:q} >&2; exit 1); "
+            "for f in {params.shown:q}; do cp -- \"$f\" \"$(dirname {output.done:q})/\"; done; "
+            "date -u > {output.done:q}"
 
 
 rule index:     # after the documents' tables (`all`); `snakemake studies` refreshes it after the studies

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -278,3 +279,67 @@ def test_the_register_prints_a_claims_numbers_whole_when_its_words_hold_a_parent
     rows = [line for line in (results / "README.md").read_text().splitlines()
             if line.startswith("| [1](acvi-paper/1.md) | §4.1 (Table 1): ")]
     assert rows and all(row.split(" | ")[-1].startswith("no cells to judge yet") for row in rows), rows[:1]
+
+
+def _judge(results: Path, *args: str) -> int:
+    from nlpbench import cli
+    return cli.main(["--params", str(REPO / "params.yaml"), "--overrides", str(results / "no-overrides.yaml"),
+                     "--results", str(results), "judge", *args])
+
+
+def _files(results: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(results)): p.read_bytes() for p in sorted(results.rglob("*")) if p.is_file()}
+
+
+def _string_value(side: dict) -> None:
+    side["cells"][3]["reproduced"] = "99.1"
+
+
+def _missing_key(side: dict) -> None:
+    del side["display"]["rows"]
+
+
+def _cell_outside_the_table(side: dict) -> None:
+    side["cells"][0]["row"] = "99"
+
+
+@pytest.mark.parametrize("edit, message", [
+    (_string_value, r"2\.json: cells\[3\]\.reproduced: expected a number or null, found '99\.1'"),
+    (_missing_key, r"2\.json: display\.rows: missing"),
+    (_cell_outside_the_table, r"2\.json: tolias-thesis/2: cell \('99', 'Baseline / MemN2N'\) is not in the table"),
+    (None, r"2\.json: not valid JSON \(line \d+, column \d+"),                   # truncated
+])
+def test_judge_names_the_file_and_key_of_a_hand_edited_sidecar_and_writes_nothing(tmp_path, capsys, edit, message):
+    results = _copy_results(tmp_path, ["6", "2"])
+    path = results / "tolias-thesis" / "2.json"
+    if edit is None:
+        path.write_bytes(path.read_bytes()[:5000])
+    else:
+        side = json.loads(path.read_text())
+        edit(side)
+        path.write_text(json.dumps(side, indent=2))
+    before = _files(results)
+    assert _judge(results, "tolias-thesis/6", "tolias-thesis/2") == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and re.search(message, err), err
+    assert _files(results) == before        # table 6, judged first and fine, is not rewritten either; no index
+
+
+def test_judge_refuses_to_overwrite_a_csv_edited_by_hand_unless_forced(tmp_path, capsys):
+    results = _copy_results(tmp_path, ["2"])
+    csv_path = results / "tolias-thesis" / "2.csv"
+    edited = csv_path.read_text().replace("99.8", "99.9", 1)
+    csv_path.write_text(edited)
+    before = _files(results)
+    assert _judge(results, "tolias-thesis/2") == 2        # a committed JSON without the CSV's digest: by its cells
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and f"{csv_path}: not the CSV its JSON was written with" in err, err
+    assert _files(results) == before
+    assert _judge(results, "tolias-thesis/2", "--force") == 0
+    err = capsys.readouterr().err
+    assert f"nlpbench: warning: {csv_path} was edited by hand" in err and csv_path.read_text() != edited
+    assert _judge(results, "tolias-thesis/2") == 0        # as judged: nothing to warn about
+    assert capsys.readouterr().err == ""
+    csv_path.write_text(csv_path.read_text().replace("within noise", "outside noise", 1))    # the judge's own column
+    assert _judge(results, "tolias-thesis/2") == 2        # the JSON now records the CSV's digest
+    assert f"{csv_path}: not the CSV its JSON was written with" in capsys.readouterr().err

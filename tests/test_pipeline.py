@@ -232,6 +232,24 @@ def test_the_readme_commands_run(tmp_path):
     assert done.returncode == 0 and "table_tolias_thesis_hops_4" in _jobs(done), done.stderr[-2000:]
 
 
+def test_a_table_is_named_by_its_rule_at_any_scale_and_its_committed_file_is_no_target(tmp_path):
+    """results/ is committed, so a file under it always exists: as a target, Snakemake found it there and had
+    nothing to do at a scale never built. The file is no rule's output (Snakemake says so); the rule builds the
+    table at the scale asked for, whatever another scale's marker says."""
+    for item in ("Snakefile", "params.yaml", "overrides.yaml", "pipeline", "envs", "results/tolias-thesis/2.md"):
+        (tmp_path / item).parent.mkdir(parents=True, exist_ok=True)
+        (shutil.copytree if (REPO / item).is_dir() else shutil.copy)(REPO / item, tmp_path / item)
+    smoke = tmp_path / "runs/_tables/smoke/tolias-thesis/2.done"
+    smoke.parent.mkdir(parents=True)
+    smoke.write_text("built at the smoke scale\n")
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    by_file = _dry_run("snakemake results/tolias-thesis/2.md --cores 1 --config scale=cpu", tmp_path, env)
+    said = by_file.stdout + by_file.stderr
+    assert by_file.returncode != 0 and "No rule to produce results/tolias-thesis/2.md" in said, said[-2000:]
+    by_rule = _dry_run("snakemake table_tolias_thesis_2 --cores 1 --config scale=cpu", tmp_path, env)
+    assert by_rule.returncode == 0 and "table_tolias_thesis_2" in _jobs(by_rule), by_rule.stderr[-2000:]
+
+
 def test_a_failed_data_step_says_why_on_the_console(tmp_path):
     """An empty mirror: the step fails, its reason reaches the console (not only its log), nothing is marked done."""
     for item in ("Snakefile", "params.yaml", "overrides.yaml", "pipeline", "envs"):
@@ -316,6 +334,7 @@ def test_a_new_end_to_end_record_makes_its_benchmark_stale(tmp_path):
         (shutil.copytree if (REPO / item).is_dir() else shutil.copy)(REPO / item, tmp_path / item)
     record = tmp_path / "results/shen-thesis/end-to-end-dmn-thesis-epochs.json"
     built = [tmp_path / "results/shen-thesis/dmn-timing.md", tmp_path / "runs/_tables/cpu/shen-thesis/dmn-timing.done"]
+    built.append(tmp_path / "runs/_tables/cpu/shen-thesis/dmn-timing.md")        # its page, copied for --report
     for path, age in [(tmp_path / "data/babi/STATUS.json", 3), (record, 2)] + [(p, 1) for p in built]:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("{}")
@@ -387,6 +406,8 @@ args = sys.argv[3:]                      # after --set scale=smoke
 with open("argv.jsonl", "a") as f:
     f.write(json.dumps(args) + "\\n")
 kind = args[0]
+if kind == "table" and pathlib.Path("table-fails").exists():
+    sys.exit("nlpbench: the table cannot be built")
 out = {{"data": "data/{{}}.ready", "train": "runs/{{}}.json", "table": "results/{{}}.md"}}[kind].format(
     args[2] if kind == "table" else args[1])
 pathlib.Path(out).parent.mkdir(parents=True, exist_ok=True)
@@ -394,18 +415,23 @@ pathlib.Path(out).write_text("")
 '''
 
 
-def test_every_rule_quotes_the_names_it_passes_to_the_shell(tmp_path):
-    """A data step, group and table whose name holds a space, a quote and `; touch X`: each rule's command passes
-    the name as one argument and the shell runs nothing else (the schema refuses such names anyway; this is the
-    rules' own guard, for a name that a family builds)."""
-    name = "a b'; touch X; echo"
+def _fixture_pipeline(tmp_path: Path, name: str) -> dict:
+    """RULES_WITH_A_NAME in tmp_path, with FAKE_NLPBENCH first on the PATH; the environment to run it in."""
     (tmp_path / "Snakefile").write_text(RULES_WITH_A_NAME.format(name=name, repo=str(REPO)))
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "nlpbench").write_text(FAKE_NLPBENCH.format(python=sys.executable))
     (bin_dir / "nlpbench").chmod(0o755)
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}"
-                                 f"{os.environ.get('PATH', '')}"}
+    return {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}"
+                                  f"{os.environ.get('PATH', '')}"}
+
+
+def test_every_rule_quotes_the_names_it_passes_to_the_shell(tmp_path):
+    """A data step, group and table whose name holds a space, a quote and `; touch X`: each rule's command passes
+    the name as one argument and the shell runs nothing else (the schema refuses such names anyway; this is the
+    rules' own guard, for a name that a family builds)."""
+    name = "a b'; touch X; echo"
+    env = _fixture_pipeline(tmp_path, name)
     done = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -416,6 +442,27 @@ def test_every_rule_quotes_the_names_it_passes_to_the_shell(tmp_path):
     assert (tmp_path / f"logs/data/{name}.log").exists()
     assert (tmp_path / f"logs/tables/tolias-thesis-{name}.log").exists()
     assert (tmp_path / f"runs/_tables/smoke/tolias-thesis/{name}.done").read_text().strip()
+    assert (tmp_path / f"runs/_tables/smoke/tolias-thesis/{name}.md").exists()       # the copy for --report
+
+
+def test_a_failing_table_job_leaves_the_committed_table_byte_for_byte(tmp_path):
+    """Snakemake deletes a job's outputs before it runs it and after it fails: the committed files under results/
+    are not the table rule's outputs, so a table job that fails leaves them as they were (and marks nothing built)."""
+    env = _fixture_pipeline(tmp_path, "t2")
+    committed = tmp_path / "results" / "t2.md"
+    committed.parent.mkdir()
+    committed.write_bytes(b"the committed table\n")
+    (tmp_path / "table-fails").touch()
+    done = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode != 0 and "the table cannot be built" in done.stderr, done.stderr[-3000:]
+    assert committed.read_bytes() == b"the committed table\n"
+    assert not (tmp_path / "runs/_tables/smoke/tolias-thesis/t2.done").exists()
+    (tmp_path / "table-fails").unlink()
+    done = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and committed.read_bytes() == b"", done.stderr[-3000:]    # the job's own table
+    assert (tmp_path / "runs/_tables/smoke/tolias-thesis/t2.done").exists()
 
 
 def test_snakemake_config_reads_a_number_written_as_text_as_the_number(tmp_path):

@@ -419,3 +419,26 @@ def test_a_table_whose_build_fails_midway_leaves_its_old_files_unchanged(tmp_pat
 def test_a_tables_figure_is_linked_from_its_page(tmp_path):
     res = build_table(tolias2(figures=["fig4.1.png"]), exact_cells(), {}, [])
     assert "## Figure\n\n![fig4.1](fig4.1.png)\n" in write_table(res, tmp_path)["md"].read_text()
+
+
+def test_a_truncated_run_metrics_file_stops_the_table_on_one_line_naming_it(tmp_path, capsys):
+    """A run's metrics.json cut short (a full disk, a hand edit): the table is not built, the error names the file
+    in one line and the committed table stays as it was."""
+    from nlpbench import cli, config
+    from nlpbench.memnet.groups import declaration_groups
+    repo = Path(__file__).resolve().parents[1]
+    params = config.load(repo / "params.yaml", {"scale": "smoke"})
+    group = next(iter(declaration_groups(params, config.declaration(params, "tables", "tolias-thesis", "2")).values()))
+    metrics = group.run_dir(tmp_path / "runs", group.tasks[0], group.seeds[0]) / "metrics.json"
+    metrics.parent.mkdir(parents=True)
+    metrics.write_text('{"status": "ok", "seed": 0, "test_acc": {"po')
+    committed = tmp_path / "results" / "tolias-thesis" / "2.md"
+    committed.parent.mkdir(parents=True)
+    committed.write_text("the committed table\n")
+    code = cli.main(["--params", str(repo / "params.yaml"), "--overrides", str(tmp_path / "none.yaml"),
+                     "--set", "scale=smoke", "--runs", str(tmp_path / "runs"), "--results", str(tmp_path / "results"),
+                     "table", "tolias-thesis", "2"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert f"{metrics}: not valid JSON (line 1, column 42" in err
+    assert [p.name for p in committed.parent.iterdir()] == ["2.md"] and committed.read_text() == "the committed table\n"

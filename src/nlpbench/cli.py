@@ -27,7 +27,7 @@ from nlpbench.checkpoints import LoadError
 from nlpbench.data.babi import BabiFormatError, MissingDataError
 from nlpbench.data.fetch import FetchError
 from nlpbench.family import Paths
-from nlpbench.io import OutputError
+from nlpbench.io import InputError, OutputError
 from nlpbench.report import ReportError
 from nlpbench.share import ShareError
 
@@ -161,7 +161,8 @@ def cmd_judge(args) -> None:
     from nlpbench.results_index import write_index
     params = _params(args)
     results = Path(args.results)
-    for source, name, old, new in rejudge.judge_all(Path(args.params), params, results, args.tables or None):
+    judged = rejudge.judge_all(Path(args.params), params, results, args.tables or None, force=args.force)
+    for source, name, old, new in judged:
         print(f"{source}/{name}: {new}" + ("" if new == old else f" (was: {old})"))
     write_index(results)
     print(f"wrote {results / 'index.csv'} and README.md")
@@ -305,6 +306,8 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("judge", help="judge committed tables again from their stored cells (after a change of the "
                                      "judging rule, a unit, an epsilon or a claim): no retraining")
     p.add_argument("tables", nargs="*", metavar="SOURCE/TABLE", help="e.g. tolias-thesis/2 (default: every one)")
+    p.add_argument("--force", action="store_true",
+                   help="overwrite a table's CSV that was edited by hand (without it, nothing is written then)")
     p.set_defaults(func=cmd_judge)
     p = sub.add_parser("report", help="write one self-contained HTML page of results/: the index, then every table "
                                       "and output it links, with their figures")
@@ -363,7 +366,7 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:            # `nlpbench plan | head`: the reader left; not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except (config.ConfigError, FetchError, MissingDataError, BabiFormatError, OutputError, LoadError,
+    except (config.ConfigError, FetchError, MissingDataError, BabiFormatError, InputError, OutputError, LoadError,
             ReportError, ShareError, train_lock.GroupBeingTrained) as e:
         print(f"nlpbench: {e}", file=sys.stderr)
         return 2

@@ -38,6 +38,11 @@ class OutputError(OSError):
         self.path, self.errno = path, getattr(cause, "errno", None)
 
 
+class InputError(ValueError):
+    """An input file (a run's metrics, a table's sidecar) is not what nlpbench wrote: the message names the file,
+    and the line or key where that helps."""
+
+
 # errors of writing itself, whatever file object raised them
 _WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS}
 
@@ -209,5 +214,14 @@ def write_json(path: str | os.PathLike, obj: Any, allow_nan: bool = True) -> Non
 
 
 def read_json(path: str | os.PathLike) -> Any:
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+    """The JSON document in `path`; InputError naming the file (and the line and column) when it is not valid
+    JSON in UTF-8 (a truncated or hand-edited file), OSError when it cannot be opened."""
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise InputError(f"{path}: not UTF-8 text (byte {e.start}); not the JSON nlpbench wrote") from None
+    except json.JSONDecodeError as e:
+        raise InputError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg}); truncated or edited "
+                         "by hand?") from None

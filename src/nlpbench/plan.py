@@ -41,6 +41,13 @@ class Plan:
         """The per-scale file that says this clone built the target (results/ itself is committed)."""
         return str(rundirs.run_dir(rundirs.RUNS, f"_tables/{scale}/{target.source}") / f"{target.name}.done")
 
+    def report_copies(self, target: Target, scale: str) -> list[tuple[str, str]]:
+        """(file under results/, its copy beside the marker) for the target's pages, tables and figures: the
+        copies are what `snakemake --report` shows (a rule's outputs; the committed files are none, see
+        pipeline/targets.smk)."""
+        beside = Path(self.marker(target, scale)).parent
+        return [(f, str(beside / Path(f).name)) for f in target.files if f.endswith((".md", ".csv", ".png"))]
+
 
 def rule_name(kind: str, key: str) -> str:
     """The Snakefile's rule of a data step, group or target: data_babi, train_memn2n_en_h3_d20_...,
@@ -92,7 +99,7 @@ def _check_names_and_paths(plan: Plan, scale: str) -> None:
     for target in plan.targets.values():
         config.check_name(target.source, f"{target.section} source")
         config.check_name(target.name, f"{target.section}.{target.source}")
-        for path in (*target.files, plan.marker(target, scale)):
+        for path in (*target.files, plan.marker(target, scale), *(c for _, c in plan.report_copies(target, scale))):
             io.inside(project, path)
 
 

@@ -4,8 +4,9 @@ Output per table, under ``results/<source>/``:
 
 * ``<table>.csv``  - long format ``row,column,reproduced,paper,diff,status,note`` (grid cells, then derived rows);
 * ``<table>.md``   - title, provenance, one wide GitHub table, flagged cells, notes;
-* ``<table>.json`` - status, summary statistics and every cell with its seeds and verdict (read by
-  ``results_index``, and by ``nlpbench judge``, which judges a committed table again without retraining).
+* ``<table>.json`` - status, summary statistics, every cell with its seeds and verdict, and the CSV's digest (read
+  by ``results_index``, and by ``nlpbench judge``, which judges a committed table again without retraining and
+  refuses to overwrite a CSV edited by hand).
 
 Whether a cell and a table reproduce the document is decided in one place, ``nlpbench.judging``.
 """
@@ -13,6 +14,7 @@ Whether a cell and a table reproduce the document is decided in one place, ``nlp
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import math
 import statistics
@@ -570,6 +572,12 @@ def four_places(v: float | None) -> float | None:
     return None if v is None else round(v, 4)
 
 
+def csv_digest(data: bytes | str) -> str:
+    """The sha256 of a table's CSV as written (UTF-8): the sidecar records it, so that `nlpbench judge` knows a CSV
+    edited by hand since."""
+    return hashlib.sha256(data.encode("utf-8") if isinstance(data, str) else data).hexdigest()
+
+
 def summary(result: TableResult) -> dict:
     """The JSON sidecar's content."""
     spec, v = result.spec, result.verdict
@@ -614,7 +622,8 @@ def write_table(result: TableResult, results_dir: Path) -> dict:
     inside `results_dir` (nlpbench.build writes the three together, with any figure, through io.staged)."""
     base = Path(results_dir) / result.spec.source
     paths = {ext: inside(results_dir, base / f"{result.spec.table}.{ext}") for ext in ("csv", "md", "json")}
-    write_text(paths["csv"], render_csv(result))
+    csv_text = render_csv(result)
+    write_text(paths["csv"], csv_text)
     write_text(paths["md"], render_markdown(result))
-    write_json(paths["json"], summary(result))
+    write_json(paths["json"], {**summary(result), "csv_sha256": csv_digest(csv_text)})
     return paths
