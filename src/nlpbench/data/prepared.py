@@ -6,6 +6,8 @@ written just before the file appears (`prepared_output`). Readers and the data s
 those records (`verify_prepared`, `prepared_file`): a file deleted, edited or never recorded (a folder prepared by
 an older version of nlpbench) raises PreparedDataChanged naming the file, what changed and the command that
 prepares it again. A file's sha256 is computed once per process while its size and modification time stay the same.
+A data step that writes a file again with the bytes it already holds leaves it untouched (`prepared_output`), so
+its modification time says when its content last changed (what Snakemake compares).
 """
 
 from __future__ import annotations
@@ -134,12 +136,14 @@ def output_status(path: str | os.PathLike) -> Path:
 def prepared_output(path: str | os.PathLike, **status) -> Iterator[Path]:
     """Write a data step's single-file output atomically: yield a temporary path to fill; then record its size and
     sha256 (and `status`) in output_status(path), and only then move it into place, so the output never exists
-    without its record."""
+    without its record. An output (or record) that already holds exactly these bytes is left untouched, its
+    modification time too: a data step run again on the same inputs makes nothing downstream look out of date."""
     path = Path(path)
-    with atomic_path(path) as tmp:
+    with atomic_path(path, keep_identical=True) as tmp:
         yield tmp
         write_json(output_status(path), {**status, "files": {path.name: {"bytes": tmp.stat().st_size,
-                                                                         "sha256": sha256_file(tmp)}}})
+                                                                         "sha256": sha256_file(tmp)}}},
+                   keep_identical=True)
 
 
 def verified_output(path: str | os.PathLike, step: str, remedy: str | None = None) -> Path:
