@@ -80,36 +80,42 @@ def read_status(root: str | os.PathLike, step: str, status_file: str = STATUS_FI
     return status
 
 
-def check_file(path: Path, record: Mapping | None, remedy: str, status_path: Path) -> None:
-    """PreparedDataChanged unless `path` has the size (when recorded) and sha256 of `record`."""
+DATA_STEP = "the data step prepared it"     # who wrote a checked file, as check_file's messages say it
+
+
+def check_file(path: Path, record: Mapping | None, remedy: str, status_path: Path, written: str = DATA_STEP
+               ) -> None:
+    """PreparedDataChanged unless `path` has the size (when recorded) and sha256 of `record`; `written`: who wrote
+    it, in the message's words ("the data step prepared it", "its run wrote it")."""
     if not path.is_file():
-        problem = "was deleted after the data step prepared it"
+        problem = f"was deleted after {written}"
     elif not isinstance(record, Mapping) or "sha256" not in record:
-        problem = (f"has no recorded size and sha256 in {status_path} (it was prepared by an older version of "
+        problem = (f"has no recorded size and sha256 in {status_path} (it was written by an older version of "
                    "nlpbench), so it cannot be verified")
     elif "bytes" in record and (size := path.stat().st_size) != record["bytes"]:
-        problem = (f"was changed after the data step prepared it (now {size} bytes, {status_path.name} records "
-                   f"{record['bytes']})")
+        problem = f"was changed after {written} (now {size} bytes, {status_path.name} records {record['bytes']})"
     elif file_sha256(path) != record["sha256"]:
-        problem = (f"was changed after the data step prepared it (its sha256 differs from the one {status_path.name} "
-                   "records)")
+        problem = f"was changed after {written} (its sha256 differs from the one {status_path.name} records)"
     else:
         return
     raise PreparedDataChanged(f"{path} {problem}; {remedy}")
 
 
 def verify_prepared(root: str | os.PathLike, step: str, files: Iterable[str] | None = None, *,
-                    status: Mapping | None = None, status_file: str = STATUS_FILE, remedy: str | None = None) -> dict:
+                    status: Mapping | None = None, status_file: str = STATUS_FILE, remedy: str | None = None,
+                    written: str = DATA_STEP) -> dict:
     """Check `files` of the prepared folder `root` (default: every file its STATUS.json lists) against the sizes and
     sha256 recorded there; return the status. `status`: the STATUS.json already read; `remedy`: what to do about a
-    failure (default: delete `root` and run the data step `step` again)."""
+    failure (default: delete `root` and run the data step `step` again); `written`: who wrote the files
+    (check_file). The one check of every recorded file: prepared data and a trained run's files
+    (nlpbench.run_record) alike."""
     root = Path(root)
     if status is None:
         status = read_status(root, step, status_file)
     listed = status.get("files") or {}
     records = listed if isinstance(listed, Mapping) else {}
     for rel in (list(listed) if files is None else files):
-        check_file(root / rel, records.get(rel), remedy or remedy_for(root, step), root / status_file)
+        check_file(root / rel, records.get(rel), remedy or remedy_for(root, step), root / status_file, written)
     return dict(status)
 
 
