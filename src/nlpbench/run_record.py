@@ -86,8 +86,8 @@ def read_metrics(run_dir: str | Path, remedy: str | None = None) -> dict:
 
 
 def read_json_or_none(path: str | Path) -> dict | None:
-    """A JSON object from `path`, or None where the file is missing or holds none (a run whose files are yet to be
-    checked: what decides whether it is worth checking)."""
+    """The JSON object in `path`, or None where the file is missing or holds none: a file read before its run's
+    files are checked (to see whether the run is worth checking)."""
     try:
         value = io.read_json(path)
     except (OSError, ValueError, UnicodeDecodeError):

@@ -195,9 +195,14 @@ def finished_twin(group: DMNGroup, item: str, seed: int, runs_root: Path, device
         run = other / group.run_name(item, seed)
         if other.name == group.group_id or not (run / "metrics.json").is_file() or not (run / "config.json").is_file():
             continue
-        cfg = run_record.read_json_or_none(run / "config.json")
+        # what the files say before they are checked decides only whether the run is one to take over: another
+        # computation, or one not finished on a device of this label, is passed over whatever its files hold (an
+        # unreadable file is checked below)
+        cfg, metrics = (run_record.read_json_or_none(run / name) for name in ("config.json", "metrics.json"))
         if cfg is not None and {k: cfg.get(k) for k in mine} != mine:
-            continue                     # another computation (an unreadable config.json is checked below)
+            continue
+        if metrics is not None and (metrics.get("status") != "ok" or metrics.get("device") != label):
+            continue
         try:
             recorded = run_record.verify(run, RECORDED, remedy="trained here instead")
         except PreparedDataChanged as e:
@@ -208,10 +213,7 @@ def finished_twin(group: DMNGroup, item: str, seed: int, runs_root: Path, device
                 "not found (it was finished by an older nlpbench), so its files cannot be verified; trained here "
                 "instead")
             continue
-        if cfg is None:
-            continue
-        metrics = io.read_json(run / "metrics.json")
-        if metrics.get("status") == "ok" and metrics.get("device") == label:
+        if cfg is not None and metrics is not None:      # as recorded: the files just read are the run's own
             return run
     return None
 
