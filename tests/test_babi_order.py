@@ -152,6 +152,25 @@ def test_write_read_round_trip_is_exact(tmp_path, patterns):
     assert first[0].startswith("1 ") and "\t" in first[9]             # bAbI format: 9 facts, then the question
 
 
+def test_a_data_set_derived_again_unchanged_keeps_its_files_and_their_modification_times(tmp_path, patterns):
+    """Derived again from the same bAbI file, a DMN data set is left as it was, so the pattern and augmented jobs
+    that read it do not look out of date; a changed split is written anew."""
+    import os
+    out = tmp_path / "p"
+    splits = {"pattern1_test": patterns[1]["test"][:3], "pattern2_test": patterns[2]["test"][:3]}
+    bo.write_dataset(out, splits, {})
+    old = 1_000_000_000 * 10**9                      # a modification time long past, set by hand
+    for path in out.iterdir():
+        os.utime(path, ns=(old, old))
+    bo.write_dataset(out, splits, {})
+    assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == {
+        "pattern1_test.txt": old, "pattern2_test.txt": old, "manifest.json": old}
+    bo.write_dataset(out, {**splits, "pattern2_test": patterns[2]["test"][3:6]}, {})
+    changed = {p.name for p in out.iterdir() if p.stat().st_mtime_ns != old}
+    assert changed == {"pattern2_test.txt", "manifest.json"}
+    assert bo.read_dataset(out)["pattern2_test"] == patterns[2]["test"][3:6]
+
+
 def test_tampered_or_malformed_files_are_named(tmp_path, patterns):
     out = tmp_path / "p"
     bo.write_dataset(out, {"pattern1_test": patterns[1]["test"][:3]}, {})

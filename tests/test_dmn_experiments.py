@@ -7,16 +7,17 @@ import copy
 import csv
 import dataclasses
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 import torch
 
-from nlpbench import config, io
+from nlpbench import config, io, run_record
 from nlpbench import build
 from nlpbench.dmn import experiments as dx
 from nlpbench.dmn import groups as dg
-from nlpbench.data.fetch import FetchError
+from nlpbench.data.fetch import FetchError, PreparedDataChanged
 from nlpbench.family import Paths
 from nlpbench.results_index import write_index
 
@@ -334,7 +335,7 @@ def _finished_run(run: Path, group, item: str, seed: int, settings: dict, device
         (run / name).write_bytes(name.encode())
     io.write_json(run / "config.json", {"group": run.parent.name, "model": group.model, "kind": group.kind,
                                         "item": item, "seed": seed, "settings": settings})
-    io.write_json(run / "metrics.json", {"run_id": f"{run.parent.name}/{run.name}", "status": "ok", "seed": seed,
+    run_record.finish(run, dx.RECORDED, {"run_id": f"{run.parent.name}/{run.name}", "status": "ok", "seed": seed,
                                          "item": item, "val_acc": 0.9, "test_acc": {"test": 0.8},
                                          "train_wall_time_s": 60.0, "device": device})
 
@@ -368,6 +369,91 @@ def test_a_run_another_group_finished_with_the_same_configuration_is_taken_over_
     assert summary["taken_over_s"] == 60.0          # a fresh clone trains it: part of the group's cost
     # the job resumed after the take-over still counts it
     assert dx.train_item(g, "task4", tmp_path / "babi", tmp_path / "dmn", runs)["taken_over_s"] == 60.0
+
+
+@pytest.fixture(scope="module")
+def smoke_twins(babi_root, tmp_path_factory) -> tuple:
+    """A DMN+ run on task 1 really trained at the smoke scale by a pilot group, and a table group with the same
+    configuration that has not trained it: (pilot, table group, runs folder to copy, the pilot's run)."""
+    params = config.load(REPO / "params.yaml", {"scale": "smoke"})
+    table = dataclasses.replace(dg.column_groups(params, "6.5")["DMN+ (ours)"]["dmn+"], seeds=(0,))
+    pilot = dataclasses.replace(table, group_id="dmn-dmnplus-tasks-pilot")
+    runs = tmp_path_factory.mktemp("dmn_twins") / "runs"
+    dx.train_run(pilot, "task1", 0, babi_root, runs.parent / "dmn", runs, log=lambda _: None)
+    return pilot, table, runs, pilot.run_dir(runs, "task1", 0)
+
+
+def test_a_finished_run_records_every_file_and_is_taken_over_as_recorded(smoke_twins, babi_root, tmp_path):
+    pilot, table, runs, twin = smoke_twins
+    record = io.read_json(twin / run_record.RECORD)["files"]
+    assert set(record) == {"model.pt", "test_probs.pt", "history.json", "config.json", "metrics.json"}
+    assert record["metrics.json"]["bytes"] == (twin / "metrics.json").stat().st_size
+    shutil.copytree(runs, tmp_path / "runs")
+    lines = []
+    summary = dx.train_item(table, "task1", babi_root, tmp_path / "dmn", tmp_path / "runs", log=lines.append)
+    assert summary["trained_now"] == 0 and len(lines) == 1 and "taken over, not trained" in lines[0]
+    mine = table.run_dir(tmp_path / "runs", "task1", 0)
+    assert run_record.verify(mine, dx.RECORDED)             # the copy has a record of its own, checked as such
+    metrics = dx.read_run(table, "task1", 0, tmp_path / "runs")
+    assert metrics["adopted_from"] == f"{pilot.group_id}/task1-seed0"
+    assert metrics["test_acc"] == io.read_json(twin / "metrics.json")["test_acc"]
+
+
+def _truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def _edit_accuracies(path: Path) -> None:
+    metrics = io.read_json(path)
+    io.write_json(path, {**metrics, "val_acc": 0.999, "test_acc": {k: 0.999 for k in metrics["test_acc"]}})
+
+
+DAMAGE = {   # what is done to the twin, the file it is done to, what the line says of it
+    "malformed metrics.json": (lambda p: p.write_text('{"status": "ok", '), "metrics.json", "was changed after"),
+    "truncated model.pt": (_truncate, "model.pt", "was changed after its run wrote it (now "),
+    "edited accuracies": (_edit_accuracies, "metrics.json", "was changed after its run wrote it"),
+    "no record (an older nlpbench)": (Path.unlink, run_record.RECORD, "so its files cannot be verified"),
+    "malformed record": (lambda p: p.write_text("[1"), run_record.RECORD, "is not the record of its run's files"),
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGE)
+def test_a_twin_whose_files_fail_their_check_is_passed_over_in_one_line_and_trained_here(smoke_twins, tmp_path,
+                                                                                       monkeypatch, damage):
+    pilot, table, runs, _ = smoke_twins
+    shutil.copytree(runs, tmp_path / "runs")
+    twin = pilot.run_dir(tmp_path / "runs", "task1", 0)
+    how, name, why = DAMAGE[damage]
+    how(twin / name)
+    trained, lines = [], []
+    monkeypatch.setattr(dx, "train_run", lambda g, item, seed, *a, **k: trained.append(seed) or
+                        {"status": "ok", "train_wall_time_s": 2.0})
+    summary = dx.train_item(table, "task1", tmp_path / "babi", tmp_path / "dmn", tmp_path / "runs", log=lines.append)
+    assert trained == [0] and summary["taken_over_s"] == 0
+    assert len(lines) == 1 and "\n" not in lines[0], lines
+    assert f"the finished run {pilot.group_id}/task1-seed0 is not taken over: " in lines[0]
+    assert str(twin / name) in lines[0] and why in lines[0] and lines[0].endswith("trained here instead")
+    assert not (table.run_dir(tmp_path / "runs", "task1", 0) / "metrics.json").exists()
+
+
+def test_a_runs_own_edited_files_stop_its_job_and_its_table_naming_the_file(smoke_twins, tmp_path):
+    """The check the take-over uses is the one a run's own files get when its group reads them: a finished run
+    whose metrics or model changed after it was written is not counted as done, nor read into a table."""
+    pilot, _, runs, _ = smoke_twins
+    shutil.copytree(runs, tmp_path / "runs")
+    run = pilot.run_dir(tmp_path / "runs", "task1", 0)
+    assert dx.read_run(pilot, "task1", 0, tmp_path / "runs")["status"] == "ok"
+    _edit_accuracies(run / "metrics.json")
+    remedy = f"delete {run} and train it again (nlpbench train {dg.job_id(pilot, 'task1')})"
+    for read in (lambda: dx.train_item(pilot, "task1", tmp_path / "babi", tmp_path / "dmn", tmp_path / "runs"),
+                 lambda: dx._read_metrics(pilot, tmp_path / "runs", "task1")):
+        with pytest.raises(PreparedDataChanged) as e:
+            read()
+        message = str(e.value)
+        assert message.startswith(f"{run / 'metrics.json'} was changed after its run wrote it (") and "\n" not in message
+        assert f"{run_record.RECORD} records" in message and message.endswith(f"; {remedy}"), message
+    (run / run_record.RECORD).unlink()                 # a run finished by an older nlpbench: read as it is
+    assert dx.read_run(pilot, "task1", 0, tmp_path / "runs")["val_acc"] == 0.999
 
 
 # -- seeds: five for the pattern and augmented networks, every seed's value in a cell ---------------------------

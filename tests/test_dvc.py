@@ -292,3 +292,15 @@ def test_a_fetch_stage_depends_on_every_module_its_code_imports():
                 todo += succ.get(m, ())
         unlisted = sorted({modules[m].relative_to(REPO).as_posix() for m in reached} - listed)
         assert not unlisted, f"dvc.yaml: stage {name} lacks deps {unlisted}"
+
+
+def test_a_fetch_stage_depends_on_overrides_yaml_whole_and_names_none_of_its_keys():
+    """`dvc exp run -S overrides.yaml:++scale=smoke` puts the settings a fetch stage reads into overrides.yaml, so
+    the stage depends on it; it cannot name just those keys under `params:`, since DVC stops a stage whose named
+    parameter is missing from its file and the committed overrides.yaml holds none (a re-run after an unrelated
+    change leaves the prepared files untouched instead: test_prepared.py)."""
+    assert not yaml.safe_load((REPO / "overrides.yaml").read_text())
+    for name, stage in yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"].items():
+        if name.startswith("fetch_"):
+            assert "overrides.yaml" in stage["deps"], name
+            assert all(isinstance(entry, str) for entry in stage.get("params", [])), name

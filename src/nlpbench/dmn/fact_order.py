@@ -308,20 +308,21 @@ def format_samples(samples: Iterable[Sample]) -> str:
 def write_dataset(out_dir: str | os.PathLike, splits: Mapping[str, Sequence[Sample]], params: Mapping) -> Path:
     """Write `<out_dir>/<split>.txt` (bAbI format) for each split, then `manifest.json` (format, params,
     per-split size, sha256 and each sample's origin `source`). Every file is written atomically and the
-    manifest last, so a manifest means a complete data set. Returns the manifest path."""
+    manifest last, so a manifest means a complete data set; a file that already holds these bytes is left
+    untouched (nlpbench.io.atomic_path's keep_identical). Returns the manifest path."""
     out = Path(out_dir)
     entries = {}
     for name, samples in splits.items():
         if not re.fullmatch(r"[A-Za-z0-9_.-]+", name) or name == Path(MANIFEST).stem:
             raise ValueError(f"split name {name!r} is not a plain file stem")
         text = format_samples(samples)
-        io.write_text(out / f"{name}.txt", text)
+        io.write_text(out / f"{name}.txt", text, keep_identical=True)
         data = text.encode("utf-8")
         entries[name] = {"file": f"{name}.txt", "n": len(samples), "bytes": len(data),
                          "sha256": hashlib.sha256(data).hexdigest(),
                          "sources": [s.source for s in samples]}
     manifest = out / MANIFEST
-    io.write_json(manifest, {"format": FORMAT, "params": dict(params), "splits": entries})
+    io.write_json(manifest, {"format": FORMAT, "params": dict(params), "splits": entries}, keep_identical=True)
     return manifest
 
 

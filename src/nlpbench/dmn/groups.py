@@ -4,7 +4,8 @@
   configuration, one run per item and seed (the seeds: a table's own `seeds`, else `dmn.seeds_by_kind` of the
   kind, else `dmn.seeds`). Each run is a pure function of the group's settings, its item and its seed; its directory
   (`DMNGroup.run_dir`) holds a resumable checkpoint while it trains, then model.pt, config.json, history.json,
-  test_probs.pt and metrics.json (last). Runs shared between tables fall in one group.
+  test_probs.pt, FILES.json (their sizes and sha256, metrics.json's too: nlpbench.run_record) and metrics.json
+  (last). Runs shared between tables fall in one group.
 * Derived data ids (`all_datasets`): the fact-order patterns and the augmented set the groups read, named by a
   digest of the settings that shape them (nlpbench.dmn.experiments.make_dataset writes them).
 * Jobs (`jobs`): the pipeline trains each item of a group (a task, a pattern, the augmented set; all its seeds)

@@ -126,10 +126,12 @@ def prepare_vectors(params: dict, paths: Paths, mirror=None) -> str:
     else:
         raise ConfigError(f"params.yaml: squad.data.vectors: {name!r} (known: {', '.join(x.VECTORS)})")
     matrix, oov = glove.embedding_matrix(vocab, vectors)
+    before = out.stat().st_mtime_ns if out.is_file() else None
     with prepared_output(out) as tmp:
         with open(tmp, "wb") as f:
             np.savez(f, vocab=np.array(vocab), matrix=matrix, oov=np.array(oov))
-    return f"wrote {out}: {len(vocab) - 1} words, {matrix.shape[1]}-d, {oov} without a vector (zeros)"
+    done = "kept" if before == out.stat().st_mtime_ns else "wrote"       # kept: the same bytes were there
+    return f"{done} {out}: {len(vocab) - 1} words, {matrix.shape[1]}-d, {oov} without a vector (zeros)"
 
 
 SQUAD = SquadFamily()
