@@ -57,7 +57,7 @@ NOT_A_CLOCK = {        # the text of a clock file that is not one, and what its 
     "taken over": ('{"seconds": 240, "finished": false, "taken_over_s": -Infinity}', "'taken_over_s' -inf"),
     "another form": ('{"elapsed": 3}', "no 'seconds'"),
     "a list": ("[240, false]", "a JSON list, not an object"),
-    "not JSON": ('{"seconds": 24', "unreadable: Expecting"),
+    "not JSON": ('{"seconds": 24', "unreadable: not valid JSON (line 1, column 15: Expecting"),
 }
 
 

@@ -69,8 +69,8 @@ def recorded(path: Path) -> Recorded | None:
                           '{"seconds": number, "finished": true or false})')
     try:
         state = io.read_json(path)
-    except (ValueError, OSError) as e:           # not JSON (UnicodeDecodeError is a ValueError), or unreadable
-        raise bad(f"unreadable: {e}") from None
+    except (ValueError, OSError) as e:           # not JSON (io.InputError names the file: once is enough), or unreadable
+        raise bad(f"unreadable: {str(e).removeprefix(f'{path}: ')}") from None
     if not isinstance(state, dict):
         raise bad(f"a JSON {type(state).__name__}, not an object")
     for key in ("seconds", "finished"):
