@@ -140,7 +140,8 @@ def test_restore_refuses_a_record_that_leads_out_of_the_snapshot(tmp_path):
     record = json.loads((snapshot / "MANIFEST.json").read_text())
     record["files"][0]["path"] = "runs/../../escaped.pt"
     (snapshot / "MANIFEST.json").write_text(json.dumps(record))
-    with pytest.raises(share.ShareError, match=re.escape("entry 1 ('runs/../../escaped.pt') leads out of the snapshot")):
+    leads_out = "entry 1 ('runs/../../escaped.pt') leads out of the snapshot"
+    with pytest.raises(share.ShareError, match=re.escape(leads_out)):
         share.restore(tmp_path / "data", tmp_path / "runs", snapshot)
     _nothing_restored(tmp_path)
 
@@ -345,10 +346,13 @@ def test_share_pull_refuses_a_crafted_or_damaged_remote_before_dvc_writes_a_file
 
     # a manifest that leads `dvc pull` out of the clone: DVC would write tmp_path/ESCAPE.txt
     manifest = json.loads((remote / "files/md5" / locked[:2] / locked[2:]).read_text())
-    escape = {"md5": manifest[0]["md5"], "relpath": "../../ESCAPE.txt"}
+    escape = {"md5": hashlib.md5(b"weights").hexdigest(), "relpath": "../../ESCAPE.txt"}     # the model's bytes
     crafted = _store(remote, json.dumps(manifest + [escape]).encode(), ".dir")
     clone = _clone(repo, "crafted", env)
-    (clone / "dvc.lock").write_text((clone / "dvc.lock").read_text().replace(locked, f"{crafted}.dir"))
+    lock = yaml.safe_load((clone / "dvc.lock").read_text())       # pointed at it, its count and size made to match
+    out = lock["stages"]["share"]["outs"][0]
+    out.update(md5=f"{crafted}.dir", nfiles=out["nfiles"] + 1, size=out["size"] + len(b"weights"))
+    (clone / "dvc.lock").write_text(yaml.safe_dump(lock))
     err = _share_pull_fails(clone, env)
     assert f"object {escape['md5']} (share/../../ESCAPE.txt): its path '../../ESCAPE.txt' in manifest " in err
     assert "leads out of the snapshot ('..')" in err

@@ -27,10 +27,10 @@ import shutil
 import stat
 import time
 from contextlib import ExitStack
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
-from nlpbench.io import (STAGING_PREFIX, OutputError, current_umask, read_json, remove_dead_staging, staged,
-                         staging_dir, write_json)
+from nlpbench.io import (STAGING_PREFIX, current_umask, read_json, remove_dead_staging, staged, staging_dir,
+                         write_json)
 
 SNAPSHOT = Path("share")
 RECORD = "MANIFEST.json"          # inside the snapshot: what it holds, written last
@@ -222,13 +222,13 @@ def restore(data: Path = Path("data"), runs: Path = Path("runs"), snapshot: Path
         with ExitStack() as stack:
             stages = {}
             for rel, dst in new.items():
-                name, top = rel.split("/", 1)[0], tops[rel.split("/", 1)[0]]
+                name = _top(rel)
                 if name not in stages:
-                    stages[name] = stack.enter_context(staged(top))
-                if _copy_hashing(snapshot / rel, stages[name] / dst.relative_to(top)) != record[rel]:
+                    stages[name] = stack.enter_context(staged(tops[name]))
+                if _copy_hashing(snapshot / rel, stages[name] / dst.relative_to(tops[name])) != record[rel]:
                     raise ShareError(f"{snapshot / rel}: changed while it was restored; nothing restored")
         stamp = time.time()
-        touched = set(new.values()) | {p for dst in new.values() for p in _dirs_between(tops, dst)}
+        touched = set(new.values()) | {p for rel, dst in new.items() for p in _dirs_between(tops[_top(rel)], dst)}
         for path in sorted(touched, key=lambda p: len(p.parts), reverse=True):   # files, then their directories
             os.utime(path, (stamp, stamp))
     except BaseException as e:
@@ -240,9 +240,13 @@ def restore(data: Path = Path("data"), runs: Path = Path("runs"), snapshot: Path
     return done
 
 
-def _dirs_between(tops: dict[str, Path], dst: Path) -> list[Path]:
-    """The directories from dst's top (data/ or runs/) down to dst's own."""
-    top = next(t for t in tops.values() if t in dst.parents)
+def _top(rel: str) -> str:
+    """The snapshot's directory (data or runs) a path of its record lies in."""
+    return rel.split("/", 1)[0]
+
+
+def _dirs_between(top: Path, dst: Path) -> list[Path]:
+    """The directories from dst's own up to `top` (data/ or runs/), which holds it."""
     return [p for p in dst.parents if p == top or top in p.parents]
 
 
@@ -253,9 +257,9 @@ def _plan(snapshot: Path, record: dict, tops: dict[str, Path]) -> tuple[dict[str
     done: dict[str, list] = {"restored": [], "same": [], "kept": []}
     new, created = {}, set()
     for rel in sorted(record):
-        name, inner = rel.split("/", 1)
-        dst = tops[name] / inner
-        for directory in reversed(_dirs_between(tops, dst)):
+        top = tops[_top(rel)]
+        dst = top / rel.split("/", 1)[1]
+        for directory in reversed(_dirs_between(top, dst)):
             if not directory.exists():
                 created.add(directory)
             elif not directory.is_dir():
