@@ -1,8 +1,13 @@
-"""Trained runs shared through a DVC remote: the share stage's snapshot, `dvc push`, and in a fresh clone `dvc pull`,
-`nlpbench share restore` and Snakemake building the tables without training (the README's "Sharing runs")."""
+"""Trained runs shared through a DVC remote: the share stage's snapshot, `dvc push`, and in a fresh clone `nlpbench
+share pull`, `nlpbench share restore` and Snakemake building the tables without training (the README's "Sharing
+runs"); a crafted or damaged remote or snapshot is refused by name before anything is written outside DVC's cache."""
 
+import hashlib
+import json
 import os
 import re
+import signal
+import stat
 import subprocess
 import sys
 import time
@@ -11,10 +16,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from nlpbench import share
+from nlpbench import io, share, share_pull
 from project_repo import commit_all, project_repo
 
 BINDIR = Path(sys.executable).parent
+REPO = Path(__file__).resolve().parents[1]
 
 
 def _run(cmd, cwd, env, timeout=600):
@@ -37,8 +43,13 @@ def test_pack_snapshots_data_and_runs_without_this_clones_table_markers(tmp_path
     _write(tmp_path / "runs/.staged-0a0b0c0d-1-abcdefgh/x.csv", "half staged")
     counts = share.pack(tmp_path / "data", tmp_path / "runs", tmp_path / "share")
     files = sorted(str(p.relative_to(tmp_path / "share")) for p in (tmp_path / "share").rglob("*") if p.is_file())
-    assert files == ["data/babi/en/qa1_train.txt", "runs/memnet-smoke/run-1/model.pt"]
+    assert files == ["MANIFEST.json", "data/babi/en/qa1_train.txt", "runs/memnet-smoke/run-1/model.pt"]
     assert counts == {"data": 1, "runs": 1}
+    record = json.loads((tmp_path / "share/MANIFEST.json").read_text())["files"]
+    assert record == [{"path": "data/babi/en/qa1_train.txt", "size": 14,
+                       "sha256": hashlib.sha256(b"1 Mary moved.\n").hexdigest()},
+                      {"path": "runs/memnet-smoke/run-1/model.pt", "size": 7,
+                       "sha256": hashlib.sha256(b"weights").hexdigest()}]
     with run.open("r+") as f:            # a file rewritten in place in runs/ leaves the snapshot as it was
         f.write("WEIGHTS")
     assert (tmp_path / "share/runs/memnet-smoke/run-1/model.pt").read_text() == "weights"
@@ -49,17 +60,24 @@ def test_pack_snapshots_data_and_runs_without_this_clones_table_markers(tmp_path
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
 
 
+def _packed(tmp_path: Path, files: dict[str, str]) -> Path:
+    """share/ packed from a trained clone's data/ and runs/ holding `files` (path under the clone -> text)."""
+    trained = tmp_path / "trained"
+    for rel, text in files.items():
+        _write(trained / rel, text)
+    share.pack(trained / "data", trained / "runs", tmp_path / "share")
+    return tmp_path / "share"
+
+
 def test_restore_keeps_your_files_and_gives_the_pulled_ones_one_mtime(tmp_path):
-    _write(tmp_path / "share/data/babi/qa1.txt", "pulled data\n")
-    _write(tmp_path / "share/runs/g/done", "pulled\n")
-    _write(tmp_path / "share/runs/g/r1/model.pt", "pulled weights")
-    _write(tmp_path / "share/runs/g/r2/model.pt", "pulled weights 2")
+    snapshot = _packed(tmp_path, {"data/babi/qa1.txt": "pulled data\n", "runs/g/done": "pulled\n",
+                                  "runs/g/r1/model.pt": "pulled weights", "runs/g/r2/model.pt": "pulled weights 2"})
     mine = _write(tmp_path / "runs/g/r2/model.pt", "my own weights")
     _write(tmp_path / "runs/g/done", "pulled\n")
     old = time.time() - 3600
-    for p in (tmp_path / "share").rglob("*"):
+    for p in snapshot.rglob("*"):
         os.utime(p, (old, old))
-    done = share.restore(tmp_path / "data", tmp_path / "runs", tmp_path / "share")
+    done = share.restore(tmp_path / "data", tmp_path / "runs", snapshot)
     assert sorted(p.relative_to(tmp_path).as_posix() for p in done["restored"]) == [
         "data/babi/qa1.txt", "runs/g/r1/model.pt"]
     assert done["kept"] == [mine] and mine.read_text() == "my own weights"
@@ -67,7 +85,134 @@ def test_restore_keeps_your_files_and_gives_the_pulled_ones_one_mtime(tmp_path):
     stamps = {(tmp_path / p).stat().st_mtime for p in ("data/babi/qa1.txt", "data/babi", "data", "runs/g/r1/model.pt",
                                                        "runs/g/r1")}
     assert len(stamps) == 1 and stamps.pop() > old + 1800
-    assert (tmp_path / "share/runs/g/r1/model.pt").stat().st_mtime == pytest.approx(old)   # copies, not links
+    assert (snapshot / "runs/g/r1/model.pt").stat().st_mtime == pytest.approx(old)   # copies, not links
+    assert not (tmp_path / "MANIFEST.json").exists() and not (tmp_path / "runs/MANIFEST.json").exists()
+
+
+def test_restored_files_get_the_mode_of_a_new_file_not_the_caches_read_only_one(tmp_path):
+    snapshot = _packed(tmp_path, {"runs/g/r1/model.pt": "pulled weights"})
+    for p in snapshot.rglob("*"):
+        if p.is_file():
+            p.chmod(0o444)                  # as DVC's cache files, which a checkout links share/ to
+    share.restore(tmp_path / "data", tmp_path / "runs", snapshot)
+    restored = tmp_path / "runs/g/r1/model.pt"
+    assert stat.S_IMODE(restored.stat().st_mode) == 0o666 & ~io.current_umask()
+    restored.write_text("retrained")        # a user's later run overwrites it
+
+
+def _nothing_restored(tmp_path: Path) -> None:
+    assert not (tmp_path / "data").exists() and not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("target", ["/etc/hostname", "missing-file"])
+def test_restore_refuses_a_link_in_the_snapshot_before_copying_anything(tmp_path, target):
+    snapshot = _packed(tmp_path, {"data/babi/qa1.txt": "pulled data\n", "runs/g/r1/model.pt": "pulled weights"})
+    (snapshot / "runs/g/r1/model.pt").unlink()
+    (snapshot / "runs/g/r1/model.pt").symlink_to(target)
+    with pytest.raises(share.ShareError, match=re.escape(f"{snapshot}/runs/g/r1/model.pt: a link (to {target})")):
+        share.restore(tmp_path / "data", tmp_path / "runs", snapshot)
+    _nothing_restored(tmp_path)
+
+
+def test_restore_refuses_a_file_that_does_not_match_the_snapshots_record(tmp_path):
+    snapshot = _packed(tmp_path, {"data/babi/qa1.txt": "pulled data\n", "runs/g/r1/model.pt": "pulled weights"})
+    with open(snapshot / "runs/g/r1/model.pt", "r+b") as f:     # truncated on the remote
+        f.truncate(6)
+    message = (f"{snapshot}/runs/g/r1/model.pt: 6 bytes with sha256 {hashlib.sha256(b'pulled').hexdigest()}, where "
+               f"{snapshot}/MANIFEST.json records 14 bytes with sha256 "
+               f"{hashlib.sha256(b'pulled weights').hexdigest()}")
+    with pytest.raises(share.ShareError, match=re.escape(message)):
+        share.restore(tmp_path / "data", tmp_path / "runs", snapshot)
+    _nothing_restored(tmp_path)
+
+
+def test_restore_refuses_a_file_the_snapshots_record_does_not_list(tmp_path):
+    snapshot = _packed(tmp_path, {"runs/g/r1/model.pt": "pulled weights"})
+    _write(snapshot / "runs/g/r1/extra.pt", "slipped in")
+    with pytest.raises(share.ShareError, match=re.escape(f"{snapshot}/runs/g/r1/extra.pt: not listed in {snapshot}/"
+                                                         "MANIFEST.json")):
+        share.restore(tmp_path / "data", tmp_path / "runs", snapshot)
+    _nothing_restored(tmp_path)
+
+
+def test_restore_refuses_a_record_that_leads_out_of_the_snapshot(tmp_path):
+    snapshot = _packed(tmp_path, {"runs/g/r1/model.pt": "pulled weights"})
+    record = json.loads((snapshot / "MANIFEST.json").read_text())
+    record["files"][0]["path"] = "runs/../../escaped.pt"
+    (snapshot / "MANIFEST.json").write_text(json.dumps(record))
+    leads_out = "entry 1 ('runs/../../escaped.pt') leads out of the snapshot"
+    with pytest.raises(share.ShareError, match=re.escape(leads_out)):
+        share.restore(tmp_path / "data", tmp_path / "runs", snapshot)
+    _nothing_restored(tmp_path)
+
+
+def test_a_snapshot_packed_without_a_record_is_refused_with_the_remedy(tmp_path, monkeypatch, capsys):
+    from nlpbench import cli
+
+    _write(tmp_path / "share/runs/g/r1/model.pt", "pulled weights")      # an older nlpbench's pack
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["share", "restore"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "share/MANIFEST.json: missing" in err and "pack it again" in err
+    _nothing_restored(tmp_path)
+
+
+def test_a_restore_that_fails_midway_keeps_nothing_of_it(tmp_path, monkeypatch):
+    snapshot = _packed(tmp_path, {"data/babi/qa1.txt": "pulled data\n", "runs/g/r1/model.pt": "pulled weights",
+                                  "runs/g/r2/model.pt": "pulled weights 2", "runs/h/r1/model.pt": "pulled 3"})
+    mine = _write(tmp_path / "runs/g/notes.txt", "my notes")
+    copy, calls = share._copy_hashing, []
+
+    def disk_full_at_the_third_file(src, dst):
+        calls.append(src)
+        if len(calls) == 3:
+            raise OSError(28, "No space left on device", str(dst))
+        return copy(src, dst)
+
+    monkeypatch.setattr(share, "_copy_hashing", disk_full_at_the_third_file)
+    with pytest.raises(share.ShareError, match="No space left on device.*nothing restored"):
+        share.restore(tmp_path / "data", tmp_path / "runs", snapshot)
+    assert len(calls) == 3
+    assert not (tmp_path / "data").exists()
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in (tmp_path / "runs").rglob("*")) == [
+        "runs/g", "runs/g/notes.txt"]
+    assert mine.read_text() == "my notes"
+    monkeypatch.setattr(share, "_copy_hashing", copy)          # the disk has room again: the restore completes
+    assert len(share.restore(tmp_path / "data", tmp_path / "runs", snapshot)["restored"]) == 4
+
+
+def _killed_pack(root: Path) -> None:
+    """A `nlpbench share pack` in `root` killed while it copies its first file."""
+    code = ("import os, signal; from nlpbench import share\n"
+            "def killed(src, dst):\n"
+            "    dst.parent.mkdir(parents=True, exist_ok=True); dst.write_bytes(b'half')\n"
+            "    os.kill(os.getpid(), signal.SIGKILL)\n"
+            "share._copy_hashing = killed\n"
+            "share.pack()\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=root,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert proc.returncode == -signal.SIGKILL
+
+
+def _leftovers(root: Path) -> list[str]:
+    return sorted(p.name for p in root.iterdir() if p.name.startswith((".staged-", ".share-")))
+
+
+@pytest.mark.parametrize("then", ["pack", "restore"])
+def test_what_a_killed_pack_left_is_removed_by_the_next_pack_or_restore(tmp_path, then):
+    _write(tmp_path / "data/babi/qa1.txt", "data\n")
+    _write(tmp_path / "runs/g/r1/model.pt", "weights")
+    share.pack(tmp_path / "data", tmp_path / "runs", tmp_path / "share")
+    _killed_pack(tmp_path)
+    older = tmp_path / ".share-abcd1234.tmp"             # an older nlpbench's killed pack, untouched for two hours
+    _write(older / "runs/g/r1/model.pt", "half")
+    os.utime(older, (time.time() - 7200,) * 2)
+    recent = tmp_path / ".share-efgh5678.tmp"            # one whose writer may still run
+    recent.mkdir()
+    assert len(_leftovers(tmp_path)) == 3
+    getattr(share, then)(tmp_path / "data", tmp_path / "runs", tmp_path / "share")
+    assert _leftovers(tmp_path) == [recent.name]
+    assert (tmp_path / "share/MANIFEST.json").is_file()
 
 
 def test_restore_without_a_pulled_snapshot_says_what_to_run(tmp_path, monkeypatch):
@@ -75,6 +220,162 @@ def test_restore_without_a_pulled_snapshot_says_what_to_run(tmp_path, monkeypatc
 
     monkeypatch.chdir(tmp_path)
     assert cli.main(["share", "restore"]) == 2
+
+
+def _store(cache: Path, data: bytes, suffix: str = "") -> str:
+    """`data` stored in a DVC cache (or remote) directory under its md5, as DVC 3 stores it; its md5."""
+    md5 = hashlib.md5(data).hexdigest()
+    _write(cache / "files/md5" / md5[:2] / (md5[2:] + suffix), "").write_bytes(data)
+    return md5
+
+
+def _cached_share(cache: Path, files: dict[str, bytes], extra: list[dict] = ()) -> dict:
+    """A share/ manifest and its objects in `cache`, with `extra` entries added to the manifest; what dvc.lock
+    records of it."""
+    entries = [{"md5": _store(cache, data), "relpath": rel} for rel, data in files.items()] + list(extra)
+    md5 = _store(cache, json.dumps(entries).encode(), ".dir")
+    return {"md5": md5, "size": sum(map(len, files.values())), "nfiles": len(files)}
+
+
+SHARED_FILES = {"MANIFEST.json": b"{}", "data/babi/qa1.txt": b"pulled data\n", "runs/g/r1/model.pt": b"weights"}
+
+
+def test_an_honest_manifest_passes_the_check(tmp_path):
+    assert share_pull.check_manifest(tmp_path, _cached_share(tmp_path, SHARED_FILES)) == []
+
+
+@pytest.mark.parametrize("relpath, what", [
+    ("../../ESCAPE.txt", "leads out of the snapshot ('..')"),
+    ("runs/../../ESCAPE.txt", "leads out of the snapshot ('..')"),
+    ("/tmp/ESCAPE.txt", "is an absolute path"),
+    ("elsewhere.txt", "lies outside data/ and runs/"),
+    ("runs//g.pt", "is not a plain path"),
+    ("runs/g/r1/model.pt", "is listed twice"),
+])
+def test_the_check_refuses_a_manifest_path_that_leads_elsewhere(tmp_path, relpath, what):
+    md5 = _store(tmp_path, b"x")
+    locked = _cached_share(tmp_path, SHARED_FILES, [{"md5": md5, "relpath": relpath}])
+    problems = share_pull.check_manifest(tmp_path, locked)
+    assert len(problems) == 1 and problems[0].startswith(f"object {md5} (share/{relpath}): its path {relpath!r} in "
+                                                         f"manifest {locked['md5']}.dir {what}")
+
+
+def test_the_check_refuses_an_entry_that_is_a_file_and_a_directory(tmp_path):
+    locked = _cached_share(tmp_path, {**SHARED_FILES, "runs/g": b"a file"})
+    problems = share_pull.check_manifest(tmp_path, locked)
+    assert problems == [f"object (share/runs/g): manifest {locked['md5']}.dir lists it both as a file and as the "
+                        "directory of runs/g/r1/model.pt"]
+
+
+def test_the_check_refuses_a_truncated_object_and_drops_it_from_the_cache(tmp_path):
+    locked = _cached_share(tmp_path, SHARED_FILES)
+    md5 = hashlib.md5(b"weights").hexdigest()
+    obj = tmp_path / "files/md5" / md5[:2] / md5[2:]
+    obj.write_bytes(b"wei")
+    assert share_pull.check_manifest(tmp_path, locked) == [
+        f"object {md5} (share/runs/g/r1/model.pt): its 3 bytes have md5 {hashlib.md5(b'wei').hexdigest()}, not its "
+        "name (truncated or damaged on the remote; removed from DVC's cache)"]
+    assert not obj.exists()                     # the next `nlpbench share pull` fetches it again
+
+
+def test_the_check_refuses_a_missing_or_linked_object_and_a_damaged_manifest(tmp_path):
+    locked = _cached_share(tmp_path, SHARED_FILES)
+    data_md5, run_md5 = (hashlib.md5(SHARED_FILES[k]).hexdigest() for k in ("data/babi/qa1.txt", "runs/g/r1/model.pt"))
+    (tmp_path / "files/md5" / data_md5[:2] / data_md5[2:]).unlink()
+    run = tmp_path / "files/md5" / run_md5[:2] / run_md5[2:]
+    run.unlink()
+    run.symlink_to(tmp_path / "elsewhere")
+    problems = share_pull.check_manifest(tmp_path, locked)
+    assert problems == [f"object {data_md5} (share/data/babi/qa1.txt): missing from DVC's cache (the remote lacks it, "
+                        "or `dvc fetch` failed)",
+                        f"object {run_md5} (share/runs/g/r1/model.pt): not a plain file in DVC's cache (a link or a "
+                        "directory)"]
+    manifest = tmp_path / "files/md5" / locked["md5"][:2] / (locked["md5"][2:] + ".dir")
+    manifest.write_text("[]")
+    assert share_pull.check_manifest(tmp_path, locked)[0].startswith(
+        f"manifest {locked['md5']}.dir of share/: its 2 bytes have md5 ")
+
+
+def test_the_check_refuses_a_manifest_whose_size_is_not_dvc_locks(tmp_path):
+    locked = {**_cached_share(tmp_path, SHARED_FILES), "size": 1}
+    assert share_pull.check_manifest(tmp_path, locked) == [
+        f"manifest {locked['md5']}.dir of share/: its objects make size 21, dvc.lock records 1"]
+
+
+def _shared_on_a_remote(tmp_path: Path, env: dict) -> tuple[Path, Path]:
+    """A git repository with dvc.yaml's share stage, whose data/ and runs/ were packed (`dvc repro --single-item
+    share`) and pushed to a local-directory remote, dvc.lock committed: the README's commands where runs were
+    trained. Returns the repository and the remote."""
+    repo, remote = tmp_path / "trained", tmp_path / "lab-remote"
+    stage = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]["share"]
+    stage["deps"] = [d for d in stage["deps"] if d in ("data", "runs")]       # the code it depends on is not here
+    _write(repo / "dvc.yaml", yaml.safe_dump({"stages": {"share": stage}}))
+    _write(repo / ".gitignore", "/data/\n/runs/\n/share/\n")
+    _write(repo / "data/babi/en/qa1_train.txt", "1 Mary moved.\n")
+    _write(repo / "runs/memnet-smoke/run-1/model.pt", "weights")
+    _run(["git", "init", "-q"], repo, env)
+    for cmd in (["dvc", "init", "-q"], ["dvc", "repro", "-q", "--single-item", "share"],
+                ["dvc", "remote", "add", "-d", "lab", str(remote)], ["dvc", "push", "-q"]):
+        _run(cmd, repo, env)
+    commit_all(repo, "runs shared on the lab remote")
+    return repo, remote
+
+
+def _clone(repo: Path, name: str, env: dict) -> Path:
+    _run(["git", "clone", "-q", str(repo), str(repo.parent / name)], repo.parent, env)
+    return repo.parent / name
+
+
+def _share_pull_fails(clone: Path, env: dict) -> str:
+    done = subprocess.run(["nlpbench", "share", "pull"], cwd=clone, env=env, capture_output=True, text=True)
+    assert done.returncode == 2 and done.stdout == "" and done.stderr.count("\n") == 1, done
+    assert not (clone / "share").exists() and not (clone / "data").exists() and not (clone / "runs").exists()
+    return done.stderr
+
+
+def test_share_pull_refuses_a_crafted_or_damaged_remote_before_dvc_writes_a_file(tmp_path):
+    env = {**os.environ, "PATH": f"{BINDIR}{os.pathsep}{os.environ['PATH']}"}
+    repo, remote = _shared_on_a_remote(tmp_path, env)
+    locked = yaml.safe_load((repo / "dvc.lock").read_text())["stages"]["share"]["outs"][0]["md5"]
+
+    honest = _clone(repo, "honest", env)
+    _run(["nlpbench", "share", "pull"], honest, env)
+    _run(["nlpbench", "share", "restore"], honest, env)
+    assert (honest / "runs/memnet-smoke/run-1/model.pt").read_text() == "weights"
+    assert (honest / "data/babi/en/qa1_train.txt").read_text() == "1 Mary moved.\n"
+
+    # a manifest that leads `dvc pull` out of the clone: DVC would write tmp_path/ESCAPE.txt
+    manifest = json.loads((remote / "files/md5" / locked[:2] / locked[2:]).read_text())
+    escape = {"md5": hashlib.md5(b"weights").hexdigest(), "relpath": "../../ESCAPE.txt"}     # the model's bytes
+    crafted = _store(remote, json.dumps(manifest + [escape]).encode(), ".dir")
+    clone = _clone(repo, "crafted", env)
+    lock = yaml.safe_load((clone / "dvc.lock").read_text())       # pointed at it, its count and size made to match
+    out = lock["stages"]["share"]["outs"][0]
+    out.update(md5=f"{crafted}.dir", nfiles=out["nfiles"] + 1, size=out["size"] + len(b"weights"))
+    (clone / "dvc.lock").write_text(yaml.safe_dump(lock))
+    err = _share_pull_fails(clone, env)
+    assert f"object {escape['md5']} (share/../../ESCAPE.txt): its path '../../ESCAPE.txt' in manifest " in err
+    assert "leads out of the snapshot ('..')" in err
+    assert not (tmp_path / "ESCAPE.txt").exists()
+
+    # an object truncated on the remote
+    model = hashlib.md5(b"weights").hexdigest()
+    obj = remote / "files/md5" / model[:2] / model[2:]
+    obj.chmod(0o644)
+    obj.write_bytes(b"wei")
+    err = _share_pull_fails(_clone(repo, "truncated", env), env)
+    assert (f"object {model} (share/runs/memnet-smoke/run-1/model.pt): its 3 bytes have md5 "
+            f"{hashlib.md5(b'wei').hexdigest()}, not its name (truncated or damaged on the remote") in err
+
+
+def test_share_pull_refuses_a_share_directory_that_is_a_link(tmp_path):
+    """A clone whose share/ is a committed link: DVC would check the snapshot out through it."""
+    _write(tmp_path / "dvc.lock", yaml.safe_dump({"stages": {"share": {"outs": [
+        {"path": "share", "hash": "md5", "md5": "0" * 32 + ".dir", "size": 1, "nfiles": 1}]}}}))
+    (tmp_path / "share").symlink_to(tmp_path / "outside")
+    with pytest.raises(share.ShareError, match=re.escape(f"{tmp_path}/share: a link (to {tmp_path}/outside)")):
+        share_pull.pull(tmp_path)
+    assert not (tmp_path / "outside").exists()
 
 
 def _one_table(params: dict) -> None:
@@ -124,7 +425,7 @@ def test_pulled_runs_rebuild_the_table_in_a_fresh_clone_without_training(tmp_pat
     b = tmp_path / "b"
     _run(["git", "clone", "-q", str(a), str(b)], tmp_path, env)
     assert not (b / "runs").exists() and not (b / "data").exists() and not (b / table).exists()
-    _run(["dvc", "pull"], b, env)
+    _run(["nlpbench", "share", "pull"], b, env)
     _run(["nlpbench", "share", "restore"], b, env)
     assert _jobs_to_run(b, env) == {"table_tolias_thesis_2", "index", "all"}    # no training, no data step
     _run(["snakemake", "--cores", "1", "--resources", "gpu=1"], b, env)

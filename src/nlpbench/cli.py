@@ -11,7 +11,8 @@
     nlpbench costs                       refresh results/costs.tsv (per-group costs) from a run's benchmark files
     nlpbench end-to-end <name>           time declared tables end to end in a scratch clone (on demand)
     nlpbench verify [SOURCE/TABLE ...]   retrain committed tables in a scratch clone and compare every cell
-    nlpbench share pack | restore        snapshot data/ and runs/ into share/ for a DVC remote | put a pulled one back
+    nlpbench share pack | pull | restore snapshot data/ and runs/ into share/ for a DVC remote | fetch and check one
+                                         from the remote | put a pulled one back
 """
 
 from __future__ import annotations
@@ -248,6 +249,12 @@ def cmd_share(args) -> None:
         print(f"{share.SNAPSHOT}/: {counts['data']} files of {data}/ and {counts['runs']} of {runs}/ "
               "(push them with `dvc push`)")
         return
+    if args.action == "pull":
+        from nlpbench import share_pull
+        files = share_pull.pull(Path.cwd(), remote=args.remote)
+        print(f"{share.SNAPSHOT}/: {files} files pulled and checked (put them into {data}/ and {runs}/ with "
+              "`nlpbench share restore`)")
+        return
     done = share.restore(data, runs)
     print(f"{len(done['restored'])} files restored into {data}/ and {runs}/ from {share.SNAPSHOT}/, "
           f"{len(done['same'])} already there")
@@ -351,8 +358,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--logs", default="logs", help="where snakemake's log and the rebuilt CSVs go (logs/verify/)")
     p.set_defaults(func=cmd_verify)
     p = sub.add_parser("share", help="pack: snapshot data/ and runs/ into share/ for `dvc push` (the `share` stage "
-                                     "of dvc.yaml); restore: after `dvc pull`, put share/ back into data/ and runs/")
-    p.add_argument("action", choices=("pack", "restore"))
+                                     "of dvc.yaml); pull: fetch share/ from the DVC remote and check it before DVC "
+                                     "writes it out; restore: put share/ back into data/ and runs/")
+    p.add_argument("action", choices=("pack", "pull", "restore"))
+    p.add_argument("--remote", help="pull: the DVC remote to fetch from (default: the one .dvc/config names)")
     p.set_defaults(func=cmd_share)
     args = parser.parse_args(argv)
     from nlpbench.provenance import code_commit

@@ -181,12 +181,7 @@ def staged(root: str | os.PathLike) -> Iterator[Path]:
     but not atomic together: a process killed between two of them (a few microseconds) leaves the earlier ones
     replaced. A staging directory left by a killed process is removed by the next staged write under `root`."""
     root = Path(root)
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-        _remove_dead_staging(root)
-        stage = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{_host_tag()}-{os.getpid()}-", dir=root))
-    except OSError as e:
-        raise OutputError(root, e) from e
+    stage = staging_dir(root)
     try:
         yield stage
         # the files in the order they were written, the JSON files (summaries, sidecars that list the others) last
@@ -203,13 +198,30 @@ def staged(root: str | os.PathLike) -> Iterator[Path]:
         shutil.rmtree(stage, ignore_errors=True)
 
 
-def _remove_dead_staging(root: Path) -> None:
+def staging_dir(root: str | os.PathLike, legacy: re.Pattern | None = None) -> Path:
+    """A fresh hidden staging directory inside `root` (created if need be), named after this process, once the
+    staging directories of writers that are gone have been removed from `root` (see `staged`). `legacy`: the names
+    of an older nlpbench's staging directories there, which name no writer; one is removed once untouched for
+    STALE_AFTER."""
+    root = Path(root)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        remove_dead_staging(root, legacy)
+        return Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{_host_tag()}-{os.getpid()}-", dir=root))
+    except OSError as e:
+        raise OutputError(root, e) from e
+
+
+def remove_dead_staging(root: Path, legacy: re.Pattern | None = None) -> None:
     """Remove the staging directories under `root` whose writer is gone (a build killed midway)."""
     now = time.time()
     for entry in os.scandir(root):
         ours = _STAGING_NAME.fullmatch(entry.name)
+        if ours is None and (legacy is None or legacy.fullmatch(entry.name) is None):
+            continue
         try:
-            if ours and entry.is_dir(follow_symlinks=False) and _writer_gone(ours["host"], int(ours["pid"]), entry, now):
+            if entry.is_dir(follow_symlinks=False) and _writer_gone(ours and ours["host"],
+                                                                    ours and int(ours["pid"]), entry, now):
                 shutil.rmtree(entry.path, ignore_errors=True)
         except OSError:
             continue
