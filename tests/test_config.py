@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from nlpbench import config, paper, plan, registry
+from nlpbench.io import OutputError
 from nlpbench.memnet import groups as mg
 from nlpbench.timing import records
 from project_repo import edit_params
@@ -345,6 +346,36 @@ def test_a_table_built_from_an_unchecked_name_is_not_written_outside_the_results
     with pytest.raises(OutputError, match="outside"):
         build.table(params, "tolias-thesis", bad, Paths(project / "data", project / "runs", project / "results"))
     assert [p for p in tmp_path.rglob("*") if p.is_file() and project not in p.parents] == []
+
+
+def test_runs_data_and_results_linked_to_another_disk_are_written_through(tmp_path, monkeypatch, capsys):
+    """runs/, data/ and results/ as links to a bigger disk: every command plans and writes through them, while a
+    name in a configuration that climbs out with '..' or is an absolute path is still refused."""
+    from nlpbench import build, cli, io
+    from nlpbench.family import Paths
+    project, disk = tmp_path / "project", tmp_path / "bigger-disk"
+    project.mkdir()
+    shutil.copy(REPO / "params.yaml", project / "params.yaml")
+    shutil.copytree(REPO / "pipeline", project / "pipeline")
+    for name in ("data", "runs", "results"):
+        (disk / name).mkdir(parents=True)
+        (project / name).symlink_to(disk / name)
+    monkeypatch.chdir(project)
+    assert cli.main(["--set", "scale=smoke", "plan"]) == 0, capsys.readouterr().err
+    params = config.load("params.yaml", {"scale": "smoke"})
+    planned = plan.make(params)
+    step, group = next(iter(planned.data.values())), next(iter(planned.groups.values()))
+    for path in (Path(step.output).parent / "probe", Path(group.done).parent / "probe"):     # where they write
+        io.write_text(io.inside(project, path), "x")
+        assert (disk / path).is_file()
+    assert cli.main(["--set", "scale=smoke", "table", "tolias-thesis", "2", "--allow-empty"]) == 0
+    assert (disk / "results" / "tolias-thesis" / "2.md").is_file()
+    for bad in ("../../x", str(tmp_path / "x")):
+        params["tables"]["tolias-thesis"][bad] = params["tables"]["tolias-thesis"]["2"]
+        with pytest.raises(OutputError, match=r"it would lie outside results/ \(.*; a name in params.yaml must "
+                                              "not lead out"):
+            build.table(params, "tolias-thesis", bad, Paths(Path("data"), Path("runs"), Path("results")))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bigger-disk", "project"]
 
 
 # -- values: YAML errors named, numbers written as text ---------------------------------------------------------

@@ -136,15 +136,34 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
 
 
 def inside(root: str | os.PathLike, path: str | os.PathLike) -> Path:
-    """`path`, once it is known to stay inside `root` (the project, or the --results/--runs directory given) when
-    '..' and symbolic links are resolved; else an OutputError. Every output path built from a name in a
-    configuration passes through here before anything is written."""
+    """`path`, once it is known to stay inside `root` (the project, or the --results/--runs directory given) as
+    written: below `root`, and without a '..' below it; else an OutputError. Every output path built from a name
+    in a configuration passes through here before anything is written.
+
+    The check reads the path's letters and follows no symbolic link: a configuration can write names but cannot
+    make a link, so every link in the tree is the user's own (runs/ or data/ on a bigger disk, a run folder
+    linked from elsewhere) and is written through, wherever it leads. What a name can do, climb with '..' or
+    start afresh with '/', is refused; a '..' below the root is refused even where it would come back inside,
+    since after a link it leads elsewhere."""
     root, path = Path(root), Path(path)
-    real_root, real = root.resolve(), path.resolve()
-    if real != real_root and real_root not in real.parents:
-        raise OutputError(path, f"it would lie outside {root}/ ({real}); a name in params.yaml must not lead "
-                                "out of the directory it is written to")
+    below = _parts_below(root, path)
+    rule = "a name in params.yaml must not lead out of the directory it is written to"
+    if below is None or _parts_below(root, Path(os.path.normpath(path.absolute()))) is None:
+        raise OutputError(path, f"it would lie outside {root}/ ({os.path.normpath(path.absolute())}); {rule}")
+    if ".." in below:
+        raise OutputError(path, f"it climbs with '..' below {root}/; {rule}")
     return path
+
+
+def _parts_below(root: Path, path: Path) -> tuple[str, ...] | None:
+    """The parts of `path` below `root`, both taken as absolute paths and compared as written (a root spelled
+    with a '..' of its own, `--results ../elsewhere/results`, matches as spelled or once normalized; the path is
+    never normalized); None when `path` is not below `root`."""
+    full = path.absolute().parts
+    for base in (root.absolute().parts, Path(os.path.normpath(root.absolute())).parts):
+        if full[:len(base)] == base:
+            return full[len(base):]
+    return None
 
 
 STAGING_PREFIX = ".staged-"
