@@ -291,6 +291,20 @@ def test_output_and_scale_names_are_refused_likewise(params_file, where):
         config.load(params_file)
 
 
+@pytest.mark.parametrize("home", ["4.2", "6.2"])      # a SQuAD table's home and a DMN table's
+@pytest.mark.parametrize("bad", ["../../../x", "a b; touch X", ".hidden", "-x", "4/1"])
+def test_a_figure_that_is_not_a_plain_name_is_refused_naming_its_home_and_key(params_file, home, bad):
+    """`figure: "4.1"` is drawn to fig4.1.png beside the table: a name like any other."""
+    file = params_file.parent / "pipeline" / "tables" / "shen-thesis" / f"{home}.yaml"
+    text = file.read_text()
+    assert re.search(r'^figure: "[0-9.]+"$', text, re.M)
+    file.write_text(re.sub(r'^figure: "[0-9.]+"$', f"figure: {bad!r}", text, flags=re.M))
+    with pytest.raises(config.ConfigError) as e:
+        config.load(params_file)
+    assert str(e.value).startswith(f"{file}: invalid parameters")
+    assert rf"tables.shen-thesis.{home}.figure: {bad!r} is not a valid name (letters, digits" in str(e.value)
+
+
 def test_every_shipped_name_is_a_valid_name():
     pattern = config.name_pattern()
     params = config.load(REPO / "params.yaml", {"scale": "paper"})
