@@ -183,13 +183,34 @@ def test_a_failed_write_in_a_staged_set_leaves_every_old_file(tmp_path, monkeypa
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         return real(self, text, *args, **kwargs)
     monkeypatch.setattr(type(tmp_path), "write_text", full_at_md)
-    with pytest.raises(io.OutputError, match=r"cannot write .*a\.md: No space left"):
+    with pytest.raises(io.OutputError) as e:
         with io.staged(root) as stage:
             for name in ("a.csv", "a.md", "a.json"):
                 io.write_text(stage / "src" / name, f"new {name}")
+    # the file the user asked for, not the hidden staged copy
+    assert str(e.value) == f"cannot write {root / 'src' / 'a.md'}: {os.strerror(errno.ENOSPC)}"
+    assert e.value.path == root / "src" / "a.md" and e.value.errno == errno.ENOSPC
     assert {p.name: p.read_text() for p in (root / "src").iterdir()} == {
         n: f"old {n}" for n in ("a.csv", "a.md", "a.json")}
     assert [p.name for p in root.iterdir()] == ["src"]
+
+
+def test_a_full_disk_while_building_a_table_names_the_table_in_one_line(tmp_path, monkeypatch, capsys):
+    """`nlpbench table` on a full disk: one line naming results/<source>/<table>.md, and nothing written."""
+    real = type(tmp_path).write_text
+
+    def full_at_md(self, text, *args, **kwargs):
+        if self.name.startswith(".2.md."):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(self, text, *args, **kwargs)
+    monkeypatch.setattr(type(tmp_path), "write_text", full_at_md)
+    results = tmp_path / "results"
+    args = ["--params", str(Path(__file__).resolve().parents[1] / "params.yaml"), "--overrides", str(tmp_path / "none.yaml"), "--set", "scale=smoke",
+            "--data", str(tmp_path / "data"), "--runs", str(tmp_path / "runs"), "--results", str(results)]
+    assert cli.main(args + ["table", "tolias-thesis", "2", "--allow-empty"]) == 2
+    assert capsys.readouterr().err == \
+        f"nlpbench: cannot write {results / 'tolias-thesis' / '2.md'}: {os.strerror(errno.ENOSPC)}\n"
+    assert list(results.iterdir()) == []
 
 
 def test_a_staging_folder_left_by_a_killed_build_is_removed_by_the_next(tmp_path):

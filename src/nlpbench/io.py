@@ -35,7 +35,11 @@ class OutputError(OSError):
     def __init__(self, path: Path, cause: OSError | str):
         reason = cause if isinstance(cause, str) else cause.strerror or cause
         super().__init__(f"cannot write {path}: {reason}")
-        self.path, self.errno = path, getattr(cause, "errno", None)
+        self.path, self.cause, self.errno = path, cause, getattr(cause, "errno", None)
+
+    def naming(self, path: Path) -> OutputError:
+        """The same failure, naming `path` instead (the output a staged file was to become)."""
+        return OutputError(path, self.cause)
 
 
 # errors of writing itself, whatever file object raised them
@@ -180,7 +184,8 @@ def staged(root: str | os.PathLike) -> Iterator[Path]:
 
     What this guarantees: no file of the set lands unless all of them were written. The renames are each atomic
     but not atomic together: a process killed between two of them (a few microseconds) leaves the earlier ones
-    replaced. A staging directory left by a killed process is removed by the next staged write under `root`."""
+    replaced. A staging directory left by a killed process is removed by the next staged write under `root`. A
+    write that fails in the block raises its OutputError naming the final path (root / its relative path)."""
     root = Path(root)
     try:
         root.mkdir(parents=True, exist_ok=True)
@@ -189,7 +194,12 @@ def staged(root: str | os.PathLike) -> Iterator[Path]:
     except OSError as e:
         raise OutputError(root, e) from e
     try:
-        yield stage
+        try:
+            yield stage
+        except OutputError as e:        # name the file the user asked for, not its hidden staged copy
+            if not Path(e.path).is_relative_to(stage):
+                raise
+            raise e.naming(root / Path(e.path).relative_to(stage)) from e.__cause__
         # the files in the order they were written, the JSON files (summaries, sidecars that list the others) last
         files = sorted((p for p in stage.rglob("*") if p.is_file()),
                        key=lambda p: (p.suffix == ".json", p.stat().st_mtime_ns))
