@@ -147,7 +147,8 @@ def test_inside_writes_through_the_links_a_user_made(tmp_path, monkeypatch):
     (project / "results" / "figures").symlink_to(disk)
     monkeypatch.chdir(project)
     for root, path in ((project, project / "runs" / "g" / "group.json"), (Path("."), Path("runs/g/run/m.json")),
-                       (Path("runs"), Path("runs/g/x.json")), (project / "results", project / "results" / "figures" / "f.png")):
+                       (Path("runs"), Path("runs/g/x.json")),
+                       (project / "results", project / "results" / "figures" / "f.png")):
         io.write_text(io.inside(root, path), "x")
     assert sorted(str(p.relative_to(disk)) for p in disk.rglob("*") if p.is_file()) == [
         "f.png", "runs/g/group.json", "runs/g/run/m.json", "runs/g/x.json"]
@@ -205,7 +206,8 @@ def test_a_full_disk_while_building_a_table_names_the_table_in_one_line(tmp_path
         return real(self, text, *args, **kwargs)
     monkeypatch.setattr(type(tmp_path), "write_text", full_at_md)
     results = tmp_path / "results"
-    args = ["--params", str(Path(__file__).resolve().parents[1] / "params.yaml"), "--overrides", str(tmp_path / "none.yaml"), "--set", "scale=smoke",
+    args = ["--params", str(Path(__file__).resolve().parents[1] / "params.yaml"),
+            "--overrides", str(tmp_path / "none.yaml"), "--set", "scale=smoke",
             "--data", str(tmp_path / "data"), "--runs", str(tmp_path / "runs"), "--results", str(results)]
     assert cli.main(args + ["table", "tolias-thesis", "2", "--allow-empty"]) == 2
     assert capsys.readouterr().err == \
