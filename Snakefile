@@ -9,15 +9,20 @@ import shlex
 from pathlib import Path
 import sys
 import yaml
+from nlpbench import config as nb_config
 from nlpbench import registry as nb
 from nlpbench import plan as nb_plan
 from nlpbench import status as nb_status
 from nlpbench import resources as nb_res
 
-configfile: "overrides.yaml"              # the user's overrides; --config adds to them
+# the user's overrides; --config adds to them. nlpbench reads overrides.yaml first, so that a file Snakemake could
+# not walk in reasonable time (an alias bomb, nesting too deep) stops with its name and line before Snakemake reads it
+if Path("overrides.yaml").exists():
+    nb_config.read_yaml(Path("overrides.yaml").read_text(), "overrides.yaml")
+configfile: "overrides.yaml"
 
 
-PARAMS = nb.load("params.yaml", config)   # validated: a bad key stops here with its name
+PARAMS = nb.load("params.yaml", config, overrides_from="--config")   # validated: a bad key stops here with its name
 SET = " ".join(
     "--set " + shlex.quote(f"{k}={yaml.safe_dump(v, default_flow_style=True).strip().removesuffix('...').strip()}")
     for k, v in config.items()

@@ -10,9 +10,11 @@ import pytest
 import yaml
 
 from nlpbench import config, paper, plan, registry
+from nlpbench.io import OutputError
 from nlpbench.memnet import groups as mg
 from nlpbench.timing import records
 from project_repo import edit_params
+from yaml_bombs import DEEP, alias_bomb, alias_bomb_value
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "src" / "nlpbench"
@@ -289,6 +291,20 @@ def test_output_and_scale_names_are_refused_likewise(params_file, where):
         config.load(params_file)
 
 
+@pytest.mark.parametrize("home", ["4.2", "6.2"])      # a SQuAD table's home and a DMN table's
+@pytest.mark.parametrize("bad", ["../../../x", "a b; touch X", ".hidden", "-x", "4/1"])
+def test_a_figure_that_is_not_a_plain_name_is_refused_naming_its_home_and_key(params_file, home, bad):
+    """`figure: "4.1"` is drawn to fig4.1.png beside the table: a name like any other."""
+    file = params_file.parent / "pipeline" / "tables" / "shen-thesis" / f"{home}.yaml"
+    text = file.read_text()
+    assert re.search(r'^figure: "[0-9.]+"$', text, re.M)
+    file.write_text(re.sub(r'^figure: "[0-9.]+"$', f"figure: {bad!r}", text, flags=re.M))
+    with pytest.raises(config.ConfigError) as e:
+        config.load(params_file)
+    assert str(e.value).startswith(f"{file}: invalid parameters")
+    assert rf"tables.shen-thesis.{home}.figure: {bad!r} is not a valid name (letters, digits" in str(e.value)
+
+
 def test_every_shipped_name_is_a_valid_name():
     pattern = config.name_pattern()
     params = config.load(REPO / "params.yaml", {"scale": "paper"})
@@ -345,6 +361,36 @@ def test_a_table_built_from_an_unchecked_name_is_not_written_outside_the_results
     with pytest.raises(OutputError, match="outside"):
         build.table(params, "tolias-thesis", bad, Paths(project / "data", project / "runs", project / "results"))
     assert [p for p in tmp_path.rglob("*") if p.is_file() and project not in p.parents] == []
+
+
+def test_runs_data_and_results_linked_to_another_disk_are_written_through(tmp_path, monkeypatch, capsys):
+    """runs/, data/ and results/ as links to a bigger disk: every command plans and writes through them, while a
+    name in a configuration that climbs out with '..' or is an absolute path is still refused."""
+    from nlpbench import build, cli, io
+    from nlpbench.family import Paths
+    project, disk = tmp_path / "project", tmp_path / "bigger-disk"
+    project.mkdir()
+    shutil.copy(REPO / "params.yaml", project / "params.yaml")
+    shutil.copytree(REPO / "pipeline", project / "pipeline")
+    for name in ("data", "runs", "results"):
+        (disk / name).mkdir(parents=True)
+        (project / name).symlink_to(disk / name)
+    monkeypatch.chdir(project)
+    assert cli.main(["--set", "scale=smoke", "plan"]) == 0, capsys.readouterr().err
+    params = config.load("params.yaml", {"scale": "smoke"})
+    planned = plan.make(params)
+    step, group = next(iter(planned.data.values())), next(iter(planned.groups.values()))
+    for path in (Path(step.output).parent / "probe", Path(group.done).parent / "probe"):     # where they write
+        io.write_text(io.inside(project, path), "x")
+        assert (disk / path).is_file()
+    assert cli.main(["--set", "scale=smoke", "table", "tolias-thesis", "2", "--allow-empty"]) == 0
+    assert (disk / "results" / "tolias-thesis" / "2.md").is_file()
+    for bad in ("../../x", str(tmp_path / "x")):
+        params["tables"]["tolias-thesis"][bad] = params["tables"]["tolias-thesis"]["2"]
+        with pytest.raises(OutputError, match=r"it would lie outside results/ \(.*; a name in params.yaml must "
+                                              "not lead out"):
+            build.table(params, "tolias-thesis", bad, Paths(Path("data"), Path("runs"), Path("results")))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bigger-disk", "project"]
 
 
 # -- values: YAML errors named, numbers written as text ---------------------------------------------------------
@@ -407,6 +453,87 @@ def test_only_number_text_becomes_a_number_and_only_where_the_schema_wants_a_num
     # text where the schema wants text stays text
     params = config.load(params_file, {"textgen.runs.snli-dae.label": "1e-2"})
     assert params["textgen"]["runs"]["snli-dae"]["label"] == "1e-2"
+
+
+# -- values too big or too deep to walk: alias bombs, deep nesting ------------------------------------------------
+
+def _check_fails(params_file, capsys, sets=(), overrides="{}\n") -> str:
+    from nlpbench import cli
+    ov = params_file.parent / "overrides.yaml"
+    ov.write_text(overrides)
+    args = ["--params", str(params_file), "--overrides", str(ov)]
+    for s in sets:
+        args += ["--set", s]
+    rc = cli.main(args + ["check"])
+    err = capsys.readouterr().err
+    assert rc == 2 and len(err.splitlines()) == 1 and "Traceback" not in err, err[:2000]
+    return err.strip()
+
+
+BOMB_SAYS = "more than 100,000 values once its aliases are expanded"
+
+
+@pytest.mark.parametrize("form", ["overrides.yaml", "--set", "home", "params.yaml"])
+def test_an_alias_bomb_is_refused_in_one_line_naming_where_it_is(params_file, capsys, form):
+    """Nine anchored lists of nine aliases each: 9**9 values once expanded, refused before anything walks them."""
+    home = params_file.parent / "pipeline" / "tables" / "tolias-thesis" / "7.yaml"
+    if form == "overrides.yaml":
+        err = _check_fails(params_file, capsys, overrides="# my overrides\n" + alias_bomb())
+        where = f"{params_file.parent / 'overrides.yaml'}: {BOMB_SAYS} (line 7)"    # l5: 9**6 values
+    elif form == "--set":
+        err = _check_fails(params_file, capsys, sets=[f"memnet.train.lr={alias_bomb_value()}"])
+        where = f"--set memnet.train.lr: {BOMB_SAYS} (line 1)"
+    elif form == "home":
+        home.write_text(home.read_text() + alias_bomb())
+        err = _check_fails(params_file, capsys)
+        where = f"{home}: {BOMB_SAYS} (line "
+    else:
+        params_file.write_text(params_file.read_text() + alias_bomb())
+        err = _check_fails(params_file, capsys)
+        where = f"{params_file}: {BOMB_SAYS} (line "
+    assert err.startswith(f"nlpbench: {where}"), err
+
+
+def test_an_alias_bomb_that_snakemake_read_is_refused_naming_the_option(params_file):
+    """Snakemake reads --config itself (aliases become shared lists, whole, or as a string it could not read): the
+    loader counts a shared list each time it occurs, and reads such a string under the same bound."""
+    as_read = yaml.load(alias_bomb_value(), Loader=yaml.BaseLoader)
+    for given in (as_read, {"train": {"lr": as_read}}, {"train": {"lr": alias_bomb_value()}}):
+        with pytest.raises(config.ConfigError, match=rf"^--config memnet(\.train\.lr)?: {BOMB_SAYS}"):
+            config.load(params_file, {"memnet": given}, overrides_from="--config")
+
+
+def test_a_value_nested_too_deep_is_refused_in_one_line(params_file, capsys):
+    """10,000 nested lists: a one-line message, not a RecursionError, in every form a user can write them."""
+    assert _check_fails(params_file, capsys, sets=[f"memnet.train.lr={DEEP}"]) == \
+        "nlpbench: --set memnet.train.lr: nested more than 50 levels deep (line 1)"
+    assert _check_fails(params_file, capsys, overrides=f"memnet:\n  train:\n    lr: {DEEP}\n") == \
+        f"nlpbench: {params_file.parent / 'overrides.yaml'}: nested more than 50 levels deep (line 3)"
+    nested = []
+    for _ in range(10_000):
+        nested = [nested]
+    for given in (nested, DEEP):              # as Snakemake hands it over: read, or left as the text it could not read
+        with pytest.raises(config.ConfigError, match=r"^--config memnet(\.train\.lr)?: nested more than 50 levels"):
+            config.load(params_file, {"memnet": {"train": {"lr": given}}}, overrides_from="--config")
+
+
+def test_a_value_that_holds_itself_is_refused(params_file, capsys):
+    assert _check_fails(params_file, capsys, sets=["memnet.train.lr=&a [1, *a]"]) == \
+        "nlpbench: --set memnet.train.lr: the alias *a (line 1) lies inside its own anchor: a value that holds itself"
+
+
+def test_aliases_of_a_reasonable_size_still_work(params_file):
+    """params.yaml shares its defaults through anchors; a user's overrides may use them too."""
+    params = _cli_params(params_file, "memnet:\n  train:\n    lr: &same 0.02\n    clip_norm: *same\n")
+    assert params["memnet"]["train"]["lr"] == params["memnet"]["train"]["clip_norm"] == 0.02
+
+
+def test_an_invalid_value_is_shown_short(params_file):
+    """A long value of the wrong type: its error line shows its start, not the whole value."""
+    with pytest.raises(config.ConfigError) as e:
+        config.load(params_file, {"memnet.train.lr": [["x" * 1000] * 1000] * 90})
+    (line,) = str(e.value).splitlines()[1:]
+    assert line.startswith("  memnet.train.lr: [[") and line.endswith("is not of type 'number'") and len(line) < 300
 
 
 # -- one home per table --------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ import errno
 import os
 import stat
 import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -122,16 +123,35 @@ def test_temp_files_of_writers_that_may_still_run_are_kept(tmp_path):
     assert not (tmp_path / names["live"]).exists()
 
 
-def test_inside_accepts_a_path_below_its_root_and_refuses_one_that_climbs_or_links_out(tmp_path):
+def test_inside_accepts_a_path_below_its_root_and_refuses_one_that_climbs_out(tmp_path):
     root = tmp_path / "results"
     (root / "src").mkdir(parents=True)
     assert io.inside(root, root / "src" / "2.md") == root / "src" / "2.md"
-    for bad in (root / "src" / ".." / ".." / "x.md", tmp_path / "x.md", root.parent):
-        with pytest.raises(io.OutputError, match=r"cannot write .*: it would lie outside"):
+    for bad in (root / "src" / ".." / ".." / "x.md", tmp_path / "x.md", root.parent, Path("/etc/x.md"),
+                root / "/etc/x.md"):
+        with pytest.raises(io.OutputError, match=r"cannot write .*: it would lie outside .*results/ \("):
             io.inside(root, bad)
-    (root / "link").symlink_to(tmp_path)
-    with pytest.raises(io.OutputError, match="outside"):
-        io.inside(root, root / "link" / "x.md")
+    # a '..' below the root is refused even where it comes back: after a link it would lead elsewhere
+    with pytest.raises(io.OutputError, match=r"cannot write .*: it climbs with '\.\.' below .*results/"):
+        io.inside(root, root / "src" / ".." / "src" / "2.md")
+
+
+def test_inside_writes_through_the_links_a_user_made(tmp_path, monkeypatch):
+    """A configuration cannot make a link: runs/ on a bigger disk, the root itself a link, or a link further
+    down are the user's and are written through."""
+    disk = tmp_path / "bigger-disk"
+    (disk / "runs").mkdir(parents=True)
+    project = tmp_path / "project"
+    (project / "results").mkdir(parents=True)
+    (project / "runs").symlink_to(disk / "runs")
+    (project / "results" / "figures").symlink_to(disk)
+    monkeypatch.chdir(project)
+    for root, path in ((project, project / "runs" / "g" / "group.json"), (Path("."), Path("runs/g/run/m.json")),
+                       (Path("runs"), Path("runs/g/x.json")),
+                       (project / "results", project / "results" / "figures" / "f.png")):
+        io.write_text(io.inside(root, path), "x")
+    assert sorted(str(p.relative_to(disk)) for p in disk.rglob("*") if p.is_file()) == [
+        "f.png", "runs/g/group.json", "runs/g/run/m.json", "runs/g/x.json"]
 
 
 def _old_files(root):
@@ -164,13 +184,35 @@ def test_a_failed_write_in_a_staged_set_leaves_every_old_file(tmp_path, monkeypa
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         return real(self, text, *args, **kwargs)
     monkeypatch.setattr(type(tmp_path), "write_text", full_at_md)
-    with pytest.raises(io.OutputError, match=r"cannot write .*a\.md: No space left"):
+    with pytest.raises(io.OutputError) as e:
         with io.staged(root) as stage:
             for name in ("a.csv", "a.md", "a.json"):
                 io.write_text(stage / "src" / name, f"new {name}")
+    # the file the user asked for, not the hidden staged copy
+    assert str(e.value) == f"cannot write {root / 'src' / 'a.md'}: {os.strerror(errno.ENOSPC)}"
+    assert e.value.path == root / "src" / "a.md" and e.value.errno == errno.ENOSPC
     assert {p.name: p.read_text() for p in (root / "src").iterdir()} == {
         n: f"old {n}" for n in ("a.csv", "a.md", "a.json")}
     assert [p.name for p in root.iterdir()] == ["src"]
+
+
+def test_a_full_disk_while_building_a_table_names_the_table_in_one_line(tmp_path, monkeypatch, capsys):
+    """`nlpbench table` on a full disk: one line naming results/<source>/<table>.md, and nothing written."""
+    real = type(tmp_path).write_text
+
+    def full_at_md(self, text, *args, **kwargs):
+        if self.name.startswith(".2.md."):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(self, text, *args, **kwargs)
+    monkeypatch.setattr(type(tmp_path), "write_text", full_at_md)
+    results = tmp_path / "results"
+    args = ["--params", str(Path(__file__).resolve().parents[1] / "params.yaml"),
+            "--overrides", str(tmp_path / "none.yaml"), "--set", "scale=smoke",
+            "--data", str(tmp_path / "data"), "--runs", str(tmp_path / "runs"), "--results", str(results)]
+    assert cli.main(args + ["table", "tolias-thesis", "2", "--allow-empty"]) == 2
+    assert capsys.readouterr().err == \
+        f"nlpbench: cannot write {results / 'tolias-thesis' / '2.md'}: {os.strerror(errno.ENOSPC)}\n"
+    assert list(results.iterdir()) == []
 
 
 def test_a_staging_folder_left_by_a_killed_build_is_removed_by_the_next(tmp_path):

@@ -477,3 +477,22 @@ def test_snakemake_config_reads_a_number_written_as_text_as_the_number(tmp_path)
     expected = {g: p.groups[g] for g in p.groups_of(p.part(study=False))}      # what `snakemake` (all) trains
     memnet = {plan.rule_name("train", g) for g, grp in expected.items() if grp.done.startswith("runs/memn2n-")}
     assert memnet and memnet <= _jobs(done)
+
+
+def test_snakemake_refuses_an_alias_bomb_with_its_one_line(tmp_path):
+    """Snakemake reads --config and overrides.yaml itself before the Snakefile loads params.yaml: an alias bomb
+    (9**9 values once expanded) in either stops the dry run with nlpbench's line naming the option or the file and
+    line (deep nesting, as Snakemake hands it over, is test_config's)."""
+    from yaml_bombs import alias_bomb, alias_bomb_value
+    for item in ("Snakefile", "params.yaml", "overrides.yaml", "pipeline", "envs"):
+        (shutil.copytree if (REPO / item).is_dir() else shutil.copy)(REPO / item, tmp_path / item)
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    bomb = "more than 100,000 values once its aliases are expanded"
+    for config, overrides, says in ((f"memnet={alias_bomb_value()}", "{}\n", f"--config memnet: {bomb}"),
+                                    (None, alias_bomb(), f"overrides.yaml: {bomb} (line 6)")):
+        (tmp_path / "overrides.yaml").write_text(overrides)
+        done = subprocess.run([sys.executable, "-m", "snakemake", "-n", *(["--config", config] if config else [])],
+                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+        said = done.stdout + done.stderr
+        assert done.returncode == 1 and says in said, (says, said[-2000:])
+        assert "RecursionError" not in said and len(said) < 5000

@@ -24,6 +24,7 @@ def table(params: dict, source: str, name: str, paths: Paths, allow_empty: bool 
     A table none of whose runs exists is not written over an existing one (a committed table, say) unless
     `allow_empty`: that would replace numbers with 'not run' cells."""
     d = config.declaration(params, "tables", source, name)
+    io.inside(paths.results, paths.results / source / name)
     parts = registry.get(d.family).table(source, name, params, paths)
     target = paths.results / source / f"{name}.md"
     if not allow_empty and target.exists() and all(c.status in NO_VALUE for c in parts.cells):

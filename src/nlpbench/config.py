@@ -16,6 +16,7 @@ import functools
 import hashlib
 import json
 import re
+import reprlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,18 +51,41 @@ def check_name(name: str, what: str) -> None:
                           "to commands")
 
 
+# a value as an error line shows it: the first items of a long or deep list, at most SHOWN_CHARACTERS in all
+_SHOWN = reprlib.Repr()
+_SHOWN.maxstring = _SHOWN.maxother = 40
+_SHOWN.maxlist = _SHOWN.maxdict = 4
+_SHOWN.maxlevel = 2
+SHOWN_CHARACTERS = 160
+
+
+def _shown(value: Any) -> str:
+    text = _SHOWN.repr(value)
+    return text if len(text) <= SHOWN_CHARACTERS else text[:SHOWN_CHARACTERS - 3] + "..."
+
+
 def _error_line(e: jsonschema.ValidationError) -> str:
     key = ".".join(str(p) for p in e.path) or "(top level)"
     # a bad key of a mapping: the error's path stops at the mapping, and the key is the instance
     what = "key " if "propertyNames" in e.schema_path else ""
+    shown = _shown(e.instance)
     if e.validator == "pattern" and e.validator_value == name_pattern():
-        return f"  {key}: {what}{e.instance!r} is not a valid name ({NAME_RULE})"
-    return f"  {key}: {what}{e.message}"
+        return f"  {key}: {what}{shown} is not a valid name ({NAME_RULE})"
+    return f"  {key}: {what}{e.message.replace(repr(e.instance), shown)}"
+
+
+# What one YAML text or one override may hold: values once its aliases are expanded (params.yaml and every home
+# together hold about 6,600) and levels of nesting (they use 8). A text beyond either would take Python minutes,
+# or its call stack, to walk (an alias bomb: nine lists of nine aliases of the list before), so it is refused.
+MAX_VALUES = 100_000
+MAX_DEPTH = 50
 
 
 def read_yaml(text: str, where: str, what: str = "not valid YAML") -> Any:
-    """yaml.safe_load, with an error that names `where` and says what is wrong and at which line and column."""
+    """yaml.safe_load, with an error that names `where` and says what is wrong and at which line and column; a
+    text beyond MAX_VALUES or MAX_DEPTH is refused likewise (check_yaml_size)."""
     try:
+        check_yaml_size(text, where)
         return yaml.safe_load(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
@@ -70,6 +94,69 @@ def read_yaml(text: str, where: str, what: str = "not valid YAML") -> Any:
         context = [e.context] if getattr(e, "context", None) else []
         detail = f" ({'; '.join(at + context)})" if at or context else ""
         raise ConfigError(f"{where}: {what}: {problem}{detail}") from None
+
+
+_FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)     # yaml.safe_load in libyaml where PyYAML has it
+
+
+def check_yaml_size(text: str, where: str) -> None:
+    """A ConfigError naming `where` and the line unless the YAML `text` stays within MAX_VALUES values, its
+    aliases expanded, and MAX_DEPTH levels, or if an alias lies inside its own anchor (a value that holds itself).
+    Read from the parser's events, before any value is built; a YAML error is raised as PyYAML words it."""
+    try:
+        _check_events(yaml.parse(text, Loader=_FAST_LOADER), where)
+    except yaml.YAMLError:      # libyaml words its errors otherwise, and stops at a depth of its own: read again
+        _check_events(yaml.parse(text, Loader=yaml.SafeLoader), where)
+
+
+def _check_events(events, where: str) -> None:
+    """check_yaml_size over a parser's events: an alias counts the values of its anchor's whole node."""
+    expanded: dict[str, int] = {}        # anchor -> the values under it, its own aliases expanded
+    open_: list[tuple[str | None, int]] = []     # the collections entered: (anchor, values before it)
+    values = 0
+    for event in events:
+        if isinstance(event, yaml.CollectionEndEvent):
+            anchor, before = open_.pop()
+            if anchor is not None:
+                expanded[anchor] = values - before
+            continue
+        if not isinstance(event, (yaml.ScalarEvent, yaml.AliasEvent, yaml.CollectionStartEvent)):
+            continue
+        at = f"line {event.start_mark.line + 1}"
+        if isinstance(event, yaml.AliasEvent):
+            if any(anchor == event.anchor for anchor, _ in open_):
+                raise ConfigError(f"{where}: the alias *{event.anchor} ({at}) lies inside its own anchor: "
+                                  "a value that holds itself")
+            values += expanded.get(event.anchor, 1)      # an unknown anchor: yaml.safe_load names it
+        else:
+            values += 1
+            if isinstance(event, yaml.CollectionStartEvent):
+                open_.append((event.anchor, values - 1))
+                if len(open_) > MAX_DEPTH:
+                    raise ConfigError(f"{where}: nested more than {MAX_DEPTH} levels deep ({at})")
+            elif event.anchor is not None:
+                expanded[event.anchor] = 1
+        if values > MAX_VALUES:
+            raise ConfigError(f"{where}: more than {MAX_VALUES:,} values once its aliases are expanded ({at}): "
+                              "write the values out, or fewer of them")
+
+
+def check_value_size(value: Any, where: str) -> None:
+    """check_yaml_size for a value already read (Snakemake's --config, which it reads itself): a ConfigError naming
+    `where` beyond MAX_VALUES values (a shared list counted as often as it occurs) or MAX_DEPTH levels."""
+    values, todo = 1, [(value, 1)]
+    while todo:
+        node, depth = todo.pop()
+        if not isinstance(node, (dict, list)):
+            continue
+        if depth > MAX_DEPTH:
+            raise ConfigError(f"{where}: nested more than {MAX_DEPTH} levels deep")
+        children = [*node.keys(), *node.values()] if isinstance(node, dict) else node
+        values += len(children)
+        if values > MAX_VALUES:
+            raise ConfigError(f"{where}: more than {MAX_VALUES:,} values once its aliases are expanded: write the "
+                              "values out, or fewer of them")
+        todo.extend((child, depth + 1) for child in children)
 
 
 # a number as YAML 1.2 writes it; PyYAML (YAML 1.1) reads some, such as `1e-2` or `5E3`, as text
@@ -154,30 +241,32 @@ def _is_whole_mapping(params: dict, dotted: str) -> bool:
     return dotted.rsplit(".", 1)[-1] in SETTABLE_MAPPINGS_SUFFIXES or _lookup(params, dotted) == {}
 
 
-def _flatten_against(params: dict, overrides: dict, prefix: str = "") -> dict:
+def _flatten_against(params: dict, overrides: dict, overrides_from: str, prefix: str = "") -> dict:
     """Flatten nested overrides, descending a mapping only where params has a mapping that is not set whole."""
     out = {}
     for key, value in overrides.items():
         name = f"{prefix}{key}"
         if isinstance(value, dict) and value and not _is_whole_mapping(params, name) \
                 and isinstance(_lookup(params, name), dict):
-            out.update(_flatten_against(params, value, f"{name}."))
+            out.update(_flatten_against(params, value, overrides_from, f"{name}."))
         else:
-            out[name] = _typed(value)
+            out[name] = _typed(value, f"{overrides_from} {name}")
     return out
 
 
-def _typed(value: Any) -> Any:
+def _typed(value: Any, where: str) -> Any:
     """Snakemake hands the leaves of a nested --config value over as strings ('0.01'): read a string as YAML
-    when it reads as a number, a boolean, null or a list, and keep any other string as it is."""
+    when it reads as a number, a boolean, null or a list, and keep any other string as it is (a string beyond
+    the size check_yaml_size allows is refused, naming `where`)."""
     if isinstance(value, list):
-        return [_typed(v) for v in value]
+        return [_typed(v, where) for v in value]
     if isinstance(value, dict):
-        return {k: _typed(v) for k, v in value.items()}
+        return {k: _typed(v, where) for k, v in value.items()}
     if not isinstance(value, str):
         return value
     try:
-        parsed = yaml.safe_load(value)
+        check_yaml_size(value, where)
+        parsed = yaml.load(value, Loader=_FAST_LOADER)
     except yaml.YAMLError:
         return value
     return parsed if parsed is None or isinstance(parsed, (bool, int, float, list)) else value
@@ -257,12 +346,15 @@ def _home_of(homes: dict, error_path: list) -> Path | None:
     return homes[key][0] if key in homes else None
 
 
-def load(path: str | Path = "params.yaml", overrides: dict | None = None) -> dict:
+def load(path: str | Path = "params.yaml", overrides: dict | None = None, overrides_from: str = "override") -> dict:
     """Read params.yaml and the declarations' homes, apply the chosen scale (params.yaml's `scales:`, then each
     home's `by_scale:`), then the user's `overrides` (Snakemake's --config, `--set`, overrides.yaml: dotted keys or
     nested mappings); validate. The families' own checks are nlpbench.registry.load's.
 
-    A value the user sets wins over the scale's (and is validated as any other)."""
+    A value the user sets wins over the scale's (and is validated as any other). An override beyond the size
+    check_value_size allows is refused first, named `<overrides_from> <key>` (the Snakefile: `--config KEY`)."""
+    for key, value in (overrides or {}).items():
+        check_value_size(value, f"{overrides_from} {key}")
     path = Path(path)
     params = read_yaml(path.read_text(), str(path))
     if not isinstance(params, dict):
@@ -270,7 +362,7 @@ def load(path: str | Path = "params.yaml", overrides: dict | None = None) -> dic
     homes = _read_homes(params, path)
     _validate(params, str(path), homes)
     params = copy.deepcopy(params)
-    user = _flatten_against(params, overrides or {})
+    user = _flatten_against(params, overrides or {}, overrides_from)
     if "scale" in user:
         params["scale"] = user.pop("scale")
     if "device" in user:

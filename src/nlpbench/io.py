@@ -36,7 +36,11 @@ class OutputError(OSError):
     def __init__(self, path: Path, cause: OSError | str):
         reason = cause if isinstance(cause, str) else cause.strerror or cause
         super().__init__(f"cannot write {path}: {reason}")
-        self.path, self.errno = path, getattr(cause, "errno", None)
+        self.path, self.cause, self.errno = path, cause, getattr(cause, "errno", None)
+
+    def naming(self, path: Path) -> OutputError:
+        """The same failure, naming `path` instead (the output a staged file was to become)."""
+        return OutputError(path, self.cause)
 
 
 class InputError(ValueError):
@@ -154,15 +158,34 @@ def same_bytes(a: str | os.PathLike, b: str | os.PathLike) -> bool:
 
 
 def inside(root: str | os.PathLike, path: str | os.PathLike) -> Path:
-    """`path`, once it is known to stay inside `root` (the project, or the --results/--runs directory given) when
-    '..' and symbolic links are resolved; else an OutputError. Every output path built from a name in a
-    configuration passes through here before anything is written."""
+    """`path`, once it is known to stay inside `root` (the project, or the --results/--runs directory given) as
+    written: below `root`, and without a '..' below it; else an OutputError. Every output path built from a name
+    in a configuration passes through here before anything is written.
+
+    The check reads the path's letters and follows no symbolic link: a configuration can write names but cannot
+    make a link, so every link in the tree is the user's own (runs/ or data/ on a bigger disk, a run folder
+    linked from elsewhere) and is written through, wherever it leads. What a name can do, climb with '..' or
+    start afresh with '/', is refused; a '..' below the root is refused even where it would come back inside,
+    since after a link it leads elsewhere."""
     root, path = Path(root), Path(path)
-    real_root, real = root.resolve(), path.resolve()
-    if real != real_root and real_root not in real.parents:
-        raise OutputError(path, f"it would lie outside {root}/ ({real}); a name in params.yaml must not lead "
-                                "out of the directory it is written to")
+    below = _parts_below(root, path)
+    rule = "a name in params.yaml must not lead out of the directory it is written to"
+    if below is None or _parts_below(root, Path(os.path.normpath(path.absolute()))) is None:
+        raise OutputError(path, f"it would lie outside {root}/ ({os.path.normpath(path.absolute())}); {rule}")
+    if ".." in below:
+        raise OutputError(path, f"it climbs with '..' below {root}/; {rule}")
     return path
+
+
+def _parts_below(root: Path, path: Path) -> tuple[str, ...] | None:
+    """The parts of `path` below `root`, both taken as absolute paths and compared as written (a root spelled
+    with a '..' of its own, `--results ../elsewhere/results`, matches as spelled or once normalized; the path is
+    never normalized); None when `path` is not below `root`."""
+    full = path.absolute().parts
+    for base in (root.absolute().parts, Path(os.path.normpath(root.absolute())).parts):
+        if full[:len(base)] == base:
+            return full[len(base):]
+    return None
 
 
 STAGING_PREFIX = ".staged-"
@@ -179,11 +202,17 @@ def staged(root: str | os.PathLike) -> Iterator[Path]:
 
     What this guarantees: no file of the set lands unless all of them were written. The renames are each atomic
     but not atomic together: a process killed between two of them (a few microseconds) leaves the earlier ones
-    replaced. A staging directory left by a killed process is removed by the next staged write under `root`."""
+    replaced. A staging directory left by a killed process is removed by the next staged write under `root`. A
+    write that fails in the block raises its OutputError naming the final path (root / its relative path)."""
     root = Path(root)
     stage = staging_dir(root)
     try:
-        yield stage
+        try:
+            yield stage
+        except OutputError as e:        # name the file the user asked for, not its hidden staged copy
+            if not Path(e.path).is_relative_to(stage):
+                raise
+            raise e.naming(root / Path(e.path).relative_to(stage)) from e.__cause__
         # the files in the order they were written, the JSON files (summaries, sidecars that list the others) last
         files = sorted((p for p in stage.rglob("*") if p.is_file()),
                        key=lambda p: (p.suffix == ".json", p.stat().st_mtime_ns))

@@ -50,8 +50,8 @@ def check(params: dict) -> None:
         family.check(params)
 
 
-def load(path: str | Path = "params.yaml", overrides: dict | None = None) -> dict:
+def load(path: str | Path = "params.yaml", overrides: dict | None = None, overrides_from: str = "override") -> dict:
     """params.yaml and the declarations (nlpbench.config.load), checked by every family they name."""
-    params = config.load(path, overrides)
+    params = config.load(path, overrides, overrides_from)
     check(params)
     return params
