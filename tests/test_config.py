@@ -196,8 +196,9 @@ def test_the_core_imports_no_family_except_through_the_registry():
 
 def test_the_top_level_holds_only_the_core_and_one_folder_per_family():
     core = {"__init__", "allocator", "build", "checkpoints", "claims", "cli", "clone", "config", "family",
-            "gpu_slots", "io", "job_clock", "judging", "notes", "paper", "plan", "progress", "provenance", "registry", "rejudge",
-            "report", "resources", "results_index", "run_record", "rundirs", "share", "status", "tables", "verify"}
+            "gpu_slots", "io", "job_clock", "json_shape", "judging", "notes", "paper", "plan", "progress", "provenance",
+            "registry", "rejudge", "report", "resources", "results_index", "run_record", "rundirs", "share", "share_pull",
+            "status", "stop_signals", "tables", "train_lock", "verify"}
     assert {p.stem for p in PACKAGE.glob("*.py")} == core
     folders = {p.name for p in PACKAGE.iterdir() if p.is_dir() and p.name != "__pycache__"}
     assert folders == set(registry.FAMILIES) | set(registry.NOT_YET_WIRED) | {"data", "metrics", "nn",
