@@ -57,7 +57,9 @@ def test_the_cpu_scale_trains_only_the_rows_its_claims_can_test():
     params = load("cpu")
     configs = sg.all_configs(params)
     assert {(c.similarity, c.output) for c in configs.values()} == {
-        (s, o) for s in ("bilinear", "trilinear", "cosine") for o in ("O_1", "O_2")}
+        (s, o) for s in ("bilinear", "trilinear", "cosine") for o in ("O_1", "O_2")} | {
+        ("trilinear", "A1-O_1"), ("trilinear", "A1-O_2")}      # appendix A's two summaries under each formation
+    assert len(configs) == 6 + 4
     assert set(plan.make(params).groups) >= set(configs)
     cells = {(r, c): (part, cfg) for r, c, part, cfg in sg.cells_of(params, "4.2")}
     assert cells[("trilinear", "O_1 / EM")][1] == sg.Config("trilinear", "O_1", None, None)
@@ -94,11 +96,17 @@ def test_bad_declarations_name_the_table_and_key():
         load("smoke", {"squad.train.optimizer": "sgd"})
 
 
-def _fake_run(runs: Path, params: dict, cfg: sg.Config, em: dict[int, float]) -> None:
+def _fake_run(runs: Path, params: dict, cfg: sg.Config, em: dict[int, float],
+              chosen: dict[int, int] | None = None, epochs: int = 10) -> None:
+    """Runs of `cfg` with these test EMs; `chosen`: seed -> the epoch validation chose of `epochs` validated."""
     for seed, value in em.items():
         d = runs / sg.group_id(params, cfg) / f"seed{seed}"
         d.mkdir(parents=True)
-        (d / "metrics.json").write_text(json.dumps({"em": value, "f1": value + 10, "device": "cpu"}))
+        metrics = {"em": value, "f1": value + 10, "device": "cpu"}
+        if chosen and seed in chosen:
+            metrics.update(selected_by="valid_em", epoch=chosen[seed],
+                           valid=[{"epoch": e, "em": e, "f1": e} for e in range(1, epochs + 1)])
+        (d / "metrics.json").write_text(json.dumps(metrics))
 
 
 def test_a_cell_is_the_max_over_seeds_and_keeps_every_seed(tmp_path):
@@ -292,3 +300,39 @@ def test_at_cpu_table_4_2_judges_its_claims_though_its_level_is_not_the_thesiss(
     assert "best of five training runs (§4.2)" in sentence
     rows = list(csv.DictReader(open(out["csv"], newline="")))
     assert {r["status"] for r in rows if r["row"] == "FNN"} == {"paper_only"} and "paper scale only" in md
+
+
+def test_a_run_stopped_while_still_learning_is_one_whose_chosen_epoch_is_in_the_last_tenth():
+    from nlpbench import claims
+    assert claims.still_learning(10, 10) and not claims.still_learning(9, 10)
+    assert claims.still_learning(19, 20) and claims.still_learning(20, 20) and not claims.still_learning(18, 20)
+    assert claims.still_learning(1, 1) and not claims.still_learning(1, 2)
+
+
+def test_a_claim_judged_at_a_scale_not_the_thesiss_waits_for_runs_that_converged(tmp_path):
+    """claims_testable judges orderings between our own cells only where their runs converged: a claim whose cells
+    come from a run that validation picked at its last epoch (still learning) is untestable, naming the cells and
+    seeds, and the table's JSON keeps which seeds, so that `nlpbench judge` reaches the same verdict."""
+    from nlpbench import rejudge
+    params = load("cpu")
+    for sim, base in (("trilinear", 30.0), ("bilinear", 20.0), ("cosine", 22.0)):
+        for out, lift in (("O_1", 0.0), ("O_2", 5.0)):
+            still = sim == "bilinear" and out == "O_2"
+            _fake_run(tmp_path / "runs", params, sg.Config(sim, out, None, None),
+                      {0: base + lift, 1: base + lift + 0.5, 2: base + lift + 1.0},
+                      chosen={0: 7, 1: 10 if still else 8, 2: 6})
+    paths = Paths(tmp_path / "data", tmp_path / "runs", tmp_path / "results")
+    out = build.table(params, "shen-thesis", "4.2", paths)
+    side = json.loads(out["json"].read_text())
+    claim = "§4.2: trilinear far above bilinear (+14.5 EM under O_1, +6.9 under O_2)"
+    by = {(c["claim"], c["subject"]): c for c in side["claims"]}
+    assert by[(claim, "O_1 / EM")]["verdict"] == "holds"
+    assert by[(claim, "O_2 / EM")]["verdict"] == "untestable at this scale"
+    assert "the runs had not converged (validation chose an epoch among the last tenth of those trained) in " \
+           "bilinear: O_2 / EM (seed 1)." in by[(claim, "O_2 / EM")]["sentence"]
+    assert "in our numbers it holds" in by[(claim, "O_2 / EM")]["sentence"]      # what the cells say so far
+    cell = next(c for c in side["cells"] if (c["row"], c["column"]) == ("bilinear", "O_2 / EM"))
+    assert cell["still_learning"] == [1]
+    assert "still_learning" not in next(c for c in side["cells"] if (c["row"], c["column"]) == ("trilinear", "O_2 / EM"))
+    rejudge.judge_all(REPO / "params.yaml", params, paths.results, ["shen-thesis/4.2"])
+    assert json.loads(out["json"].read_text())["claims"] == side["claims"]

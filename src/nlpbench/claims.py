@@ -42,6 +42,7 @@ whether a difference is larger than the spread over seeds:
 from __future__ import annotations
 
 import dataclasses
+import math
 import statistics
 
 from nlpbench import tables
@@ -415,6 +416,23 @@ UNTESTABLE, NEEDS_DATA = "untestable at this scale", "needs data"
 VERDICTS = (HOLDS, WITHIN_NOISE, NOT_HOLD, REVERSED, UNRESOLVED, UNTESTABLE, NEEDS_DATA)
 
 
+def still_learning(selected_epoch: int, epochs_trained: int) -> bool:
+    """A run stopped while it was still learning: validation chose an epoch among the last tenth of those it
+    trained (the last one at least). Such a run has not converged, so an ordering of its cells may yet change."""
+    return selected_epoch > epochs_trained - math.ceil(epochs_trained / 10)
+
+
+def _learning_cells(c: dict, table: str, cells: TableCells, column: str | None) -> list[str]:
+    """The cells a claim compares (only `column`'s, for a kind judged column by column) whose runs stopped while
+    still learning, each as "ROW: COLUMN (seeds ...)"."""
+    from nlpbench import judging
+    rows, columns = compared_cells(c, table)
+    rule = judging.Rules(claim_cells=((rows, (column,) if column else columns),))
+    return [f"{row}: {col} (seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))})"
+            for (t, row, col), seeds in sorted(cells.still_learning.items())
+            if t == table and seeds and rule.carries_claim(row, col)]
+
+
 def category(verdict: str | None, table_status: str, needs_data: bool = False, claims_testable: bool = False) -> str:
     """A judged verdict's category ("holds, but not beyond the seed spread" -> holds within noise; `judged` then
     weighs the selected cells and our seeds' own cells alike: `with_seeds`); a claim with nothing to judge needs data where the table lacks data (`needs_data`: some of its cells need a data set), and is
@@ -505,7 +523,13 @@ def judged(claims: list[dict], table: str, cells: TableCells, table_status: str,
                 verdict, words = with_seeds(verdict, *seeds)
                 sides = [(sides[0][0], (ours[0], ours[1] + f" (the selected seeds); {words}"))] + sides[1:]
             sentence = _line(c["text"], subject, sides)
-            if verdict == UNTESTABLE and not_comparable:
+            learning = (_learning_cells(c, table, cells, subject if kind in PER_COLUMN else None)
+                        if claims_testable and verdict not in (UNTESTABLE, NEEDS_DATA) else [])
+            if learning:                    # judged between our own cells only where their runs converged
+                verdict = UNTESTABLE
+                sentence += (" Untestable at this scale: the runs had not converged (validation chose an epoch "
+                             f"among the last tenth of those trained) in {', '.join(learning)}.")
+            elif verdict == UNTESTABLE and not_comparable:
                 sentence += f" Untestable at this scale: {not_comparable}."
             out.append({"table": table, "claim": c["text"], "subject": subject, "verdict": verdict,
                         "sentence": sentence})

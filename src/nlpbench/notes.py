@@ -82,6 +82,7 @@ class TableCells:
     ours: dict[tuple[str, str, str], float] = field(default_factory=dict)
     printed: dict[tuple[str, str, str], float] = field(default_factory=dict)
     seeds: dict[tuple[str, str, str], dict[int, float]] = field(default_factory=dict)
+    still_learning: dict[tuple[str, str, str], tuple[int, ...]] = field(default_factory=dict)
     rows: dict[str, list[str]] = field(default_factory=dict)
     columns: dict[str, list[str]] = field(default_factory=dict)
     known_rows: dict[str, set[str]] = field(default_factory=dict)
@@ -98,6 +99,8 @@ class TableCells:
                 self.ours[(table, c.row, c.column)] = tables.stored_value(c.reproduced)
                 if getattr(c, "seeds", None):
                     self.seeds[(table, c.row, c.column)] = {k: tables.stored_value(v) for k, v in c.seeds.items()}
+                if getattr(c, "still_learning", ()):
+                    self.still_learning[(table, c.row, c.column)] = tuple(c.still_learning)
         for key in self.with_printed(table):
             self.known_rows[table].add(key[1])
 

@@ -48,15 +48,17 @@ def stored(results_dir: Path, source: str, name: str) -> tuple[dict, dict, list[
     for i, c in enumerate(side["cells"]):
         where = f"cells[{i}]"
         check.mapping(c, where, {"row": str, "column": str, "reproduced": (*NUMBER, type(None)), "status": str,
-                                 "detail": str}, optional={"seeds": (list, type(None))})
+                                 "detail": str}, optional={"seeds": (list, type(None)), "still_learning": list})
         for j, pair in enumerate(c.get("seeds") or []):
             check.value(pair, f"{where}.seeds[{j}]", list)
             if len(pair) != 2:
                 check.fail(f"{where}.seeds[{j}]", f"expected [seed, value], found {pair!r:.60}")
             check.value(pair[0], f"{where}.seeds[{j}][0]", int)
             check.value(pair[1], f"{where}.seeds[{j}][1]", NUMBER)
+        check.items(c.get("still_learning") or [], f"{where}.still_learning", int)
         seeds = {k: float(v) for k, v in c["seeds"]} if c.get("seeds") else None
-        cells.append(tables.Cell(c["row"], c["column"], c["reproduced"], c["status"], c["detail"], seeds))
+        cells.append(tables.Cell(c["row"], c["column"], c["reproduced"], c["status"], c["detail"], seeds,
+                                 tuple(c.get("still_learning") or ())))
     return side, display, cells, list(side.get("notes") or [])
 
 

@@ -47,6 +47,7 @@ class Cell:
     status: str = "ok"  # "ok" | "needs_data" | "not_run" | "failed" | "cited"
     detail: str = ""
     seeds: dict[int, float] | None = None   # the per-seed values behind the cell, where claims read them
+    still_learning: tuple[int, ...] = ()    # the seeds whose run stopped while validation still rose (claims.still_learning)
 
 
 @dataclass
@@ -83,6 +84,7 @@ class Line:
     ref_note: str = ""  # "", "cited", "misprint: ...", "cited; misprint: ..."
     detail: str = ""
     seeds: dict[int, float] | None = None     # our per-seed values behind the cell, where the family keeps them
+    still_learning: tuple[int, ...] = ()      # the seeds whose run stopped while validation still rose
     verdict: judging.CellVerdict | None = None   # a computed cell (a value beside a printed number): within noise?
 
     @property
@@ -338,6 +340,7 @@ def build_table(spec: TableSpec, cells: list[Cell], provenance: dict, notes: lis
             paper_text=r["paper"] if r else "",
             status=status, ref_note=r["note"] if r else "", detail=detail,
             seeds={k: stored_value(v) for k, v in cell.seeds.items()} if cell.seeds and status == "ok" else None,
+            still_learning=tuple(sorted(cell.still_learning)) if status == "ok" else (),
         ))
 
     unmatched = [c for k, c in ref.items() if k not in grid_set]
@@ -611,7 +614,8 @@ def summary(result: TableResult) -> dict:
         "notes": result.notes,
         "cells": [
             {"row": ln.row, "column": ln.column, "reproduced": ln.reproduced, "status": ln.status,
-             "detail": ln.detail, "seeds": None if not ln.seeds else [[k, v] for k, v in sorted(ln.seeds.items())]}
+             "detail": ln.detail, "seeds": None if not ln.seeds else [[k, v] for k, v in sorted(ln.seeds.items())],
+             **({"still_learning": list(ln.still_learning)} if ln.still_learning else {})}
             for ln in result.lines
         ],
     }

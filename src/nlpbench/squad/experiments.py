@@ -18,7 +18,7 @@ import time
 import warnings
 from pathlib import Path
 
-from nlpbench import io, paper, results_index, rundirs, tables
+from nlpbench import claims, io, paper, results_index, rundirs, tables
 from nlpbench.config import ConfigError
 from nlpbench.family import TableParts, table_figure
 from nlpbench.provenance import code_commit, now_utc
@@ -103,6 +103,19 @@ def chosen_epochs(params: dict, cfg: Config, runs_root: Path) -> dict[int, int]:
     return out
 
 
+def still_learning_seeds(params: dict, cfg: Config, runs_root: Path) -> tuple[int, ...]:
+    """The seeds whose run chose its epoch by validation and stopped while still learning (claims.still_learning:
+    the chosen epoch among the last tenth of the epochs it validated)."""
+    gid, out = group_id(params, cfg), []
+    for seed in params["squad"]["seeds"]:
+        path = run_dir(runs_root, gid, seed) / "metrics.json"
+        if path.is_file():
+            m = io.read_json(path)
+            if m.get("selected_by") and m.get("valid") and claims.still_learning(int(m["epoch"]), len(m["valid"])):
+                out.append(seed)
+    return tuple(out)
+
+
 def reduce(values: list[float], how: str) -> float:
     if how == "max":
         return max(values)
@@ -141,7 +154,7 @@ def table_cells(params: dict, name: str, runs_root: Path) -> tuple[list[tables.C
                   + (f"; epoch chosen by validation EM ({', '.join(f'{k}: {v}' for k, v in sorted(epochs.items()))})"
                      if epochs else ""))
         cells.append(tables.Cell(row, column, reduce(list(values.values()), sq["best_of_runs"]), "ok", detail,
-                                 seeds=values))
+                                 seeds=values, still_learning=still_learning_seeds(params, cfg, runs_root)))
     return cells, per_seed
 
 
