@@ -84,8 +84,10 @@ def test_loss_curves_have_a_series_per_configuration_and_seed(tmp_path):
 
 
 def test_a_loss_figure_with_every_line_at_the_paper_scale_only_says_so_without_a_warning(tmp_path, recwarn):
-    """At cpu, Figure A.1's loss curves read only paper-scale-only cells: no line, and no legend to warn about."""
+    """Figure A.1's loss curves where Table A.1 trains no row (every cell paper scale only): no line, and no legend
+    to warn about."""
     params = load("cpu")
+    params["tables"]["shen-thesis"]["A.1"]["trained_rows"] = []          # as a scale that trains none of its rows
     decl = params["outputs"]["shen-thesis"]["figA.1-loss"]
     assert figures.loss_curve_data(params, decl, tmp_path) == []
     figures.draw_loss_curves(params, decl, "shen-thesis", "figA.1-loss", tmp_path, tmp_path / "results")

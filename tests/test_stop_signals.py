@@ -10,8 +10,21 @@ import pytest
 from nlpbench import stop_signals
 
 
+@pytest.fixture
+def as_in_a_terminal():
+    """The stop signals at their defaults, as a command started from a terminal has them (a pytest-xdist worker
+    starts with SIGINT ignored, which stop_signals rightly leaves ignored)."""
+    stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    saved = {sig: signal.getsignal(sig) for sig in stops}
+    for sig in stops:
+        signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)
+    yield
+    for sig, handler in saved.items():
+        signal.signal(sig, handler)
+
+
 @pytest.mark.parametrize("sig, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)])
-def test_the_first_stop_signal_raises_and_later_ones_do_not_break_the_cleanup_off(sig, status):
+def test_the_first_stop_signal_raises_and_later_ones_do_not_break_the_cleanup_off(sig, status, as_in_a_terminal):
     before = signal.getsignal(sig)
     cleaned = []
     with pytest.raises(stop_signals.Stopped) as stopped:

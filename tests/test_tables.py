@@ -405,10 +405,10 @@ def test_a_table_whose_build_fails_midway_leaves_its_old_files_unchanged(tmp_pat
     assert {"csv", "md", "json"} <= set(written) and (fails != "png" or "figure" in written)
     real = io.atomic_path
 
-    def full_disk(path):
+    def full_disk(path, *args, **kwargs):
         if str(path).endswith(f".{fails}"):
             raise io.OutputError(path, OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
-        return real(path)
+        return real(path, *args, **kwargs)
     monkeypatch.setattr(io, "atomic_path", full_disk)
     with pytest.raises(io.OutputError, match="No space left"):
         build.table(params, source, name, paths, allow_empty=True)

@@ -187,7 +187,9 @@ def test_a_stopped_verify_stops_its_snakemake_and_jobs_and_deletes_its_clone(sma
            "TMPDIR": str(scratch)}
     proc = subprocess.Popen([sys.executable, "-m", "nlpbench.cli", "verify", "shen-thesis/6.2",
                              "--logs", str(tmp_path / "logs")], cwd=small_project, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            # as from a terminal: a pytest-xdist worker ignores SIGINT, and a child inherits that
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         _until(lambda: says.exists() or proc.poll() is not None, "the stand-in snakemake to start")
         assert proc.poll() is None, proc.communicate()
