@@ -19,7 +19,6 @@ way.
 
 from __future__ import annotations
 
-import filecmp
 import hashlib
 import os
 import re
@@ -29,8 +28,9 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
-from nlpbench.io import (STAGING_PREFIX, current_umask, read_json, remove_dead_staging, staged, staging_dir,
-                         write_json)
+from nlpbench.data.prepared import sha256_file
+from nlpbench.io import (STAGING_PREFIX, current_umask, read_json, remove_dead_staging, same_bytes, staged,
+                         staging_dir, write_json)
 
 SNAPSHOT = Path("share")
 RECORD = "MANIFEST.json"          # inside the snapshot: what it holds, written last
@@ -61,12 +61,6 @@ def path_problem(rel: object) -> str | None:
     if len(parts) < 2 or parts[0] not in SHARED:
         return f"lies outside {' and '.join(f'{name}/' for name in SHARED)}"
     return None
-
-
-def file_digest(path: Path) -> tuple[int, str]:
-    """Size and sha256 of the file at `path`."""
-    with open(path, "rb") as f:
-        return os.fstat(f.fileno()).st_size, hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def _copy_hashing(src: Path, dst: Path) -> tuple[int, str]:
@@ -192,7 +186,7 @@ def _check_against_record(snapshot: Path, record: dict[str, tuple[int, str]]) ->
     for rel in sorted(record.keys() - found):
         raise ShareError(f"{snapshot / rel}: listed in {snapshot / RECORD} but missing; refused, nothing restored")
     for rel in sorted(record):
-        expected, seen = record[rel], file_digest(snapshot / rel)
+        expected, seen = record[rel], ((snapshot / rel).stat().st_size, sha256_file(snapshot / rel))
         if seen != expected:
             raise ShareError(f"{snapshot / rel}: {seen[0]} bytes with sha256 {seen[1]}, where {snapshot / RECORD} "
                              f"records {expected[0]} bytes with sha256 {expected[1]} (truncated or damaged on the "
@@ -269,7 +263,7 @@ def _plan(snapshot: Path, record: dict, tops: dict[str, Path]) -> tuple[dict[str
             if not dst.is_file():
                 raise ShareError(f"{dst}: not a file where the snapshot has one ({snapshot / rel}); move it away and "
                                  "restore again; nothing restored")
-            done["same" if filecmp.cmp(snapshot / rel, dst, shallow=False) else "kept"].append(dst)
+            done["same" if same_bytes(snapshot / rel, dst) else "kept"].append(dst)
         else:
             new[rel] = dst
     return done, new, created
