@@ -427,10 +427,10 @@ def _learning_cells(c: dict, table: str, cells: TableCells, column: str | None) 
     still learning, each as "ROW: COLUMN (seeds ...)"."""
     from nlpbench import judging
     rows, columns = compared_cells(c, table)
-    rule = judging.Rules(claim_cells=((rows, (column,) if column else columns),))
+    columns = (column,) if column else columns
     return [f"{row}: {col} (seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))})"
             for (t, row, col), seeds in sorted(cells.still_learning.items())
-            if t == table and seeds and rule.carries_claim(row, col)]
+            if t == table and seeds and judging.compares(rows, columns, row, col)]
 
 
 def category(verdict: str | None, table_status: str, needs_data: bool = False, claims_testable: bool = False) -> str:

@@ -148,14 +148,17 @@ class Rules:
     def carries_claim(self, row: str, column: str) -> bool:
         """The cell is one a declared claim compares. `claim_cells` holds, per claim, (rows, columns): the rows a
         tuple of labels, TASK_ROWS (every bAbI task row: the claim's default) or ANY_ROW; the columns a tuple."""
-        for rows, columns in self.claim_cells:
-            if column in columns and (rows == ANY_ROW or (rows == TASK_ROWS and row.isdigit()) or
-                                      (isinstance(rows, tuple) and row in rows)):
-                return True
-        return False
+        return any(compares(rows, columns, row, column) for rows, columns in self.claim_cells)
 
 
 TASK_ROWS, ANY_ROW = "task rows", "any row"     # the rows of Rules.claim_cells that are not a list
+
+
+def compares(rows, columns: tuple, row: str, column: str) -> bool:
+    """Whether the cell (row, column) is among a claim's compared cells (claims.compared_cells): `rows` a tuple of
+    labels, TASK_ROWS or ANY_ROW; `columns` a tuple."""
+    return column in columns and (rows == ANY_ROW or (rows == TASK_ROWS and row.isdigit()) or
+                                  (isinstance(rows, tuple) and row in rows))
 
 
 def rounding(paper_text: str) -> float:

@@ -91,29 +91,17 @@ def seed_values(params: dict, cfg: Config, metric: str, runs_root: Path) -> dict
     return out
 
 
-def chosen_epochs(params: dict, cfg: Config, runs_root: Path) -> dict[int, int]:
-    """seed -> the epoch whose weights were tested, for the runs that chose it by validation (train.valid_articles)."""
+def chosen_epochs(params: dict, cfg: Config, runs_root: Path) -> dict[int, tuple[int, int]]:
+    """seed -> (the epoch whose weights were tested, the epochs validated), for the runs that chose it by
+    validation (train.valid_articles)."""
     gid, out = group_id(params, cfg), {}
     for seed in params["squad"]["seeds"]:
         path = run_dir(runs_root, gid, seed) / "metrics.json"
         if path.is_file():
             m = io.read_json(path)
             if m.get("selected_by"):
-                out[seed] = int(m["epoch"])
+                out[seed] = (int(m["epoch"]), len(m.get("valid") or []))
     return out
-
-
-def still_learning_seeds(params: dict, cfg: Config, runs_root: Path) -> tuple[int, ...]:
-    """The seeds whose run chose its epoch by validation and stopped while still learning (claims.still_learning:
-    the chosen epoch among the last tenth of the epochs it validated)."""
-    gid, out = group_id(params, cfg), []
-    for seed in params["squad"]["seeds"]:
-        path = run_dir(runs_root, gid, seed) / "metrics.json"
-        if path.is_file():
-            m = io.read_json(path)
-            if m.get("selected_by") and m.get("valid") and claims.still_learning(int(m["epoch"]), len(m["valid"])):
-                out.append(seed)
-    return tuple(out)
 
 
 def reduce(values: list[float], how: str) -> float:
@@ -151,10 +139,12 @@ def table_cells(params: dict, name: str, runs_root: Path) -> tuple[list[tables.C
         epochs = chosen_epochs(params, cfg, runs_root)
         detail = (f"{cfg.label()}; {sq['best_of_runs']} over seeds ({_fmt_seeds(values)})"
                   + ("" if len(values) == n else f"; only {len(values)} of {n} seeds finished")
-                  + (f"; epoch chosen by validation EM ({', '.join(f'{k}: {v}' for k, v in sorted(epochs.items()))})"
+                  + (f"; epoch chosen by validation EM ({', '.join(f'{k}: {e}' for k, (e, _) in sorted(epochs.items()))})"
                      if epochs else ""))
+        # the seeds whose run stopped while still learning (the chosen epoch among the last tenth validated)
+        learning = tuple(k for k, (e, n) in sorted(epochs.items()) if n and claims.still_learning(e, n))
         cells.append(tables.Cell(row, column, reduce(list(values.values()), sq["best_of_runs"]), "ok", detail,
-                                 seeds=values, still_learning=still_learning_seeds(params, cfg, runs_root)))
+                                 seeds=values, still_learning=learning))
     return cells, per_seed
 
 
