@@ -267,6 +267,60 @@ def test_a_killed_run_resumes_to_the_same_numbers(tiny, monkeypatch: pytest.Monk
     assert m["map"] == straight["map"] and m["sample"] == straight["sample"]
 
 
+def test_early_stopping_ends_a_run_patience_epochs_after_its_best(tiny, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With train.patience p a run stops p epochs after its lowest validation loss, reports that epoch with its
+    validation loss, records the epochs it trained, and so passes the learning check; one that improves to the
+    last epoch is still learning."""
+    from nlpbench import claims
+    from nlpbench.textgen import train as textgen_train
+    from nlpbench.textgen.groups import make_run
+
+    params, root = tiny
+    params = copy.deepcopy(params)
+    train = params["textgen"]["settings"]["snli"]["train"]
+    train.update(epochs=10, select="best_val", patience=2)
+    losses = iter([5.0, 4.0, 3.0, 3.5, 3.2, 1.0, 0.5])              # best at epoch 3, then two worse epochs
+    monkeypatch.setattr(textgen_train, "_val_loss", lambda *a, **k: next(losses))
+    m = textgen_train.train_run(make_run(params, "snli-dae"), params, root / "data", root / "runs",
+                                log=lambda s: None)
+    assert (m["chosen_epoch"], m["epochs"], m["max_epochs"], m["chosen_val_loss"]) == (3, 5, 10, 3.0)
+    assert m["iterations"] == 5 * 3 and not claims.still_learning(m["chosen_epoch"], m["epochs"])
+
+    train.update(epochs=3)
+    losses = iter([5.0, 4.0, 3.0])
+    m = textgen_train.train_run(make_run(params, "snli-noanneal-1"), params, root / "data", root / "runs",
+                                log=lambda s: None)
+    assert (m["chosen_epoch"], m["epochs"]) == (3, 3) and claims.still_learning(m["chosen_epoch"], m["epochs"])
+
+
+def test_patience_needs_selection_by_validation() -> None:
+    with pytest.raises(config.ConfigError, match="patience stops on the validation loss"):
+        registry.load(REPO / "params.yaml", {"scale": "paper", "textgen.settings.snli.train.patience": 3})
+
+
+def test_each_run_trains_once_per_seed_and_a_cell_reports_the_seed_validation_chose(tmp_path: Path) -> None:
+    """A run trains once per seed of textgen.seeds.<corpus>; a cell shows the seed of lowest validation loss (not
+    the best test number), keeps every seed's value for the claims, and names the seeds still learning."""
+    from nlpbench import io
+    from nlpbench.textgen.experiments import _cell, selected_run
+    from nlpbench.textgen.groups import make_run, run_seeds
+
+    params = registry.load(REPO / "params.yaml", {"scale": "cpu", "textgen.seeds.snli": [0, 1, 2]})
+    runs = run_seeds(params, "snli-dae")
+    assert [r.seed for r in runs] == [0, 1, 2] and len({r.run_id for r in runs}) == 3
+    assert runs[0].run_id == make_run(params, "snli-dae").run_id     # the first seed: the one-seed run's id
+    one = registry.load(REPO / "params.yaml", {"scale": "cpu", "textgen.seeds.snli": [0]})
+    assert make_run(one, "snli-dae").run_id == runs[0].run_id
+    for run, (bleu, val, chosen, trained) in zip(runs, [(30.0, 2.0, 5, 12), (40.0, 3.0, 6, 13), (20.0, 1.5, 9, 9)]):
+        io.write_json(run.run_dir(tmp_path) / "metrics.json",
+                      {"map": {"bleu1": bleu}, "chosen_val_loss": val, "chosen_epoch": chosen, "epochs": trained})
+    cell = _cell("Deterministic AE", "BLEU-1", {"run": "snli-dae", "mode": "map"}, {"metric": "bleu1"}, params,
+                 tmp_path)
+    assert cell.reproduced == 20.0                                    # seed 2: the lowest validation loss
+    assert cell.seeds == {0: 30.0, 1: 40.0, 2: 20.0} and cell.still_learning == (2,)
+    assert selected_run(params, "snli-dae", tmp_path).seed == 2
+
+
 def test_target_positions_only_softmax_is_the_same_loss() -> None:
     model = _model(attention="variational")
     src, src_len, dec_in, tgt = _batch()

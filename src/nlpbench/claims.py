@@ -29,14 +29,16 @@ and does ours?):
   smaller_spread_than the mean spread of the columns a is below that of the columns b by more than `within` (5)
 
 Kinds judged on our per-seed values (the printed tables have one number a cell), column by column, each saying
-whether a difference is larger than the spread over seeds:
+whether a difference is larger than the spread over seeds. "Reported" is the cell the table shows: the seed the
+family's protocol reports (the best of seeds where the document reports a best of N, the seed chosen by validation
+where it reports one run), never a choice made here on the test numbers:
 
-  above          rows[0] is above each later row (best of seeds)
-  order          the rows are in ascending order (best of seeds)
-  best           the best row (best of seeds) is the document's best
+  above          rows[0] is above each later row (reported cells)
+  order          the rows are in ascending order (reported cells)
+  best           the best row (reported cells) is the document's best
   columns_above  column a is above column b on at least the rows where the document has it above
   above_spread   rows[0]'s seed mean is above rows[1]'s by more than the larger seed SD (reversed below minus it)
-  close          each later row is within `within` (in the column's unit) of rows[0] (best of seeds): "similar"
+  close          each later row is within `within` (in the column's unit) of rows[0] (reported cells): "similar"
 """
 
 from __future__ import annotations
@@ -288,18 +290,24 @@ def _seeds(cells: TableCells, table: str, row: str, column: str) -> dict[int, fl
     return {0: cells.ours[key]} if key in cells.ours else None
 
 
-def _compare(a: dict[int, float], b: dict[int, float]) -> dict:
-    """a against b over the seeds: difference of the best and of the mean, the larger seed SD, paired wins."""
+def _reported(cells: TableCells, table: str, row: str, column: str, seeds: dict[int, float]) -> float:
+    """The cell the table shows (its family's reported seed); the best of seeds where none is stored."""
+    value = cells.ours.get((table, row, column))
+    return max(seeds.values()) if value is None else value
+
+
+def _compare(a: dict[int, float], b: dict[int, float], shown_a: float, shown_b: float) -> dict:
+    """a against b: difference of the reported cells and of the seed means, the larger seed SD, paired wins."""
     paired = sorted(set(a) & set(b))
     cmp = tables.compare_seeds(list(a.values()), list(b.values()))
-    return {"d_max": max(a.values()) - max(b.values()), "d_mean": cmp["diff"], "spread": cmp["spread"],
+    return {"d_shown": shown_a - shown_b, "d_mean": cmp["diff"], "spread": cmp["spread"],
             "exceeds": cmp["exceeds"], "wins": sum(a[s] > b[s] for s in paired), "pairs": len(paired)}
 
 
 def _pair_words(cmp: dict, a: str, b: str) -> str:
     seeds = "" if not cmp["pairs"] else f", {a} ahead in {cmp['wins']} of {cmp['pairs']} paired seeds"
     spread = ("larger than" if cmp["exceeds"] else "within") + f" the seed spread (SD {cmp['spread']:.2f})"
-    return f"{a} − {b}: {cmp['d_max']:+.2f} (best of seeds), {cmp['d_mean']:+.2f} (seed means), {spread}{seeds}"
+    return f"{a} − {b}: {cmp['d_shown']:+.2f} (reported cells), {cmp['d_mean']:+.2f} (seed means), {spread}{seeds}"
 
 
 def _judge_column(c: dict, table: str, column: str, cells: TableCells) -> tuple[str, str] | None:
@@ -307,6 +315,7 @@ def _judge_column(c: dict, table: str, column: str, cells: TableCells) -> tuple[
     have = {r: s for r in rows if (s := _seeds(cells, table, r, column)) is not None}
     if len(have) < len(rows):
         return None
+    shown = {r: _reported(cells, table, r, column, have[r]) for r in rows}
     kind = c["kind"]
     if kind == "above_spread":
         better, worse = rows[:2]
@@ -323,48 +332,48 @@ def _judge_column(c: dict, table: str, column: str, cells: TableCells) -> tuple[
     if kind == "above":
         parts, holds, strong = [], True, True
         for b in rows[1:]:
-            cmp = _compare(have[rows[0]], have[b])
-            holds &= cmp["d_max"] > 0
+            cmp = _compare(have[rows[0]], have[b], shown[rows[0]], shown[b])
+            holds &= cmp["d_shown"] > 0
             strong &= cmp["exceeds"] and cmp["d_mean"] > 0
             parts.append(_pair_words(cmp, rows[0], b))
         verdict = _holds(holds) + (", and the difference is larger than the seed spread" if holds and strong else
                                    ", but not beyond the seed spread" if holds else "")
         return verdict, "; ".join(parts)
     if kind == "close":
-        gaps = {b: max(have[b].values()) - max(have[rows[0]].values()) for b in rows[1:]}
+        gaps = {b: shown[b] - shown[rows[0]] for b in rows[1:]}
         widest = max(gaps, key=lambda b: abs(gaps[b]))
         return _holds(abs(gaps[widest]) <= c["within"]), (
-            f"{rows[0]} {max(have[rows[0]].values()):.2f} (best of seeds) against "
-            + ", ".join(f"{b} {max(have[b].values()):.2f} ({gaps[b]:+.2f})" for b in rows[1:])
+            f"{rows[0]} {shown[rows[0]]:.2f} (reported cells) against "
+            + ", ".join(f"{b} {shown[b]:.2f} ({gaps[b]:+.2f})" for b in rows[1:])
             + f"; largest |difference| {abs(gaps[widest]):.2f} (bound {c['within']:g})")
     if kind == "order":
         steps, holds, strong = [], True, True
         for lo, hi in zip(rows, rows[1:]):
-            cmp = _compare(have[hi], have[lo])
-            holds &= cmp["d_max"] > 0
+            cmp = _compare(have[hi], have[lo], shown[hi], shown[lo])
+            holds &= cmp["d_shown"] > 0
             strong &= cmp["exceeds"] and cmp["d_mean"] > 0
             steps.append(_pair_words(cmp, hi, lo))
-        ours = sorted(rows, key=lambda r: max(have[r].values()))
+        ours = sorted(rows, key=lambda r: shown[r])
         verdict = _holds(holds) + (", every step larger than the seed spread" if holds and strong else
                                    ", but not every step is beyond the seed spread" if holds else "")
-        return verdict, f"our order, lowest first (best of seeds): {' < '.join(ours)}; " + "; ".join(steps)
+        return verdict, f"our order, lowest first (reported cells): {' < '.join(ours)}; " + "; ".join(steps)
     # best
-    ours = max(rows, key=lambda r: max(have[r].values()))
-    tied = [r for r in rows if r != ours and max(have[r].values()) == max(have[ours].values())]
+    ours = max(rows, key=lambda r: shown[r])
+    tied = [r for r in rows if r != ours and shown[r] == shown[ours]]
     ours_mean = max(rows, key=lambda r: statistics.fmean(have[r].values()))
     paper_v = {r: cells.printed.get((table, r, column)) for r in rows}
     printed = [r for r in rows if paper_v[r] is not None]
     theirs = max(printed, key=lambda r: paper_v[r]) if printed else None
     others = [r for r in rows if r != ours]
-    runner = max(others, key=lambda r: max(have[r].values())) if others else None
-    cmp = None if runner is None else _compare(have[ours], have[runner])
+    runner = max(others, key=lambda r: shown[r]) if others else None
+    cmp = None if runner is None else _compare(have[ours], have[runner], shown[ours], shown[runner])
     verdict = _holds(ours == theirs)
     if ours == theirs and cmp is not None:
         verdict += (", and its lead is larger than the seed spread" if cmp["exceeds"] and cmp["d_mean"] > 0
                     else ", but its lead is not beyond the seed spread")
     if tied:
-        verdict = f"is not decided (best of seeds ties {ours} with {', '.join(tied)})"
-    detail = f"best here: {ours} (best of seeds; by seed mean: {ours_mean}); the document's best: {theirs}"
+        verdict = f"is not decided (the reported cells tie {ours} with {', '.join(tied)})"
+    detail = f"best here: {ours} (reported cells; by seed mean: {ours_mean}); the document's best: {theirs}"
     return verdict, detail + ("" if cmp is None else "; " + _pair_words(cmp, ours, runner))
 
 
@@ -376,17 +385,17 @@ def _columns_above(c: dict, table: str, cells: TableCells) -> tuple[str, str] | 
         return None
     ahead, beyond, paper_ahead, parts = [], [], [], []
     for r in rows:
-        cmp = _compare(*pairs[r])
-        if cmp["d_max"] > 0:
+        cmp = _compare(*pairs[r], _reported(cells, ta, r, a, pairs[r][0]), _reported(cells, tb, r, b, pairs[r][1]))
+        if cmp["d_shown"] > 0:
             ahead.append(r)
             if cmp["exceeds"] and cmp["d_mean"] > 0:
                 beyond.append(r)
         pa, pb = cells.printed.get((ta, r, a)), cells.printed.get((tb, r, b))
         if pa is not None and pb is not None and pa > pb:
             paper_ahead.append(r)
-        parts.append(f"{r} {cmp['d_max']:+.1f}")
+        parts.append(f"{r} {cmp['d_shown']:+.1f}")
     verdict = _holds(len(ahead) >= len(paper_ahead) and set(paper_ahead) <= set(ahead))
-    return verdict, (f"{a} above {b} (best of seeds) for {len(ahead)} of {len(rows)} rows "
+    return verdict, (f"{a} above {b} (reported cells) for {len(ahead)} of {len(rows)} rows "
                      f"({', '.join(ahead) or 'none'}), beyond the seed spread for {len(beyond)} "
                      f"({', '.join(beyond) or 'none'}); the document: {len(paper_ahead)} of {len(rows)}; "
                      "differences: " + "; ".join(parts))

@@ -29,6 +29,14 @@ def tg_outputs(params: dict) -> dict[str, dict]:
 # Settings added after runs existed: left out of the digests while they hold these neutral values, so that the
 # ids of earlier runs (and their prepared data) stay valid.
 NEUTRAL_CORPUS_KEYS = {"max_pairs": None}
+NEUTRAL_TRAIN_KEYS = {"patience": None}
+
+
+def settings_key(settings: dict) -> dict:
+    """A run's settings as its id digests them: training keys at their neutral values left out."""
+    train = {k: v for k, v in settings["train"].items()
+             if not (k in NEUTRAL_TRAIN_KEYS and v == NEUTRAL_TRAIN_KEYS[k])}
+    return {**settings, "train": train}
 
 
 def corpus_key(params: dict, corpus: str) -> dict:

@@ -6,17 +6,18 @@
 
 from __future__ import annotations
 
+import math
 from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
 
-from nlpbench import io, paper, results_index, tables
+from nlpbench import claims, io, paper, results_index, tables
 from nlpbench.textgen.prep import TextRules, preprocess
 from nlpbench.provenance import code_commit, resolve_device
 from nlpbench.family import TableParts
 from nlpbench.textgen.config import SOURCE, tg_outputs, tg_tables
-from nlpbench.textgen.groups import make_run
+from nlpbench.textgen.groups import TextRun, make_run, run_seeds
 
 DIVERSITY = ("entropy", "distinct1", "distinct2")
 SCALE_TEXT = {
@@ -28,9 +29,36 @@ SCALE_TEXT = {
 
 # -- shared provenance -----------------------------------------------------------------------------------
 
+def seed_metrics(params: dict, name: str, runs_root: Path) -> dict[int, dict]:
+    """seed -> metrics.json, for each trained seed of a run (textgen.seeds order)."""
+    out = {}
+    for run in run_seeds(params, name):
+        path = run.run_dir(runs_root) / "metrics.json"
+        if path.exists():
+            out[run.seed] = io.read_json(path)
+    return out
+
+
+def selected_seed(by_seed: dict[int, dict]) -> int:
+    """The reported seed of a run: the lowest validation loss at its chosen epoch (the first seed on a tie).
+    Chosen on validation only, never on the test numbers."""
+    def val(seed: int) -> float:
+        v = by_seed[seed].get("chosen_val_loss")
+        return math.inf if v is None else v
+    return min(by_seed, key=lambda seed: (val(seed), list(by_seed).index(seed)))
+
+
 def _metrics(params: dict, name: str, runs_root: Path) -> dict | None:
-    path = make_run(params, name).run_dir(runs_root) / "metrics.json"
-    return io.read_json(path) if path.exists() else None
+    """The metrics of a run's reported seed (selected_seed), or None when no seed is trained."""
+    by_seed = seed_metrics(params, name, runs_root)
+    return by_seed[selected_seed(by_seed)] if by_seed else None
+
+
+def selected_run(params: dict, name: str, runs_root: Path) -> TextRun:
+    """The reported seed's run (the first seed while none is trained): the one the qualitative tables and the
+    figures show."""
+    by_seed = seed_metrics(params, name, runs_root)
+    return make_run(params, name, selected_seed(by_seed) if by_seed else None)
 
 
 def _data_line(params: dict, metrics: list[dict]) -> str:
@@ -48,9 +76,11 @@ def _data_line(params: dict, metrics: list[dict]) -> str:
                       "(thesis: ~70k training pairs), testing on the official Du et al. test split",
                 "dialog": "no Cornell training file in the mirror: training on 90% of the authors' validation pairs "
                           "(thesis: 180k training pairs), testing on the authors' test pairs"}[corpus]
+        lo, hi = min(x["iterations"] for x in ms), max(x["iterations"] for x in ms)
+        updates = f"{lo:,}" if lo == hi else f"{lo:,} to {hi:,}"
         parts.append(f"{corpus}: MIRROR DATA ({what}); {m['train_examples']:,} training examples, "
                      f"{m['test_examples']:,} test examples, |V| = {m['vocab_size']:,} (thesis {PAPER[corpus][0]:,}); "
-                     f"{m['iterations']:,} updates per run (thesis {PAPER[corpus][1]})")
+                     f"{updates} updates per run (thesis {PAPER[corpus][1]})")
     return "; ".join(parts)
 
 
@@ -61,19 +91,21 @@ PAPER = {"snli": (20000, "24,380: 10 epochs of 78k at batch 32"),
 
 
 def provenance(params: dict, names: list[str], runs_root: Path) -> tuple[dict, list[dict]]:
+    """The provenance lines of a table or output, and the reported seed's metrics of each trained run."""
     found = [m for m in (_metrics(params, n, runs_root) for n in names) if m]
-    train = sum(m["train_wall_time_s"] for m in found)
-    ev = sum(m["eval_wall_time_s"] for m in found)
+    every = [m for n in names for m in seed_metrics(params, n, runs_root).values()]
+    train = sum(m["train_wall_time_s"] for m in every)
+    ev = sum(m["eval_wall_time_s"] for m in every)
     prov = {
         "scale": f"{params['scale']} ({SCALE_TEXT.get(params['scale'], 'custom')})",
         "data": _data_line(params, found) if found else "nothing trained",
         "code commit": code_commit(),
         "device": ", ".join(sorted({m["device"] for m in found})) or "none",
         "training wall time": f"{train / 60:.1f} min training + {ev / 60:.1f} min test evaluation for "
-                              f"{len(found)} run(s)",
+                              f"{len(every)} run(s) ({len(found)} configuration(s) x seeds {params['textgen']['seeds']})",
         "generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "torch": torch.__version__,
-        "runs": ", ".join(str(make_run(params, n).run_dir()) for n in names),
+        "runs": ", ".join(str(r.run_dir()) for n in names for r in run_seeds(params, n)),
     }
     return prov, found
 
@@ -122,12 +154,37 @@ def _cell(row_label: str, col_label: str, row: dict, col: dict, params: dict, ru
     run, mode, metric = spec["run"], spec["mode"], spec["metric"]
     if mode == "map" and metric in DIVERSITY:
         return tables.Cell(row_label, col_label, None, "not_applicable", "diversity is defined for sampling only")
-    m = _metrics(params, run, runs_root)
-    if m is None:
+    by_seed = seed_metrics(params, run, runs_root)
+    if not by_seed:
         return tables.Cell(row_label, col_label, None, "not_run", f"run {run} not trained at this scale")
+    m = by_seed[selected_seed(by_seed)]
     if mode not in m:
         return tables.Cell(row_label, col_label, None, "not_applicable", f"{run} is deterministic")
-    return tables.Cell(row_label, col_label, m[mode][metric])
+    values = {seed: ms[mode][metric] for seed, ms in by_seed.items()}
+    learning = tuple(seed for seed, ms in by_seed.items() if claims.still_learning(ms["chosen_epoch"], ms["epochs"]))
+    return tables.Cell(row_label, col_label, m[mode][metric], seeds=values if len(values) > 1 else None,
+                       still_learning=learning)
+
+
+def seed_note(params: dict, name: str, runs_root: Path) -> str | None:
+    """How a run's seeds trained and which one is reported: per seed the epochs trained, the chosen epoch and
+    its validation loss, and whether it converged by the learning check (claims.still_learning)."""
+    by_seed = seed_metrics(params, name, runs_root)
+    if not by_seed:
+        return None
+    chosen = selected_seed(by_seed)
+    m = by_seed[chosen]
+    parts = []
+    for seed, ms in by_seed.items():
+        loss = ms.get("chosen_val_loss")
+        parts.append(f"seed {seed}: epoch {ms['chosen_epoch']} of {ms['epochs']}"
+                     + (f", validation loss {loss:.3f}" if loss is not None else "")
+                     + (", still learning" if claims.still_learning(ms["chosen_epoch"], ms["epochs"]) else ""))
+    stop = (f"at most {m.get('max_epochs', m['epochs'])} epochs, stopped after {m['patience']} without a lower "
+            "validation loss" if m.get("patience") else f"{m['epochs']} epochs")
+    return (f"`{name}`: {m['train_examples']:,} training examples, {stop}; {'; '.join(parts)}; reported: seed "
+            f"{chosen} (lowest validation loss); its final lambda {m['final_lambda']:.4g}, final training KL "
+            f"{m['final_kl']:.3g}")
 
 
 def table_parts(params: dict, table: str, runs_root: Path) -> TableParts:
@@ -140,13 +197,11 @@ def table_parts(params: dict, table: str, runs_root: Path) -> TableParts:
              for c, cv in spec_p["columns"].items()]
     names = [n for n in dict.fromkeys(v.get("run") for part in ("rows", "columns")
                                       for v in spec_p[part].values()) if n]
-    prov, found = provenance(params, names, runs_root)
+    prov, _ = provenance(params, names, runs_root)
     labels = [f"{r}: `{n}`" for r, v in spec_p["rows"].items() for n in [v.get("run")] if n]
     labels += [f"{c}: `{n}`" for c, v in spec_p["columns"].items() for n in [v.get("run")] if n]
     notes = [f"Runs (params.yaml textgen.runs): {'; '.join(labels)}."]
-    notes += [f"`{m['name']}`: {m['iterations']:,} iterations ({m['epochs']} epochs of {m['train_examples']:,} "
-              f"examples; checkpoint of epoch {m['chosen_epoch']}), final lambda {m['final_lambda']:.4g}, final "
-              f"training KL {m['final_kl']:.3g}" for m in found]
+    notes += [note for n in names if (note := seed_note(params, n, runs_root))]
     notes += reading_notes(params, names)
     return TableParts(spec, cells, prov, notes)
 
@@ -187,7 +242,8 @@ def qualitative(params: dict, key: str, data_root: Path, runs_root: Path, result
     if missing:
         out += [f"Not run at this scale: {', '.join(missing)}.", ""]
     if runs:
-        models = {r: load_run_model(make_run(params, r), params, data_root, runs_root, device) for r in runs}
+        models = {r: load_run_model(selected_run(params, r, runs_root), params, data_root, runs_root, device)
+                  for r in runs}
         labels = [make_run(params, r).label for r in runs]
         kind = spec["kind"]
         if kind == "prior":
@@ -285,7 +341,7 @@ def figure(params: dict, key: str, runs_root: Path, results_dir: Path) -> Path:
     fig, axes = plt.subplots(len(panels), 1, figsize=(8, 3 * len(panels)), squeeze=False)
     drawn = 0
     for i, r in enumerate(spec["runs"]):   # one colour per run across the panels
-        run = make_run(params, r)
+        run = selected_run(params, r, runs_root)
         d = run.run_dir(runs_root)
         if not (d / "metrics.json").exists():
             continue

@@ -1,6 +1,7 @@
 """The variational text-generation family (seed 001: VAE, bypass, DED/VED with deterministic or variational
-attention) behind nlpbench.family. Data steps prepare each corpus and its word2vec vectors; a group is one run
-(textgen.runs); tables 4.2, 5.2, 6.1, 6.2 and the qualitative tables and figures read them."""
+attention) behind nlpbench.family. Data steps prepare each corpus and its word2vec vectors; a group is one seed
+of one run (textgen.runs, textgen.seeds); tables 4.2, 5.2, 6.1, 6.2 and the qualitative tables and figures read
+them."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ class TextgenFamily:
 
     def groups(self, params: dict) -> list[TrainGroup]:
         return [TrainGroup(r.run_id, str(r.run_dir() / "metrics.json"), (r.corpus, tgc.embeddings_step(r.corpus)))
-                for r in tgg.all_runs(params).values()]
+                for runs in tgg.all_runs(params).values() for r in runs]
 
     def targets(self, params: dict) -> list[Target]:
         out = []
@@ -39,12 +40,12 @@ class TextgenFamily:
             base = f"results/{d.source}/{d.name}"
             runs = tgg.active(params, tgg.table_runs(params, d.name))
             out.append(Target("tables", d.source, d.name, (f"{base}.md", f"{base}.csv", f"{base}.json"),
-                              tuple(tgg.make_run(params, n).run_id for n in runs)))
+                              tuple(r.run_id for n in runs for r in tgg.run_seeds(params, n))))
         for d in config.declared(params, "outputs", self.name):
             runs = tgg.active(params, tgg.output_runs(params, d.name))
             corpora = sorted({tgg.make_run(params, n).corpus for n in runs})
             out.append(Target("outputs", d.source, d.name, (str(tgc.output_file(params, d.name)),),
-                              tuple(tgg.make_run(params, n).run_id for n in runs), tuple(corpora)))
+                              tuple(r.run_id for n in runs for r in tgg.run_seeds(params, n)), tuple(corpora)))
         return out
 
     def prepare(self, step: str, params: dict, paths: Paths, mirror: str | None) -> str:

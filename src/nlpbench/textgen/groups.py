@@ -3,7 +3,9 @@
 A run is declared once under `textgen.runs` (its corpus and dotted overrides of `textgen.settings.<corpus>`);
 its id is the run name plus a digest of everything that determines it (corpus preparation, embeddings, model,
 training and evaluation settings, seed), so a changed setting is a new run and an unchanged one is reused.
-A group of this family is one run. No torch here: the plan imports this module.
+Each declared run trains once per seed of `textgen.seeds.<corpus>`; a table reports the seed its validation loss chooses
+and reads the others as our seed spread. A group of this family is one seed of one run. No torch here: the plan
+imports this module.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from pathlib import Path
 
 from nlpbench import claims, rundirs
 from nlpbench.config import ConfigError, set_dotted
-from nlpbench.textgen.config import SOURCE, corpus_key, digest, tg_outputs, tg_tables
+from nlpbench.textgen.config import SOURCE, corpus_key, digest, settings_key, tg_outputs, tg_tables
 
 
 @dataclass(frozen=True)
@@ -39,15 +41,27 @@ def run_settings(params: dict, name: str) -> dict:
     return settings
 
 
-def make_run(params: dict, name: str) -> TextRun:
+def seeds(params: dict, corpus: str) -> list[int]:
+    """The training seeds of every run on a corpus (`textgen.seeds.<corpus>`)."""
+    return list(params["textgen"]["seeds"][corpus])
+
+
+def make_run(params: dict, name: str, seed: int | None = None) -> TextRun:
+    """One seed of a declared run (by default the first of `textgen.seeds`)."""
     tg = params["textgen"]
     if name not in tg["runs"]:
         raise ConfigError(f"textgen.runs: no run {name!r} (known: {', '.join(sorted(tg['runs']))})")
     spec = tg["runs"][name]
+    seed = seeds(params, spec["corpus"])[0] if seed is None else seed
     settings = run_settings(params, name)
     key = {"corpus": spec["corpus"], "prep": corpus_key(params, spec["corpus"]), "embeddings": tg["embeddings"],
-           "settings": settings, "seed": tg["seed"]}
-    return TextRun(name, f"{name}-{digest(key)}", spec["corpus"], spec.get("label", name), settings, tg["seed"])
+           "settings": settings_key(settings), "seed": seed}
+    return TextRun(name, f"{name}-{digest(key)}", spec["corpus"], spec.get("label", name), settings, seed)
+
+
+def run_seeds(params: dict, name: str) -> list[TextRun]:
+    """Every seed of a declared run, in the order of `textgen.seeds`."""
+    return [make_run(params, name, seed) for seed in seeds(params, params["textgen"]["runs"][name]["corpus"])]
 
 
 def active(params: dict, names: list[str]) -> list[str]:
@@ -56,18 +70,18 @@ def active(params: dict, names: list[str]) -> list[str]:
     return [n for n in names if subset is None or n in subset]
 
 
-def all_runs(params: dict) -> dict[str, TextRun]:
-    """run name -> TextRun, for every run some table, qualitative table or figure needs (a declared run that
-    nothing reads is not trained)."""
+def all_runs(params: dict) -> dict[str, list[TextRun]]:
+    """run name -> its TextRuns (one per seed), for every run some table, qualitative table or figure needs (a
+    declared run that nothing reads is not trained)."""
     if "textgen" not in params:
         return {}
     names = [n for t in tg_tables(params) for n in table_runs(params, t)] + [n for o in tg_outputs(params)
                                                                                for n in output_runs(params, o)]
-    return {name: make_run(params, name) for name in active(params, list(dict.fromkeys(names)))}
+    return {name: run_seeds(params, name) for name in active(params, list(dict.fromkeys(names)))}
 
 
 def runs_by_id(params: dict) -> dict[str, TextRun]:
-    return {r.run_id: r for r in all_runs(params).values()}
+    return {r.run_id: r for runs in all_runs(params).values() for r in runs}
 
 
 def table_runs(params: dict, table: str) -> list[str]:
@@ -99,6 +113,10 @@ def check(params: dict) -> None:
             raise ConfigError(f"textgen.run_subset: unknown run {name!r}")
     for name in tg["runs"]:
         run = make_run(params, name)
+        train = run.settings["train"]
+        if train.get("patience") is not None and train["select"] != "best_val":
+            raise ConfigError(f"textgen.runs.{name}: train.patience stops on the validation loss, so it needs "
+                              f"train.select: best_val (not {train['select']!r})")
         errors = list(jsonschema.Draft202012Validator(settings_schema).iter_errors(run.settings))
         if errors:
             e = errors[0]

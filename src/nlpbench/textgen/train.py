@@ -249,6 +249,8 @@ def train_run(run: TextRun, params: dict, data_root: Path, runs_root: Path, devi
         f"|V| = {len(vocab)}, device {device}")
     progress = Progress(tr["epochs"], start=state["epoch"])
     for epoch in range(state["epoch"] + 1, tr["epochs"] + 1):
+        if stopped_early(state, tr):
+            break
         t0 = time.perf_counter()
         model.train()
         attention_on = epoch > tr["attention_off_epochs"]
@@ -290,16 +292,17 @@ def train_run(run: TextRun, params: dict, data_root: Path, runs_root: Path, devi
         checkpoints.save({"model": model.state_dict(), "opt": opt.state_dict(), "data_gen": data_gen.get_state(),
                           "noise_gen": noise_gen.get_state(), "torch_rng": torch.get_rng_state(), "state": state}, ckpt)
 
-    chosen = state["epoch"]
+    chosen, chosen_val = state["epoch"], state["history"][-1]["val_loss"] if state["history"] else None
     if tr["select"] == "best_val" and state["best"] is not None:
         model.load_state_dict(state["best"]["model"])
-        chosen = state["best"]["epoch"]
+        chosen, chosen_val = state["best"]["epoch"], state["best"]["val_loss"]
     t0 = time.perf_counter()
     test = Batchable(corpus, "test", ev["max_test_examples"])
     metrics = evaluate(model, test, vocab, s, device, run.seed, max_len)
     eval_wall = time.perf_counter() - t0
     metrics.update({"status": "ok", "run_id": run.run_id, "name": run.name, "corpus": run.corpus,
-                    "seed": run.seed, "chosen_epoch": chosen, "epochs": tr["epochs"],
+                    "seed": run.seed, "chosen_epoch": chosen, "chosen_val_loss": chosen_val,
+                    "epochs": state["epoch"], "max_epochs": tr["epochs"], "patience": tr.get("patience"),
                     "iterations": state["iteration"], "train_examples": len(train), "test_examples": len(test),
                     "corpus_version": corpus.status["version"], "vocab_size": len(vocab),
                     "device": device_label(device), "train_wall_time_s": state["wall"], "eval_wall_time_s": eval_wall,
@@ -315,6 +318,15 @@ def train_run(run: TextRun, params: dict, data_root: Path, runs_root: Path, devi
     io.write_json(run_dir / "metrics.json", metrics)
     ckpt.unlink(missing_ok=True)
     return metrics
+
+
+def stopped_early(state: dict, train: dict) -> bool:
+    """Early stopping: `train.patience` epochs have passed without a lower validation loss than the best one
+    (`train.select: best_val` keeps that epoch). With patience p and at most 10 p epochs, a run that stops early has
+    its chosen epoch outside the last tenth of those it trained, so the learning check (claims.still_learning)
+    calls it converged; one that reaches the last epoch still improving is called still learning."""
+    patience = train.get("patience")
+    return bool(patience and state["best"] is not None and state["epoch"] - state["best"]["epoch"] >= patience)
 
 
 def word_dropout(dec_in: torch.Tensor, p: float, unk_id: int, protected: tuple[int, ...],
