@@ -406,6 +406,25 @@ def test_unpublished_checksum_download_accepted_with_warning(served, tmp_path: P
     assert data.splits["train"][0] == (("the", "train", "0", "is", "here"),) + (("what", "is", "train", "0", "?"),) * 2
 
 
+def test_a_download_failing_its_checksum_is_deleted_before_it_is_kept(served, tmp_path: Path) -> None:
+    """A download with a recorded git blob SHA-1 is checked before it lands under its name: a mismatch names the
+    file and the URL, and leaves neither the file nor its .part in downloads/."""
+    www, base = served
+    mirror = tmp_path / "mirror"
+    for f in ts.QG_FILES[1:]:
+        (mirror / f.path).parent.mkdir(parents=True, exist_ok=True)
+        (mirror / f.path).write_text("question,answer\nwhat ?,this\n", encoding="utf-8")
+    (www / "df_qgen_train.csv").write_text("question,answer\nwhat ?,that\n", encoding="utf-8")
+    manifest = {f.path: _entry(mirror / f.path, f.path) for f in ts.QG_FILES[1:]}
+    manifest[QG_TRAIN] = ts.TextManifestEntry(QG_TRAIN, None, "", "0" * 40, "test")
+    url = f"{base}/df_qgen_train.csv"
+    with pytest.raises(ChecksumError) as err:
+        tc.prepare_qg(tmp_path / "work" / "qg", mirror, manifest=manifest, urls={QG_TRAIN: url})
+    downloads = tmp_path / "work" / "downloads"
+    assert str(err.value).startswith(f"{downloads / 'df_qgen_train.csv'} (manifest entry") and url in str(err.value)
+    assert not downloads.exists() or list(downloads.iterdir()) == []
+
+
 def test_malformed_csv_named(tmp_path: Path) -> None:
     mirror = tmp_path / "mirror"
     path = mirror / QG_VAL

@@ -4,18 +4,20 @@ A download goes to `<file>.part` beside its final path, is checked (its sha256, 
 complete, and only then renamed onto the final path: a file under its final name is always whole and verified.
 
 - Retries: a refused or dropped connection, a timeout, and the answers 429, 500, 502, 503 and 504 are retried
-  (`retries` times, waiting `backoff` * 2, 4, 8, ... seconds in between; a server's Retry-After is honoured).
+  (`retries` times, waiting 0, then `backoff` * 2, 4, 8, ... seconds; a server's Retry-After is honoured).
 - Resume: a connection lost mid-file, or a `.part` left by a killed run, continues where it stopped with an HTTP
   Range request; a server that answers with the whole file (200, not 206) is read again from its first byte.
 - Progress: a bar on stderr when stderr is a terminal and `quiet` is false.
 - A checksum mismatch deletes the `.part` and raises ChecksumError naming the URL, the file and both digests; a
   failed download raises DownloadError naming the URL and the file, and keeps its `.part` for the next run.
 
-One process downloads a file at a time: a second waits for the first (a lock on the `.part`), then finds the file.
+One process downloads a file at a time: a second waits for the first (a lock on the `.part`), then finds the file
+(on a file system without locks, each goes on unlocked).
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import re
@@ -82,7 +84,10 @@ def download(url: str, dest: str | os.PathLike, sha256: str | None = None, *,
             with _session(retries, backoff) as session:
                 _transfer(session, url, dest, part, timeout, retries, backoff, quiet)
             _verify(url, dest, part_file, sha256, verify)
-            os.replace(part_file, dest)
+            try:
+                os.replace(part_file, dest)
+            except OSError as e:
+                raise OutputError(dest, e) from e
     except BaseException:
         for folder in made:             # no empty downloads/ folder stays behind a failed download
             if folder.is_dir() and not any(folder.iterdir()):
@@ -102,10 +107,10 @@ def _locked_part(dest: Path) -> Iterator[IO[bytes] | None]:
         except OSError as e:
             raise OutputError(dest, e) from e
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            print(f"nlpbench: another process is downloading {dest}; waiting for it", file=sys.stderr)
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            _lock(fd, dest)
+        except BaseException:
+            os.close(fd)
+            raise
         if _same_file(fd, path):
             break
         os.close(fd)                     # the holder renamed or deleted the file it locked
@@ -118,6 +123,18 @@ def _locked_part(dest: Path) -> Iterator[IO[bytes] | None]:
         finally:
             if _same_file(fd, path) and _size(part) == 0:
                 path.unlink()            # nothing received: no .part to resume from
+
+
+def _lock(fd: int, dest: Path) -> None:
+    """Lock `fd` for this process, waiting for the process that holds it."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        print(f"nlpbench: another process is downloading {dest}; waiting for it", file=sys.stderr)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    except OSError as e:
+        if e.errno not in (errno.ENOLCK, errno.EOPNOTSUPP):
+            raise
 
 
 def _same_file(fd: int, path: Path) -> bool:
@@ -180,7 +197,7 @@ def _request(session: requests.Session, url: str, dest: Path, part: IO[bytes], t
         raise DownloadError(f"could not download {url} to {dest}: {e}") from e
     with response:
         if offset and response.status_code == 416:        # nothing after `offset`: complete, or another file now
-            if _range_total(response) == offset:
+            if _content_range(response, "total") == offset:
                 return
             part.truncate(0)
             raise _Interrupted(f"the server has no byte {offset} of it; starting again")
@@ -188,7 +205,7 @@ def _request(session: requests.Session, url: str, dest: Path, part: IO[bytes], t
             raise DownloadError(f"could not download {url} to {dest}: HTTP {response.status_code} "
                                 f"{response.reason}")
         if response.status_code == 206:
-            start = _range_start(response)
+            start = _content_range(response, "start")
             if start != offset:
                 part.truncate(0)
                 raise _Interrupted(f"the server sent bytes from {start}, not {offset}; starting again")
@@ -220,14 +237,10 @@ def _write(part: IO[bytes], chunk: bytes, dest: Path) -> None:
 _CONTENT_RANGE = re.compile(r"bytes\s+(?P<start>\d+)-\d+/(?:\d+|\*)|bytes\s+\*/(?P<total>\d+)")
 
 
-def _range_start(response: requests.Response) -> int | None:
+def _content_range(response: requests.Response, field: str) -> int | None:
+    """The first byte (`field` "start") a 206 answer carries, or the file's size (`field` "total") a 416 names."""
     m = _CONTENT_RANGE.fullmatch(response.headers.get("Content-Range", "").strip())
-    return int(m["start"]) if m and m["start"] else None
-
-
-def _range_total(response: requests.Response) -> int | None:
-    m = _CONTENT_RANGE.fullmatch(response.headers.get("Content-Range", "").strip())
-    return int(m["total"]) if m and m["total"] else None
+    return int(m[field]) if m and m[field] else None
 
 
 def _verify(url: str, dest: Path, part: Path, sha256: str | None, verify: Callable[[Path], object] | None) -> None:

@@ -21,7 +21,7 @@ from typing import IO, Callable
 from nlpbench.data.prepared import (CHUNK as _CHUNK, STATUS_FILE, FetchError, PreparedDataChanged,  # noqa: F401
                                     sha256_file, verify_prepared)
 from nlpbench.data import tsv
-from nlpbench.data.download import ChecksumError, DownloadError, download  # noqa: F401
+from nlpbench.data.download import ChecksumError, DownloadError, download
 from nlpbench.io import current_umask, read_json, write_json
 
 MIRROR_ENV = "NLPBENCH_MIRROR"
