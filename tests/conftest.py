@@ -1,9 +1,12 @@
-"""Shared fixtures: the offline data mirror and a bAbI folder prepared from it once per session."""
+"""Shared fixtures: the offline data mirror, a bAbI folder prepared from it once per session, and a local HTTP
+server for the download code."""
 
 from __future__ import annotations
 
+import http.server
 import os
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -41,3 +44,25 @@ def babi_root(mirror_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Pat
     root = tmp_path_factory.mktemp("babi_session") / "babi"
     prepare_babi(root, mirror=mirror_dir)
     return root
+
+
+@pytest.fixture
+def served(tmp_path: Path):
+    """(folder, base URL): a local HTTP server on 127.0.0.1 serving `folder` (404 for a file it lacks), stopped
+    after the test."""
+    root = tmp_path / "www"
+    root.mkdir()
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, directory=str(root), **kwargs)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield root, f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()

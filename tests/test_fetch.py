@@ -95,28 +95,28 @@ def test_manifest_errors_name_file_and_line(tmp_path: Path) -> None:
 # --- download --------------------------------------------------------------------------------
 
 
-def test_download_verifies_and_renames(tmp_path: Path) -> None:
-    src = tmp_path / "src.txt"
-    src.write_bytes(b"hello\n")
+def test_download_verifies_and_renames(served, tmp_path: Path) -> None:
+    root, base = served
+    (root / "src.txt").write_bytes(b"hello\n")
     dest = tmp_path / "out" / "dest.txt"
-    assert download(src.as_uri(), dest, sha256=HELLO_SHA256) == dest
+    assert download(f"{base}/src.txt", dest, sha256=HELLO_SHA256) == dest
     assert dest.read_bytes() == b"hello\n"
     assert siblings(dest) == ["dest.txt"]
 
 
-def test_download_checksum_mismatch_deletes(tmp_path: Path) -> None:
-    src = tmp_path / "src.txt"
-    src.write_bytes(b"hello\n")
+def test_download_checksum_mismatch_deletes(served, tmp_path: Path) -> None:
+    root, base = served
+    (root / "src.txt").write_bytes(b"hello\n")
     dest = tmp_path / "out" / "dest.txt"
     with pytest.raises(ChecksumError) as err:
-        download(src.as_uri(), dest, sha256="0" * 64)
+        download(f"{base}/src.txt", dest, sha256="0" * 64)
     msg = str(err.value)
     assert str(dest) in msg and "0" * 64 in msg and HELLO_SHA256 in msg
     assert siblings(dest) == []
 
 
-def test_download_failure_names_url(tmp_path: Path) -> None:
-    url = (tmp_path / "nowhere.tar.gz").as_uri()
+def test_download_failure_names_url(served, tmp_path: Path) -> None:
+    url = f"{served[1]}/nowhere.tar.gz"
     with pytest.raises(DownloadError, match="nowhere.tar.gz"):
         download(url, tmp_path / "out" / "x")
     assert siblings(tmp_path / "out" / "x") == []
@@ -150,9 +150,11 @@ def test_prepare_is_idempotent(babi_root: Path, mirror_dir: Path) -> None:
     assert status_file.stat().st_mtime_ns == before
 
 
-def test_prepare_by_download(babi_root: Path, mirror_dir: Path, tmp_path: Path, no_env_mirror: None) -> None:
-    """No mirror: the archive is fetched from the URL (a file:// copy here) into downloads/."""
-    url = (mirror_dir / BABI_MIRROR_PARTIAL).as_uri()
+def test_prepare_by_download(babi_root: Path, mirror_dir: Path, served, tmp_path: Path, no_env_mirror: None) -> None:
+    """No mirror: the archive is fetched from the URL (the mirror's archive, served locally) into downloads/."""
+    root, base = served
+    (root / "tasks.tar.gz").symlink_to(mirror_dir / BABI_MIRROR_PARTIAL)
+    url = f"{base}/tasks.tar.gz"
     out = tmp_path / "data" / "babi"
     with pytest.warns(UserWarning, match="differs from the recorded official"):
         status = prepare_babi(out, mirror=None, url=url)
@@ -162,8 +164,8 @@ def test_prepare_by_download(babi_root: Path, mirror_dir: Path, tmp_path: Path, 
     assert (out / QA1_TRAIN).read_bytes() == (babi_root / QA1_TRAIN).read_bytes()
 
 
-def test_prepare_without_mirror_or_network(tmp_path: Path, no_env_mirror: None) -> None:
-    url = (tmp_path / "offline" / "tasks.tar.gz").as_uri()
+def test_prepare_without_mirror_or_network(served, tmp_path: Path, no_env_mirror: None) -> None:
+    url = f"{served[1]}/offline/tasks.tar.gz"         # not there: a 404
     out = tmp_path / "data" / "babi"
     with pytest.raises(DownloadError) as err:
         prepare_babi(out, url=url)
@@ -285,7 +287,7 @@ def _dead_pid() -> int:
     return p.pid
 
 
-def test_a_killed_preparations_partial_folder_is_removed_by_the_next_run(tmp_path: Path) -> None:
+def test_a_killed_preparations_partial_folder_is_removed_by_the_next_run(served, tmp_path: Path) -> None:
     import os
     import socket
     out = tmp_path / "data" / "babi"
@@ -299,7 +301,7 @@ def test_a_killed_preparations_partial_folder_is_removed_by_the_next_run(tmp_pat
         (d / "en" / "qa1.txt").write_text("x")
     (tmp_path / "empty-mirror").mkdir()
     with pytest.raises(DownloadError):
-        prepare_babi(out, mirror=tmp_path / "empty-mirror", url=(tmp_path / "offline.tar.gz").as_uri())
+        prepare_babi(out, mirror=tmp_path / "empty-mirror", url=f"{served[1]}/offline.tar.gz")
     assert [n for n in siblings(out) if n.endswith(".partial")] == sorted(p.name for p in (live, other))
 
 
@@ -314,18 +316,17 @@ def test_a_bad_mirror_archive_is_not_called_ours_to_delete(babi_root: Path, tmp_
     assert fetch.BABI_URL in message and "--mirror" in message
 
 
-def test_no_archive_anywhere_names_the_cli_flag(tmp_path: Path, no_env_mirror: None) -> None:
+def test_no_archive_anywhere_names_the_cli_flag(served, tmp_path: Path, no_env_mirror: None) -> None:
     (tmp_path / "mirror").mkdir()
     with pytest.raises(DownloadError) as err:
-        prepare_babi(tmp_path / "data" / "babi", mirror=tmp_path / "mirror", url=(tmp_path / "x.tgz").as_uri())
+        prepare_babi(tmp_path / "data" / "babi", mirror=tmp_path / "mirror", url=f"{served[1]}/x.tgz")
     assert "--mirror" in str(err.value) and "mirror=" not in str(err.value)
 
 
-def test_a_failed_download_leaves_no_empty_downloads_folder(tmp_path: Path, no_env_mirror: None) -> None:
+def test_a_failed_download_leaves_no_empty_downloads_folder(served, tmp_path: Path, no_env_mirror: None) -> None:
     (tmp_path / "empty-mirror").mkdir()
     with pytest.raises(DownloadError):
-        prepare_babi(tmp_path / "data" / "babi", mirror=tmp_path / "empty-mirror",
-                     url=(tmp_path / "offline.tar.gz").as_uri())
+        prepare_babi(tmp_path / "data" / "babi", mirror=tmp_path / "empty-mirror", url=f"{served[1]}/offline.tar.gz")
     assert not (tmp_path / "data").exists() or list((tmp_path / "data").iterdir()) == []
 
 

@@ -7,11 +7,9 @@ from __future__ import annotations
 import csv
 import dataclasses
 import hashlib
-import http.server
 import io
 import json
 import re
-import threading
 import zipfile
 from pathlib import Path
 
@@ -21,27 +19,6 @@ from nlpbench.data import catalog
 from nlpbench.data.fetch import ChecksumError, DownloadError, fetch_remote, git_blob_sha1
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture
-def served(tmp_path: Path):
-    """(folder, base URL): a local HTTP server serving `folder`, stopped after the test."""
-    root = tmp_path / "www"
-    root.mkdir()
-
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, directory=str(root), **kwargs)
-
-        def log_message(self, *args) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield root, f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
 
 
 @pytest.fixture
@@ -79,9 +56,10 @@ def test_squad_train_download_is_verified_by_its_git_blob_sha1(served, tmp_path,
 
     monkeypatch.setitem(data.OFFICIAL_GIT_SHA1, "train", "0" * 40)
     src.path.unlink()
-    with pytest.raises(ChecksumError, match=r"downloads/train-v1\.1\.json: git blob SHA-1 .* is not the official"):
+    with pytest.raises(ChecksumError, match=r"downloads/train-v1\.1\.json: git blob SHA-1 .* is not the official"
+                                            rf".*downloaded from {re.escape(base)}/train-v1\.1\.json"):
         data.fetch_split("train", tmp_path / "downloads")
-    assert not (tmp_path / "downloads" / "train-v1.1.json").exists()
+    assert list((tmp_path / "downloads").iterdir()) == []      # checked before it was kept: no file, no .part
 
 
 # ---------------------------------------------------------------------------------------------------- GloVe
@@ -119,7 +97,7 @@ def test_glove_wrong_checksum_is_rejected_naming_the_file(served, tmp_path, no_m
     with pytest.raises(ChecksumError, match=r"downloads/glove\.840B\.300d\.zip: sha256 mismatch for "
                                             r"glove\.840B\.300d\.zip .* expected 0{64}"):
         glove.fetch_840b(tmp_path / "downloads")
-    assert not any((tmp_path / "downloads").iterdir())        # nothing unverified stays
+    assert not (tmp_path / "downloads").exists()      # nothing unverified stays (no .part), nor an empty folder
 
 
 def test_glove_from_the_mirror_needs_no_network(tmp_path, monkeypatch) -> None:
@@ -135,8 +113,8 @@ def test_glove_from_the_mirror_needs_no_network(tmp_path, monkeypatch) -> None:
     assert z.is_file()                                       # a mirror's file is not ours to delete
 
 
-def test_no_copy_anywhere_names_the_mirror_path(tmp_path, no_mirror) -> None:
-    entry = dataclasses.replace(catalog.get("glove-840b"), url="http://127.0.0.1:9/glove.840B.300d.zip")
+def test_no_copy_anywhere_names_the_mirror_path(served, tmp_path, no_mirror) -> None:
+    entry = dataclasses.replace(catalog.get("glove-840b"), url=f"{served[1]}/glove.840B.300d.zip")    # a 404
     with pytest.raises(DownloadError, match=r"glove\.840B\.300d\.zip.*NLPBENCH_MIRROR.*glove/glove\.840B\.300d\.zip"):
         fetch_remote(entry, tmp_path / "downloads", timeout=5)
 

@@ -148,7 +148,7 @@ def test_missing_test_split_reported_not_crashed(mirror_dir: Path, tmp_path: Pat
     assert tc.needs_data(status, "cpu") == ["qg: no test split"]
 
 
-def test_nothing_available_is_an_error_and_marks_nothing_done(tmp_path: Path) -> None:
+def test_nothing_available_is_an_error_and_marks_nothing_done(served, tmp_path: Path) -> None:
     """No training data: a FetchError naming the missing files and where they were looked for; no STATUS.json
     (nothing for a later step to take as done), no partial folder, no empty downloads/ folder."""
     (tmp_path / "empty").mkdir()
@@ -157,7 +157,7 @@ def test_nothing_available_is_an_error_and_marks_nothing_done(tmp_path: Path) ->
     message = str(err.value)
     assert ts.SNLI_ZIP in message and ts.SNLI_SAMPLE in message and str(tmp_path / "empty") in message
     assert not (tmp_path / "data").exists() or list((tmp_path / "data").iterdir()) == []
-    offline = {key: (tmp_path / "offline" / Path(key).name).as_uri() for key in (ts.SNLI_ZIP, ts.SNLI_SAMPLE)}
+    offline = {key: f"{served[1]}/offline/{Path(key).name}" for key in (ts.SNLI_ZIP, ts.SNLI_SAMPLE)}   # 404s
     with pytest.raises(FetchError, match="downloads allowed"):
         tc.prepare_snli(tmp_path / "data" / "snli", tmp_path / "empty", urls=offline)
     assert not (tmp_path / "data").exists() or list((tmp_path / "data").iterdir()) == []
@@ -308,9 +308,11 @@ def test_permutation_is_a_fixed_shuffle() -> None:
 
 
 # --- download route and the full-data paths ---------------------------------------------------------------------
-def test_download_from_url_is_verified(mirror_dir: Path, tmp_path: Path) -> None:
+def test_download_from_url_is_verified(mirror_dir: Path, served, tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
-    urls = {ts.SNLI_SAMPLE: (mirror_dir / ts.SNLI_SAMPLE).as_uri(), ts.SNLI_ZIP: (tmp_path / "absent.zip").as_uri()}
+    root, base = served
+    (root / "sample.txt").symlink_to(mirror_dir / ts.SNLI_SAMPLE)
+    urls = {ts.SNLI_SAMPLE: f"{base}/sample.txt", ts.SNLI_ZIP: f"{base}/absent.zip"}
     status = tc.prepare_snli(tmp_path / "work" / "snli", tmp_path / "empty", urls=urls)
     assert status["version"] == "mirror"
     (source,) = status["sources"]
@@ -378,7 +380,7 @@ def test_dialog_thesis_split_from_official_cornell_archive(tmp_path: Path) -> No
     assert ex.ref[0] == "line" and ex.ref[1].startswith("l") and ex.ref[2:] == (",", "isnt", "it", "?", "yes", ".")
 
 
-def test_unpublished_checksum_download_accepted_with_warning(tmp_path: Path) -> None:
+def test_unpublished_checksum_download_accepted_with_warning(served, tmp_path: Path) -> None:
     def write_csv(path: Path, n: int, tag: str) -> None:
         buf = io.StringIO()
         writer = csv.writer(buf)
@@ -386,15 +388,14 @@ def test_unpublished_checksum_download_accepted_with_warning(tmp_path: Path) -> 
         writer.writerows([[f"what is {tag} {i} ?", f"the {tag} {i} is here"] for i in range(n)])
         path.write_text(buf.getvalue(), encoding="utf-8")
 
-    mirror, served = tmp_path / "mirror", tmp_path / "served"
-    served.mkdir()
+    mirror, (www, base) = tmp_path / "mirror", served
     for f, n in ((ts.QG_FILES[1], 5), (ts.QG_FILES[2], 4)):
         (mirror / f.path).parent.mkdir(parents=True, exist_ok=True)
         write_csv(mirror / f.path, n, f.split)
-    write_csv(served / "df_qgen_train.csv", 12, "train")
+    write_csv(www / "df_qgen_train.csv", 12, "train")
     manifest = {f.path: _entry(mirror / f.path, f.path) for f in ts.QG_FILES[1:]}
     manifest[QG_TRAIN] = ts.TextManifestEntry(QG_TRAIN, None, "", "", "no published checksum")
-    urls = {QG_TRAIN: (served / "df_qgen_train.csv").as_uri()}
+    urls = {QG_TRAIN: f"{base}/df_qgen_train.csv"}
     with pytest.warns(UserWarning, match="no published checksum"):
         status = tc.prepare_qg(tmp_path / "work" / "qg", mirror, manifest=manifest, urls=urls)
     assert status["version"] == "full" and status["missing"] == [] and status["missing_files"] == []
@@ -403,6 +404,25 @@ def test_unpublished_checksum_download_accepted_with_warning(tmp_path: Path) -> 
     assert {s: v["examples"] for s, v in status["splits"].items()} == {"train": 12, "valid": 5, "test": 4}
     data = tc.load_prepared(tmp_path / "work" / "qg")
     assert data.splits["train"][0] == (("the", "train", "0", "is", "here"),) + (("what", "is", "train", "0", "?"),) * 2
+
+
+def test_a_download_failing_its_checksum_is_deleted_before_it_is_kept(served, tmp_path: Path) -> None:
+    """A download with a recorded git blob SHA-1 is checked before it lands under its name: a mismatch names the
+    file and the URL, and leaves neither the file nor its .part in downloads/."""
+    www, base = served
+    mirror = tmp_path / "mirror"
+    for f in ts.QG_FILES[1:]:
+        (mirror / f.path).parent.mkdir(parents=True, exist_ok=True)
+        (mirror / f.path).write_text("question,answer\nwhat ?,this\n", encoding="utf-8")
+    (www / "df_qgen_train.csv").write_text("question,answer\nwhat ?,that\n", encoding="utf-8")
+    manifest = {f.path: _entry(mirror / f.path, f.path) for f in ts.QG_FILES[1:]}
+    manifest[QG_TRAIN] = ts.TextManifestEntry(QG_TRAIN, None, "", "0" * 40, "test")
+    url = f"{base}/df_qgen_train.csv"
+    with pytest.raises(ChecksumError) as err:
+        tc.prepare_qg(tmp_path / "work" / "qg", mirror, manifest=manifest, urls={QG_TRAIN: url})
+    downloads = tmp_path / "work" / "downloads"
+    assert str(err.value).startswith(f"{downloads / 'df_qgen_train.csv'} (manifest entry") and url in str(err.value)
+    assert not downloads.exists() or list(downloads.iterdir()) == []
 
 
 def test_malformed_csv_named(tmp_path: Path) -> None:

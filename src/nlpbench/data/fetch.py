@@ -11,8 +11,6 @@ import socket
 import tarfile
 import tempfile
 import time
-import urllib.error
-import urllib.request
 import warnings
 import zlib
 from dataclasses import dataclass
@@ -23,7 +21,8 @@ from typing import IO, Callable
 from nlpbench.data.prepared import (CHUNK as _CHUNK, STATUS_FILE, FetchError, PreparedDataChanged,  # noqa: F401
                                     sha256_file, verify_prepared)
 from nlpbench.data import tsv
-from nlpbench.io import atomic_path, current_umask, read_json, write_json
+from nlpbench.data.download import ChecksumError, DownloadError, download
+from nlpbench.io import current_umask, read_json, write_json
 
 MIRROR_ENV = "NLPBENCH_MIRROR"
 
@@ -42,14 +41,6 @@ BABI_MIRROR_FULL = "babi/tasks_1-20_v1-2.tar.gz"
 BABI_MIRROR_GAPS = frozenset(
     f"{variant}/qa3_three-supporting-facts_train.txt" for variant in ("en-10k", "hn-10k", "shuffled-10k")
 )
-
-
-class ChecksumError(FetchError):
-    """A file's checksum differs from the recorded one."""
-
-
-class DownloadError(FetchError):
-    """A download failed (no network, bad URL, server error)."""
 
 
 class UnsafeArchiveError(FetchError):
@@ -93,40 +84,6 @@ def git_blob_sha1(path: str | os.PathLike) -> str:
     """What `git hash-object FILE` prints: sha1 of b"blob <size>\\0" + the file's bytes."""
     with open(path, "rb") as f:
         return _hash_stream(f, os.fstat(f.fileno()).st_size)[1]
-
-
-def download(url: str, dest: str | os.PathLike, sha256: str | None = None, timeout: float = 60.0) -> Path:
-    """Download `url` to `dest` through a temporary file beside it; verify `sha256` before renaming."""
-    dest = Path(dest)
-    made = _missing_parents(dest)
-    try:
-        with atomic_path(dest) as tmp:
-            try:
-                with urllib.request.urlopen(url, timeout=timeout) as response, open(tmp, "wb") as out:
-                    digest = hashlib.sha256()
-                    while chunk := response.read(_CHUNK):
-                        digest.update(chunk)
-                        out.write(chunk)
-            except (urllib.error.URLError, OSError, ValueError) as e:
-                raise DownloadError(f"could not download {url} to {dest}: {e}") from e
-            actual = digest.hexdigest()
-            if sha256 is not None and actual != sha256.lower():
-                raise ChecksumError(
-                    f"{dest}: sha256 mismatch for the download of {url}: expected {sha256}, got {actual}. "
-                    "The download was deleted; retry, or put a verified copy in a mirror directory "
-                    f"(${MIRROR_ENV})."
-                )
-    except BaseException:
-        for folder in made:             # no empty downloads/ folder stays behind a failed download
-            if folder.is_dir() and not any(folder.iterdir()):
-                folder.rmdir()
-        raise
-    return dest
-
-
-def _missing_parents(path: Path) -> list[Path]:
-    """The folders above `path` that do not exist yet, innermost first."""
-    return [p for p in path.parents if not p.exists()]
 
 
 def load_babi_manifest(path: str | os.PathLike | None = None) -> dict[str, ManifestEntry]:
@@ -369,11 +326,10 @@ LFS_SIZE = re.compile(r"^size (\d+)$", re.M)
 
 def lfs_pointer(url: str, timeout: float = 60.0) -> tuple[str, int | None]:
     """(sha256, size) from the git-LFS pointer a Hugging Face Hub `raw/` URL serves for a large file."""
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:
-            text = response.read(4096).decode("utf-8", "replace")
-    except (urllib.error.URLError, OSError, ValueError) as e:
-        raise DownloadError(f"could not read the git-LFS pointer {url}: {e}") from e
+    with tempfile.TemporaryDirectory() as folder:
+        pointer = download(url, Path(folder) / "pointer", timeout=timeout, quiet=True)
+        with open(pointer, "rb") as f:
+            text = f.read(4096).decode("utf-8", "replace")
     oid, size = LFS_OID.search(text), LFS_SIZE.search(text)
     if oid is None:
         raise ChecksumError(f"{url} is not a git-LFS pointer (no 'oid sha256:' line), so the file cannot be verified")
@@ -432,13 +388,12 @@ def fetch_remote(entry, downloads: str | os.PathLike, mirror: str | os.PathLike 
     if not allow_download:
         raise FetchError(f"{entry.name} not found (looked at {'; '.join(tried)}) and downloads are disabled; "
                          f"set ${MIRROR_ENV} to a directory holding {entry.mirror}, or allow downloads")
+    passed = []             # the checksum the complete download passed, before it is kept under its name
     try:
-        with atomic_path(dest) as tmp:   # the file appears under its name only once it passed its checksum
-            download(entry.url, tmp, timeout=timeout)
-            checksum = verify_remote(Path(tmp), entry, remedy=remedy)
+        download(entry.url, dest, timeout=timeout,
+                 verify=lambda part: passed.append(verify_remote(part, entry, remedy=remedy)))
     except DownloadError as e:
         raise DownloadError(f"cannot get {entry.name}: not at {'; '.join(tried)}, and {e}. Connect to the network, "
                             f"or set ${MIRROR_ENV} to a directory holding {entry.mirror}") from e
-    except ChecksumError as e:
-        raise ChecksumError(str(e).replace(str(tmp), str(dest), 1)) from e
+    checksum = passed[0] if passed else verify_remote(dest, entry, remedy=f"delete {dest} and run the data step again")
     return dest, entry.url, checksum

@@ -110,15 +110,15 @@ def fetch_split(split: str, downloads: str | os.PathLike, mirror: str | os.PathL
                           _verify_official(candidate, split, _mirror_remedy(f"the official file ({URLS[split]})")))
     cached = Path(downloads) / name
     tried.append(str(cached))
+    remedy = "the download was deleted; run the data step again to download it anew"
     if not cached.is_file() and allow_download:
         try:
-            download(URLS[split], cached)
+            download(URLS[split], cached, verify=lambda part: _verify_official(part, split, remedy))
         except DownloadError as e:
             tried.append(f"{URLS[split]} ({e})")
     if cached.is_file():
         try:
-            return Source(cached, URLS[split], "official", _verify_official(
-                cached, split, "the download was deleted; run the data step again to download it anew"))
+            return Source(cached, URLS[split], "official", _verify_official(cached, split, remedy))
         except ChecksumError:
             cached.unlink()
             raise

@@ -156,13 +156,17 @@ class SourceFetcher:
             raise FetchError(f"{key} has no entry in nlpbench/textgen/{MANIFEST_NAME}")
         entry, url = self.manifest[key], self.urls.get(key, url)
         path, origin = None, ""
+        download_remedy = "it was deleted, so the next run downloads it again"
         if self.mirror is not None and (self.mirror / key).is_file():
             path, origin = self.mirror / key, str(self.mirror / key)
         elif self.allow_download:
             dest = self.downloads / Path(key).name
             if not dest.is_file():
+                def check(part: Path) -> None:       # a recorded checksum, before the file is kept under its name
+                    if entry.sha256 or entry.git_sha1:
+                        verify_file(part, entry, download_remedy)
                 try:
-                    download(url, dest, sha256=entry.sha256 or None)
+                    download(url, dest, verify=check)
                 except DownloadError as e:
                     self.missing_files.append({"split": split, "path": key, "url": url, "reason": str(e)})
                     return None
@@ -173,7 +177,7 @@ class SourceFetcher:
                                        "reason": f"{where}, and downloads are disabled"})
             return None
         downloaded = path.parent == self.downloads
-        remedy = ("it was deleted, so the next run downloads it again" if downloaded else
+        remedy = (download_remedy if downloaded else
                   f"the mirror's file is corrupt or not the official one: replace it with the official file ({url}), "
                   "or use another mirror (--mirror or $NLPBENCH_MIRROR)")
         try:
