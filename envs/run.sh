@@ -126,7 +126,7 @@ install() {   # install [build] [with-tests]
       fi
     fi
     # every package and its sha256 from the lock; nlpbench itself then adds nothing
-    "$VENV/bin/python" -m pip install --quiet --require-hashes "${extra[@]}" -r "$lock"
+    "$VENV/bin/python" -m pip install --quiet --require-hashes ${extra[@]+"${extra[@]}"} -r "$lock"   # bash 3.2 (macOS): an empty array is unset
     "$VENV/bin/python" -m pip install --quiet --no-deps -e .
     echo "$build" > "$STAMP"
   fi
@@ -209,7 +209,7 @@ case "$cmd" in
     ;;
   install)
     parse_build "$@"
-    [ ${#ARGS[@]} -eq 0 ] || die "install takes --cpu, --cuda 12 or --cuda 13, not '${ARGS[*]}'"
+    [ ${#ARGS[@]} -eq 0 ] || die "install takes --cpu or --cuda 13, not '${ARGS[*]}'"
     install "$BUILD"
     ;;
   lock)
