@@ -89,10 +89,9 @@ def test_snakemake_builds_both_conda_environments_from_its_copies_of_their_files
                            "--conda-prefix", str(prefix), "--cores", "1", "--config", "scale=smoke", "device=cuda"],
                           cwd=project, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-4000:] + done.stdout[-2000:]
-    built = {}
-    for copy in prefix.glob("*.yaml"):
-        built[next(n for n in ENVS if copy.read_bytes() == (REPO / "envs" / n).read_bytes())] = copy.with_suffix("")
-    assert set(built) == set(ENVS), done.stderr[-3000:]
+    copies = {copy.read_bytes(): copy.with_suffix("") for copy in prefix.glob("*.yaml")}   # <prefix>/<hash>.yaml
+    built = {name: copies[text] for name in ENVS if (text := (REPO / "envs" / name).read_bytes()) in copies}
+    assert set(built) == set(ENVS) and len(copies) == len(ENVS), done.stderr[-3000:]
     for name, env_dir in built.items():
         lock = _lock_pins(REPO / "envs" / "lock" / f"{ENVS[name]}.txt")
         assert (env_dir / "pinned.txt").read_text().split("\n")[:-1] == lock, f"{name} does not carry its lock"
