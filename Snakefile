@@ -41,8 +41,9 @@ train_gpu = lambda *_: nb_res.gpus(PARAMS["device"], runs_here())
 train_threads = lambda *_: nb_res.train_threads(train_gpu())
 # The software each job runs in under `snakemake --sdm conda` (without it, the rules run in the installed
 # environment): envs/nlpbench.yaml (CPU build of torch) for every job, envs/nlpbench-cuda.yaml (CUDA 13 build) for a
-# job that takes a GPU. Both install their lock file of envs/lock/ with hashes; the path is the repository's, as an
-# included file's relative path would be read from pipeline/.
+# job that takes a GPU, both for Linux x86_64. Each carries its lock of envs/lock/ written out with the hashes, as
+# Snakemake builds it from a copy in its conda prefix; the path is the repository's, as an included file's relative
+# path would be read from pipeline/.
 CPU_ENV = str(Path(workflow.basedir) / "envs" / "nlpbench.yaml")
 gpu_env = lambda *_: str(Path(workflow.basedir) / "envs" / ("nlpbench-cuda.yaml" if train_gpu() else "nlpbench.yaml"))
 COSTS = nb_status.read_costs()
