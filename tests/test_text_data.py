@@ -467,3 +467,35 @@ def test_a_prepared_file_edited_or_deleted_stops_its_use(mirror_dir: Path, tmp_p
         tc.load_prepared(out)
     assert str(err.value).startswith(f"{path} was {'deleted' if edit.startswith('delete') else 'changed'}")
     assert f"delete {out} and run the data step again (nlpbench data snli)" in str(err.value)
+
+
+def test_split_by_group_keeps_every_group_in_one_split() -> None:
+    pairs = list(range(100))
+    groups = [f"m{i // 5}" for i in range(100)]                    # 20 groups of 5 pairs
+    splits, members = tc.split_by_group(pairs, groups, (0.8, 0.1, 0.1), seed=3)
+    assert sorted(p for s in splits.values() for p in s) == pairs
+    assert [len(splits[s]) for s in ("valid", "test")] == [10, 10] and len(splits["train"]) == 80
+    owner = {g: s for s, gs in members.items() for g in gs}
+    assert len(owner) == 20 and all(owner[groups[p]] == s for s, ps in splits.items() for p in ps)
+    assert tc.split_by_group(pairs, groups, (0.8, 0.1, 0.1), seed=3) == (splits, members)   # seeded
+    assert tc.split_by_group(pairs, groups, (0.8, 0.1, 0.1), seed=4)[1] != members
+
+
+def test_dialog_mirror_regrouped_by_movie_shares_no_film(mirror_dir: Path, tmp_path: Path) -> None:
+    """mirror_split grouped: the authors' validation and test pairs pooled and split by movie_id (no film in two
+    splits: split_by_group); QG's files name no group, so asking it there is an error naming why."""
+    config = replace(tc.DIALOG_CONFIG, vocab_size=2000, max_pairs=3000, mirror_split="grouped")
+    status = tc.prepare_dialog(tmp_path / "dialog", mirror_dir, config=config, allow_download=False)
+    corpus = tc.load_prepared(tmp_path / "dialog")
+    sizes = {s: len(corpus.splits[s]) for s in ("train", "valid", "test")}
+    assert status["version"] == "mirror" and sum(sizes.values()) == 6000 - status["dropped_empty_pairs"]
+    assert 600 <= sizes["valid"] < 800 and 600 <= sizes["test"] < 800     # whole films: up to one film over
+    assert all("pooled, the pairs of" in status["splits"][s]["origin"] and "no movie_id in two splits"
+               in status["splits"][s]["origin"] for s in sizes), status["splits"]
+    assert corpus.config.mirror_split == "grouped"
+    plain = tc.prepare_dialog(tmp_path / "plain", mirror_dir, allow_download=False,
+                              config=replace(tc.DIALOG_CONFIG, vocab_size=2000, max_pairs=3000))
+    assert "mirror_split" not in plain["config"]            # the default leaves earlier preparations' record as is
+    with pytest.raises(FetchError, match="movie_id"):
+        tc.prepare_qg(tmp_path / "qg", mirror_dir, allow_download=False,
+                      config=replace(tc.QG_CONFIG, mirror_split="grouped"))

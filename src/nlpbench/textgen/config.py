@@ -28,7 +28,7 @@ def tg_outputs(params: dict) -> dict[str, dict]:
 
 # Settings added after runs existed: left out of the digests while they hold these neutral values, so that the
 # ids of earlier runs (and their prepared data) stay valid.
-NEUTRAL_CORPUS_KEYS = {"max_pairs": None}
+NEUTRAL_CORPUS_KEYS = {"max_pairs": None, "mirror_split": "valid", "mirror_split_fractions": [0.8, 0.1, 0.1]}
 NEUTRAL_TRAIN_KEYS = {"patience": None}
 
 

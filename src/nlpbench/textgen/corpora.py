@@ -25,7 +25,7 @@ import random
 import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, NamedTuple, Sequence
+from typing import Callable, Iterable, Iterator, Mapping, NamedTuple, Sequence
 
 from nlpbench.data.fetch import FetchError, partial_dir, publish_partial, remove_stale_partials, resolve_mirror
 from nlpbench.data.prepared import STATUS_FILE, file_records, verify_prepared
@@ -35,6 +35,7 @@ from nlpbench.textgen.sources import (
     CORNELL_ZIP,
     DIALOG_COLUMNS,
     DIALOG_FILES,
+    DIALOG_GROUP,
     QG_COLUMNS,
     QG_FILES,
     SNLI_SAMPLE,
@@ -46,6 +47,7 @@ from nlpbench.textgen.sources import (
     TextManifestEntry,
     load_text_manifest,
     read_cornell_zip,
+    read_csv_column,
     read_csv_pairs,
     read_snli_zip,
 )
@@ -72,6 +74,11 @@ class CorpusConfig:
     mirror_split_sizes: tuple[int, ...] = ()  # SNLI mirror sample (train, valid, test)
     mirror_valid_fraction: float = 0.1  # QG/dialog mirror version: share of official valid kept as valid
     max_pairs: int | None = None  # QG/dialog: keep the first N pairs of each file (the smoke scale); None = all
+    # QG/dialog mirror version without a training file: "valid" (the official validation pairs train, but for
+    # mirror_valid_fraction of them; the official test pairs test) | "grouped" (the official validation and test
+    # pairs pooled and split by group, dialog's movie_id, so that no movie is in two splits)
+    mirror_split: str = "valid"
+    mirror_split_fractions: tuple[float, ...] = (0.8, 0.1, 0.1)   # grouped: train, valid, test shares of the pairs
 
     @property
     def rules(self) -> TextRules:
@@ -104,9 +111,9 @@ def permutation(n: int, seed: int) -> list[int]:
     return order
 
 
-def _tokenized_pairs(pairs: Iterable[tuple[str, str]], config: CorpusConfig) -> tuple[list[tuple], int]:
-    """Preprocessed (src words, tgt words); pairs with an empty side after normalisation are dropped (counted)."""
-    rules, out, dropped, cache = config.rules, [], 0, {}
+def _tokenized_each(pairs: Iterable[tuple[str, str]], config: CorpusConfig) -> Iterator[tuple | None]:
+    """Each pair preprocessed to (src words, tgt words), or None when a side is empty after normalisation."""
+    rules, cache = config.rules, {}
 
     def words(text: str) -> list[str]:  # QG source sentences recur once per question
         if text not in cache:
@@ -115,11 +122,33 @@ def _tokenized_pairs(pairs: Iterable[tuple[str, str]], config: CorpusConfig) -> 
 
     for src, tgt in pairs:
         s, t = words(src), words(tgt)
-        if s and t:
-            out.append((s, t))
-        else:
-            dropped += 1
-    return out, dropped
+        yield (s, t) if s and t else None
+
+
+def _tokenized_pairs(pairs: Iterable[tuple[str, str]], config: CorpusConfig) -> tuple[list[tuple], int]:
+    """Preprocessed (src words, tgt words); pairs with an empty side after normalisation are dropped (counted)."""
+    out = list(_tokenized_each(pairs, config))
+    kept = [pair for pair in out if pair is not None]
+    return kept, len(out) - len(kept)
+
+
+def split_by_group(pairs: Sequence, groups: Sequence[str], fractions: Sequence[float], seed: int
+                   ) -> tuple[dict[str, list], dict[str, list[str]]]:
+    """Whole groups, in a seeded order, fill the validation split and then the test split until each holds its
+    share of the pairs (`fractions`: train, valid, test); the other groups train. No group is in two splits.
+    Returns the pairs of each split and the groups each split holds."""
+    by_group: dict[str, list] = {}
+    for pair, group in zip(pairs, groups, strict=True):
+        by_group.setdefault(group, []).append(pair)
+    names = sorted(by_group)
+    targets = {"valid": round(fractions[1] * len(pairs)), "test": round(fractions[2] * len(pairs))}
+    splits: dict[str, list] = {"train": [], "valid": [], "test": []}
+    members: dict[str, list[str]] = {"train": [], "valid": [], "test": []}
+    for i in permutation(len(names), seed):
+        split = next((s for s in ("valid", "test") if len(splits[s]) < targets[s]), "train")
+        splits[split] += by_group[names[i]]
+        members[split].append(names[i])
+    return splits, members
 
 
 def _unique_sentences(texts: Iterable[str], rules: TextRules) -> list[str]:
@@ -170,16 +199,26 @@ def _prepare_snli(fetch: SourceFetcher, config: CorpusConfig) -> dict:
 
 
 def _prepare_paired(fetch: SourceFetcher, config: CorpusConfig, files: Sequence[SourceFile],
-                    columns: tuple[str, str], fallback: Callable[[], dict | None] | None = None) -> dict:
+                    columns: tuple[str, str], fallback: Callable[[], dict | None] | None = None,
+                    group_column: str | None = None) -> dict:
     raw: dict[str, list[tuple[str, str]]] = {}
+    groups: dict[str, list[str]] = {}
+    grouped = config.mirror_split == "grouped"
+    if grouped and group_column is None:
+        raise FetchError(f"{config.corpus}: mirror_split grouped needs a group of each pair (dialog's movie_id); "
+                         f"{config.corpus}'s files have none (use mirror_split: valid)")
     for source in files:
         path = fetch.get(source.path, source.url, source.split)
         if path is not None:
             raw[source.split] = read_csv_pairs(path, columns)[: config.max_pairs]
+            if grouped:
+                groups[source.split] = read_csv_column(path, group_column)[: config.max_pairs]
     if "train" not in raw and fallback is not None:
         result = fallback()
         if result is not None:
             return result
+    if "train" not in raw and grouped and {"valid", "test"} <= set(raw):
+        return _grouped_stand_in(raw, groups, config, group_column)
     splits, dropped = {}, 0
     for split, pairs in raw.items():
         splits[split], n = _tokenized_pairs(pairs, config)
@@ -199,6 +238,27 @@ def _prepare_paired(fetch: SourceFetcher, config: CorpusConfig, files: Sequence[
                        f"(seeded shuffle, seed {config.seed})")
     origin["train"] = f"stand-in: the other {len(order) - n_valid:,} official validation pairs"
     return {"version": "mirror", "splits": splits, "origin": origin, "dropped_empty": dropped, "present": present}
+
+
+def _grouped_stand_in(raw: dict[str, list], groups: dict[str, list[str]], config: CorpusConfig,
+                      group_column: str) -> dict:
+    """The mirror version of a paired corpus without its training file: the official validation and test pairs
+    pooled and split by group (split_by_group), so training, validation and test share no group."""
+    pairs, kept_groups, dropped = [], [], 0
+    for split in ("valid", "test"):
+        for pair, group in zip(_tokenized_each(raw[split], config), groups[split], strict=True):
+            if pair is None:
+                dropped += 1
+            else:
+                pairs.append(pair)
+                kept_groups.append(group)
+    splits, members = split_by_group(pairs, kept_groups, config.mirror_split_fractions, config.seed)
+    n_groups = len(set(kept_groups))
+    origin = {s: (f"stand-in: {len(splits[s]):,} of the {len(pairs):,} official validation and test pairs pooled, "
+                  f"the pairs of {len(members[s]):,} of the {n_groups:,} values of {group_column} (seeded, seed "
+                  f"{config.seed}; no {group_column} in two splits)") for s in splits}
+    return {"version": "mirror", "splits": splits, "origin": origin, "dropped_empty": dropped,
+            "present": ["valid", "test"]}
 
 
 def _cornell_fallback(fetch: SourceFetcher, config: CorpusConfig) -> dict | None:
@@ -266,8 +326,14 @@ def _no_training_data(corpus: str, fetch: SourceFetcher) -> str:
             f"Put the files in the mirror or {fix}, then run the data step again.")
 
 
+# Settings added after corpora were prepared: left out of STATUS.json's record while at these values, so that an
+# earlier preparation with the same settings is still recognised.
+NEUTRAL_SETTINGS = {"mirror_split": "valid", "mirror_split_fractions": (0.8, 0.1, 0.1)}
+
+
 def _config_json(config: CorpusConfig) -> dict:
-    return json.loads(json.dumps(asdict(config)))  # tuples -> lists, as read back from STATUS.json
+    record = {k: v for k, v in asdict(config).items() if not (k in NEUTRAL_SETTINGS and v == NEUTRAL_SETTINGS[k])}
+    return json.loads(json.dumps(record))  # tuples -> lists, as read back from STATUS.json
 
 
 def prepare_corpus(corpus: str, out_dir: str | os.PathLike, mirror: str | os.PathLike | None = None, *,
@@ -301,7 +367,7 @@ def prepare_corpus(corpus: str, out_dir: str | os.PathLike, mirror: str | os.Pat
         result = _prepare_paired(fetch, config, QG_FILES, QG_COLUMNS)
     else:
         result = _prepare_paired(fetch, config, DIALOG_FILES, DIALOG_COLUMNS,
-                                 fallback=lambda: _cornell_fallback(fetch, config))
+                                 fallback=lambda: _cornell_fallback(fetch, config), group_column=DIALOG_GROUP)
     if "train" not in result["splits"]:
         raise FetchError(_no_training_data(corpus, fetch))
     tmp = partial_dir(out_dir)
@@ -360,8 +426,9 @@ class PreparedCorpus:
     @property
     def config(self) -> CorpusConfig:
         cfg = dict(self.status["config"])
-        for key in ("split_sizes", "mirror_split_sizes"):
-            cfg[key] = tuple(cfg[key])
+        for key in ("split_sizes", "mirror_split_sizes", "mirror_split_fractions"):
+            if key in cfg:
+                cfg[key] = tuple(cfg[key])
         return CorpusConfig(**cfg)
 
     def encode(self, words: Sequence[str], side: str, pad: bool = True) -> list[int]:

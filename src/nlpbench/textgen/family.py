@@ -57,8 +57,9 @@ class TextgenFamily:
         from nlpbench.data.fetch import resolve_mirror
         from nlpbench.textgen.corpora import CorpusConfig, prepare_corpus
         section = dict(params["textgen"]["corpora"][step])
-        for key in ("split_sizes", "mirror_split_sizes"):
-            section[key] = tuple(section[key])
+        for key in ("split_sizes", "mirror_split_sizes", "mirror_split_fractions"):
+            if key in section:
+                section[key] = tuple(section[key])
         out = tgc.corpus_dir(params, step, paths.data)
         status = prepare_corpus(step, out, resolve_mirror(mirror), config=CorpusConfig(corpus=step, **section))
         return (f"{step} ready in {out}: version {status['version']}, splits "

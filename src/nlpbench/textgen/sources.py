@@ -74,6 +74,7 @@ DIALOG_FILES = tuple(
 # CSV columns (source, target) of the authors' files: QG `answer` holds the source sentence.
 QG_COLUMNS = ("answer", "question")
 DIALOG_COLUMNS = ("line", "reply")
+DIALOG_GROUP = "movie_id"   # the authors' dialog CSVs name each pair's film: the groups of the mirror's re-split
 
 
 # --- Manifest and verification ---------------------------------------------------------------------------------
@@ -202,6 +203,15 @@ def read_csv_pairs(path: Path, columns: tuple[str, str]) -> list[tuple[str, str]
     if not pairs:
         raise FetchError(f"{path}: no rows")
     return pairs
+
+
+def read_csv_column(path: Path, column: str) -> list[str]:
+    """One column of one of the authors' CSV files, row by row; FetchError naming the file if it lacks it."""
+    with open(path, encoding="utf-8", newline="") as f:
+        reader = csv.DictReader(f)
+        if reader.fieldnames is None or column not in reader.fieldnames:
+            raise FetchError(f"{path}: expected a CSV column {column!r}, found {reader.fieldnames}")
+        return [row[column] or "" for row in reader]
 
 
 def read_snli_zip(path: Path) -> list[str]:
