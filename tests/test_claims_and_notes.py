@@ -122,6 +122,17 @@ def test_outperforms_and_the_spread_kinds():
         {"kind": "smaller_spread_than", "a": ["N / 1"], "b": ["u:N / 2"], "within": 40}, {"t": pats, **other})
 
 
+def test_a_claim_the_document_s_own_table_does_not_bear_out_says_so():
+    ours = {"t": {("1", "N / 1"): 80.0, ("2", "N / 1"): 90.0, ("1", "N / 2"): 30.0, ("2", "N / 2"): 70.0}}
+    claim = {"kind": "own_pattern_best", "a": ["N / 1", "N / 2"]}
+    same = {("t", "1", "N / 1"): 80.0, ("t", "2", "N / 1"): 85.0, ("t", "1", "N / 2"): 30.0, ("t", "2", "N / 2"): 70.0}
+    line = _one(claim, ours, same)
+    assert "in our numbers it does not hold" in line and line.endswith(
+        "As in the thesis's numbers: the document's own table does not bear the claim out either."), line
+    bears = {**same, ("t", "2", "N / 1"): 10.0}
+    assert "bear the claim out" not in _one(claim, ours, bears)
+
+
 SEEDS = {("t", "hi", "c"): {0: 30.0, 1: 31.0, 2: 32.0}, ("t", "lo", "c"): {0: 20.0, 1: 21.0, 2: 22.0},
          ("t", "mid", "c"): {0: 20.0, 1: 35.0, 2: 25.0}}
 SEEDED = {"t": {(r, "c"): max(v.values()) for (_, r, _), v in SEEDS.items()}}

@@ -532,6 +532,10 @@ def judged(claims: list[dict], table: str, cells: TableCells, table_status: str,
                 verdict, words = with_seeds(verdict, *seeds)
                 sides = [(sides[0][0], (ours[0], ours[1] + f" (the selected seeds); {words}"))] + sides[1:]
             sentence = _line(c["text"], subject, sides)
+            printed = sides[1][1] if len(sides) > 1 else None
+            if verdict == NOT_HOLD and printed is not None and not printed[0].startswith("holds"):
+                sentence += (f" As in {printed_label(cells.source)}: the document's own table does not bear the "
+                             "claim out either.")
             learning = (_learning_cells(c, table, cells, subject if kind in PER_COLUMN else None)
                         if claims_testable and verdict not in (UNTESTABLE, NEEDS_DATA) else [])
             if learning:                    # judged between our own cells only where their runs converged
