@@ -303,7 +303,7 @@ def test_a_figure_that_is_not_a_plain_name_is_refused_naming_its_home_and_key(pa
     with pytest.raises(config.ConfigError) as e:
         config.load(params_file)
     assert str(e.value).startswith(f"{file}: invalid parameters")
-    assert rf"tables.shen-thesis.{home}.figure: {bad!r} is not a valid name (letters, digits" in str(e.value)
+    assert f"\n  figure: {bad!r} is not a valid name (letters, digits" in str(e.value)      # the key in the home
 
 
 def test_every_shipped_name_is_a_valid_name():
@@ -557,6 +557,70 @@ def test_a_bad_home_is_named_by_its_file(params_file):
     home.write_text("rows: [1, 2\n")
     with pytest.raises(config.ConfigError, match=re.escape(str(home)) + ".*line"):
         config.load(params_file)
+
+
+def _home(params_file, source, name, section="tables"):
+    return params_file.parent / "pipeline" / section / source / f"{name}.yaml"
+
+
+def _replace_in(file, old, new):
+    text = file.read_text()
+    assert old in text
+    file.write_text(text.replace(old, new, 1))
+
+
+def test_a_key_maps_to_the_file_that_sets_it_and_the_key_inside_it(params_file):
+    params = config.load(params_file, {"scale": "cpu"})
+    table_42 = _home(params_file, "bahuleyan-thesis", "4.2")
+    assert config.home_and_key(params, "tables.bahuleyan-thesis.4.2.notes.0") == (str(table_42), "notes.0")
+    assert config.home_and_key(params, "outputs.bahuleyan-thesis.fig4.7.smooth") == \
+        (str(_home(params_file, "bahuleyan-thesis", "fig4.7", "outputs")), "smooth")
+    assert config.home_and_key(params, "tables.bahuleyan-thesis.4.2") == (str(table_42), "")
+    assert config.where(params, "tables.bahuleyan-thesis.4.2") == str(table_42)
+    assert config.where(params, "tables.bahuleyan-thesis.4.2.claims.0.a") == f"{table_42}: claims.0.a"
+    assert config.where(params, "squad.train.lr") == f"{params_file}: squad.train.lr"      # params.yaml's own
+    d = config.declaration(params, "tables", "bahuleyan-thesis", "4.2")
+    assert d.at("claims") == f"{table_42}: claims" and d.at() == str(table_42)
+    # a declaration written in params.yaml lies there, under its whole key
+    _edit(params_file, lambda data: None)            # the homes put inline
+    inline = config.load(params_file, {"scale": "cpu"})
+    assert config.where(inline, "tables.bahuleyan-thesis.4.2.claims.0.a") == \
+        f"{params_file}: tables.bahuleyan-thesis.4.2.claims.0.a"
+
+
+def test_a_schema_error_in_a_home_names_the_home_and_the_key_inside_it(params_file):
+    home = _home(params_file, "tolias-thesis", "2")
+    _replace_in(home, "variant: en", "variant: english")
+    with pytest.raises(config.ConfigError) as e:
+        config.load(params_file)
+    assert str(e.value).startswith(f"{home}: invalid parameters\n  variant: 'english' is not one of")
+    # errors in two files: each line names its file
+    _replace_in(_home(params_file, "tolias-thesis", "7"), "variant: en", "variant: english")
+    with pytest.raises(config.ConfigError) as e:
+        config.load(params_file)
+    assert str(e.value).startswith(f"{params_file}: invalid parameters\n  {home}: variant: 'english'")
+    assert f"\n  {_home(params_file, 'tolias-thesis', '7')}: variant: 'english'" in str(e.value)
+
+
+def test_a_claim_typo_in_a_home_names_the_home_and_the_claims_key(params_file):
+    home = _home(params_file, "tolias-thesis", "2")
+    _replace_in(home, 'a: "t-MEM-NN / 10 samples", b: "Baseline', 'a: "t-MEM-NN / 11 samples", b: "Baseline')
+    with pytest.raises(config.ConfigError) as e:
+        registry.load(params_file, {"scale": "cpu"})
+    assert str(e.value).startswith(f"{home}: claims.0.a: Table 2 has no column 't-MEM-NN / 11 samples'")
+    _edit(params_file, lambda data: None)            # the same declaration written in params.yaml: named there
+    with pytest.raises(config.ConfigError) as e:
+        registry.load(params_file, {"scale": "cpu"})
+    assert str(e.value).startswith(f"{params_file}: tables.tolias-thesis.2.claims.0.a: Table 2 has no column")
+
+
+def test_a_family_check_names_the_home_and_key_of_what_it_refuses(params_file):
+    home = _home(params_file, "bahuleyan-thesis", "4.2")
+    _replace_in(home, "{run: snli-tanh-3000,", "{run: snli-tanh-300,")
+    with pytest.raises(config.ConfigError) as e:
+        registry.load(params_file, {"scale": "cpu"})
+    assert str(e.value) == (f"{home}: rows.ADAM-tanh-3000.run: unknown run 'snli-tanh-300' "
+                            f"(not in {params_file}: textgen.runs)")
 
 
 def test_a_homes_by_scale_keys_apply_at_that_scale_only(params_file):

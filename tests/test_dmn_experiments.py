@@ -100,7 +100,7 @@ def test_bad_declarations_are_named(params):
     p["tables"]["shen-thesis"]["6.2"]["columns"]["Trained Network / 1"]["data"] = "task"
     with pytest.raises(config.ConfigError, match="Trained Network / 1: data 'task' needs task rows"):
         dg.all_groups(p)
-    with pytest.raises(config.ConfigError, match=r"tables\.shen-thesis\.6\.2.*data.*pattern7"):
+    with pytest.raises(config.ConfigError, match=r"(?s)pipeline/tables/shen-thesis/6\.2\.yaml.*columns\.x\.data.*pattern7"):
         config.load(REPO / "params.yaml", {"tables.shen-thesis.6.2": {
             "family": "dmn", "rows": "patterns", "columns": {"x": {"model": "dmn+", "data": "pattern7"}}}})
     with pytest.raises(config.ConfigError, match="unknown key 'dmn.model.size'"):
@@ -650,11 +650,11 @@ def test_the_ff_dmn_pilot_reads_mean_validation_accuracy_over_five_seeds_never_t
 def test_a_validation_report_needs_task_rows_and_a_single_model(params):
     p = copy.deepcopy(params)
     p["tables"]["shen-thesis"]["6.2"]["report"] = "validation"
-    with pytest.raises(config.ConfigError, match=r"6\.2\.columns\.Trained Network / 1: report: validation reads"):
+    with pytest.raises(config.ConfigError, match=r"shen-thesis/6\.2\.yaml: columns\.Trained Network / 1: report: validation reads"):
         dg.all_groups(p)
     p = copy.deepcopy(params)
     p["tables"]["shen-thesis"]["6.7"]["report"] = "validation"
-    with pytest.raises(config.ConfigError, match=r"6\.7\.columns\.Ensemble: report: validation reads"):
+    with pytest.raises(config.ConfigError, match=r"shen-thesis/6\.7\.yaml: columns\.Ensemble: report: validation reads"):
         dg.all_groups(p)
     with pytest.raises(config.ConfigError, match="report"):
         config.load(REPO / "params.yaml", {"tables.shen-thesis.pilot-ffdmn.report": "best"})

@@ -338,7 +338,7 @@ def table_cells(params: dict, table: str, runs_root: Path) -> tuple[list[tables.
     info = {"devices": set(), "items": {}}
     for column, members in cols.items():
         col = decl["columns"][column]
-        kind = _kind(col["data"])
+        kind = _kind(col["data"], config.where(params, f"tables.{SOURCE}.{table}.columns.{column}.data"))
         values, row_seeds = [], []
         for row in rows:
             item = f"task{row}" if kind == "tasks" else col["data"]
