@@ -537,6 +537,58 @@ def test_an_invalid_value_is_shown_short(params_file):
     assert line.startswith("  memnet.train.lr: [[") and line.endswith("is not of type 'number'") and len(line) < 300
 
 
+# -- the families' config dataclasses ------------------------------------------------------------------------
+
+# (family, "module:dataclass", the params.yaml section whose keys are its fields); textgen's corpora share the
+# `snli` block (`&model_defaults`), which the others merge and change a key or two of
+CONFIG_DATACLASSES = [
+    ("memnet", "nlpbench.memnet.model:MemNetConfig", "memnet.model"),
+    ("memnet", "nlpbench.memnet.train:TrainConfig", "memnet.train"),
+    ("memnet", "nlpbench.memnet.train:BayesConfig", "memnet.bayes"),
+    ("dmn", "nlpbench.dmn.model:DMNConfig", "dmn.model"),
+    ("dmn", "nlpbench.dmn.train:DMNTrainConfig", "dmn.train"),
+    ("squad", "nlpbench.squad.model:ModelConfig", "squad.model"),
+    ("squad", "nlpbench.squad.train:TrainConfig", "squad.train"),
+    ("acvi", "nlpbench.acvi.model:ModelConfig", "acvi.model"),
+    ("acvi", "nlpbench.acvi.train:TrainConfig", "acvi.train"),
+    ("textgen", "nlpbench.textgen.model:Seq2SeqConfig", "textgen.settings.snli.model"),
+]
+
+
+def _as_yaml(value):
+    return [_as_yaml(v) for v in value] if isinstance(value, (list, tuple)) else value
+
+
+@pytest.mark.parametrize("family", sorted({f for f, _, _ in CONFIG_DATACLASSES}))
+def test_every_config_dataclass_default_is_the_value_params_yaml_sets(family):
+    """A family's config dataclasses default to what params.yaml sets at the paper scale (its text, no scale's
+    overrides), so that a config built in code or a test means the pipeline's reading, not a superseded one."""
+    import dataclasses
+    import importlib
+    raw = yaml.safe_load((REPO / "params.yaml").read_text())
+    differ, compared = [], 0
+    for _, name, section in [c for c in CONFIG_DATACLASSES if c[0] == family]:
+        module, attr = name.split(":")
+        cls = getattr(importlib.import_module(module), attr)
+        values = raw
+        for key in section.split("."):
+            values = values[key]
+        for f in dataclasses.fields(cls):
+            if f.name not in values:
+                continue
+            if f.default is not dataclasses.MISSING:
+                default = f.default
+            elif f.default_factory is not dataclasses.MISSING:
+                default = f.default_factory()
+            else:
+                continue               # no default: every caller names it
+            compared += 1
+            if _as_yaml(default) != _as_yaml(values[f.name]):
+                differ.append(f"{section}.{f.name}: {attr} default {default!r}, params.yaml {values[f.name]!r}")
+    assert compared >= 5
+    assert not differ, "; ".join(differ)
+
+
 # -- one home per table --------------------------------------------------------------------------------------
 
 def test_every_declaration_has_one_home_and_every_printed_table_its_numbers_beside_it():

@@ -44,6 +44,19 @@ def test_runs_shared_between_tables_fall_in_one_group(params):
     assert {g.model for g in dg.table_groups(params, "6.4")} == {"modmn+", "dmn+"}
 
 
+def test_a_runs_model_config_follows_its_settings_never_a_default(params):
+    """A DMN+ or MoDMN+ run's config holds the ff-DMN readings it does not read (its settings drop them) at their
+    neutral values, as every earlier checkpoint's identity does; an ff-DMN run's holds its settings'."""
+    neutral = {k: dg.HASH_NEUTRAL[("model", k)] for k in dg.FF_DMN_ONLY}
+    for g in dg.all_groups(params).values():
+        cfg = dataclasses.asdict(dx.model_config(g.model, g.settings))
+        assert {k: cfg[k] for k in g.settings["model"]} == g.settings["model"]
+        if g.model != "ff-dmn":
+            assert {k: cfg[k] for k in dg.FF_DMN_ONLY} == neutral
+    ff = dx.model_config("ff-dmn", dg.resolved_settings(params, "tasks", "ff-dmn"))
+    assert ff.question_in_update is True             # params.yaml's: the reading validation chose (pilot-ffdmn)
+
+
 def test_columns_whose_overrides_resolve_to_the_same_settings_share_one_group(params):
     p = copy.deepcopy(params)
     columns = p["tables"]["shen-thesis"]["6.5"]["columns"]
