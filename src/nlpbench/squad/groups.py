@@ -88,15 +88,14 @@ def row_names(decl: dict) -> list[str]:
 def config_of(params: dict, part: dict, where: str) -> Config:
     """The trained configuration a (non-cited, baseline) cell reads; ConfigError naming `where` (the cell's file and
     key, config.where) if incomplete."""
-    from nlpbench.squad.output import OUTPUTS
-    from nlpbench.squad.similarity import SIMILARITIES
+    from nlpbench.squad.configs import OUTPUTS, SIMILARITY_NAMES
 
     for key in ("similarity",) if part.get("model", "baseline") != "baseline" else ("similarity", "output"):
         if key not in part:
             raise ConfigError(f"{where}: no {key} (set it in the row, the column or `fixed`)")
-    if part["similarity"] not in SIMILARITIES:
+    if part["similarity"] not in SIMILARITY_NAMES:
         raise ConfigError(f"{where}: unknown similarity {part['similarity']!r} "
-                          f"(known: {', '.join(SIMILARITIES)})")
+                          f"(known: {', '.join(SIMILARITY_NAMES)})")
     if "metric" not in part:
         raise ConfigError(f"{where}: no metric (em or f1)")
     if part.get("model", "baseline") != "baseline":
@@ -189,7 +188,7 @@ def all_configs(params: dict) -> dict[str, Config]:
 
 
 def check(params: dict) -> None:
-    from nlpbench.squad.train import TrainConfig
+    from nlpbench.squad.configs import TrainConfig
 
     sq = params["squad"]
     try:
