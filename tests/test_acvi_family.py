@@ -193,5 +193,5 @@ def test_the_benchmark_note_says_whose_hours_it_projects():
 def test_a_claim_naming_no_row_is_named():
     bad = [{"kind": "above_spread", "rows": ["PG + coverage: ACVI", "PG + coverage: ASA"], "columns": ["ROUGE-L"],
             "text": "x"}]
-    with pytest.raises(config.ConfigError, match=r"acvi-qg.claims.0.rows: Table acvi-qg has no row 'PG \+ coverage: ACVI'"):
+    with pytest.raises(config.ConfigError, match=r"tolias-thesis/acvi-qg\.yaml: claims\.0\.rows: Table acvi-qg has no row 'PG \+ coverage: ACVI'"):
         load("cpu", **{"tables.tolias-thesis.acvi-qg.claims": bad})

@@ -20,7 +20,7 @@ SRC = str(Path(__file__).resolve().parents[1] / "src")
 def copy_cfg(attention="asa", steps=120, **kw):
     base = dict(task="copy", model=ModelConfig(emb_dim=32, hidden_dim=32, attn_dim=32, attention=attention),
                 batch_size=16, phases=[[steps, 20, 20]], coverage_iters=0, checkpoint_every=10_000, log_every=20,
-                beam_width=3, n_samples=3, max_dec_steps=12, lr=3e-3,
+                beam_width=3, n_samples=3, min_dec_steps=0, max_dec_steps=12, eval_meteor=False, lr=3e-3,
                 copy_task={"n_train": 2000, "n_eval": 20, "length": [4, 8], "n_words": 30, "n_oov_words": 20})
     base.update(kw)
     return TrainConfig(**base)
@@ -87,7 +87,7 @@ def test_same_seed_same_numbers_in_a_new_process(tmp_path):
         "from nlpbench.acvi.model import ModelConfig\n"
         "cfg = TrainConfig(task='copy', model=ModelConfig(emb_dim=16, hidden_dim=16, attn_dim=16,"
         " attention='acvi_thesis'), batch_size=8, phases=[[10, 10, 10]], coverage_iters=2, log_every=1,"
-        " beam_width=2, n_samples=2, max_dec_steps=6,"
+        " beam_width=2, n_samples=2, min_dec_steps=0, max_dec_steps=6, eval_meteor=False,"
         " copy_task={'n_train': 100, 'n_eval': 4, 'length': [3, 5], 'n_words': 10, 'n_oov_words': 5})\n"
         "run(cfg, sys.argv[1])\n" % SRC)
     # two fresh processes with different hash seeds and the same thread count (float sums depend on threads)

@@ -183,11 +183,11 @@ def test_a_column_judged_column_by_column_may_hold_a_colon_when_named_with_its_t
     seeds = {("t", "hi", "c: x"): {0: 30.0, 1: 31.0}, ("t", "lo", "c: x"): {0: 20.0, 1: 21.0}}
     grid = {"t": {("hi", "c: x"): 31.0, ("lo", "c: x"): 21.0}}
     claim = {"kind": "above", "rows": ["hi", "lo"], "columns": ["t:c: x"]}
-    claims.check([{"text": "x", **claim}], "t", _cells(grid), "T")
+    claims.check([{"text": "x", **claim}], "t", _cells(grid), "T.claims")
     assert "Claim (§1: x; c: x): in our numbers it holds" in _one(claim, grid, None, seeds)
     other = {**grid, "u": {("hi", "c"): 1.0}}
     with pytest.raises(config.ConfigError, match=r"T\.claims\.0\.columns: kind above reads this table's columns"):
-        claims.check([{"text": "x", **claim, "columns": ["u:c"]}], "t", _cells(other), "T")
+        claims.check([{"text": "x", **claim, "columns": ["u:c"]}], "t", _cells(other), "T.claims")
 
 
 @pytest.mark.parametrize("claim, message", [
@@ -200,7 +200,7 @@ def test_a_column_judged_column_by_column_may_hold_a_colon_when_named_with_its_t
 ])
 def test_a_claim_that_names_what_does_not_exist_is_a_named_error(claim, message):
     with pytest.raises(config.ConfigError, match=message):
-        claims.check([{"text": "x", **claim}], "t", _cells(TASKS), "T")
+        claims.check([{"text": "x", **claim}], "t", _cells(TASKS), "T.claims")
 
 
 @pytest.mark.parametrize("scale", ["smoke", "cpu", "paper"])
@@ -260,7 +260,7 @@ def test_a_claim_the_documents_own_numbers_cannot_decide_is_unresolved_with_thos
     assert "EM: BiDAF 65.6 against SAN 63.5 (+2.1)" in claims.judged([above], "3.1", cells, "")[0]["sentence"]
     assert "EM: best BiDAF 65.6, next DCN 64.3 (lead +1.3)" in claims.judged([best], "3.1", cells, "")[0]["sentence"]
     with pytest.raises(config.ConfigError, match=r"T\.claims\.0: a claim is untestable .* or unresolved"):
-        claims.check([{**claim, "untestable": "why"}], "3.1", cells, "T")
+        claims.check([{**claim, "untestable": "why"}], "3.1", cells, "T.claims")
 
 
 def test_a_claim_with_nothing_to_judge_needs_data_where_its_table_lacks_data():
@@ -283,13 +283,13 @@ def test_a_measured_claim_is_judged_on_its_outputs_csv():
                  "column": "measured", "bound": 1.1, "text": "§6.4.4: comparable"},
                 {"kind": "at_least", "where": {"section": "Inference", "quantity": "missing"},
                  "column": "measured", "bound": 1.1, "text": "§6.5.2: costs more"}]
-    first, second, third = claims.judge_measured(declared, "timing", BENCH, "outputs.x.timing")
+    first, second, third = claims.judge_measured(declared, "timing", BENCH, "outputs.x.timing.claims")
     assert first["verdict"] == "does not hold" and "1.6 x (at most 1.1); the document's: 1.02" in first["sentence"]
     assert second["verdict"] == "holds"
     assert third["verdict"] == "needs data" and "not measured" in third["sentence"]
     dofs = "group,task,seed,nu_A,nu_B,nu_C,within_claim\ng,1,0,2,2,2,True\ng,1,1,9,2,2,False\n"
     [share] = claims.judge_measured([{"kind": "share_at_least", "column": "within_claim", "bound": 1.0,
-                                      "text": "§6.5.5: all"}], "dof", dofs, "outputs.x.dof")
+                                      "text": "§6.5.5: all"}], "dof", dofs, "outputs.x.dof.claims")
     assert share["verdict"] == "does not hold" and "1 of 2 (50.0 %)" in share["sentence"]
     with pytest.raises(notes.NoteError, match=r"outputs.x.timing.claims.0.column: the output has no column 'secs'"):
-        claims.judge_measured([{**declared[0], "column": "secs"}], "timing", BENCH, "outputs.x.timing")
+        claims.judge_measured([{**declared[0], "column": "secs"}], "timing", BENCH, "outputs.x.timing.claims")

@@ -303,7 +303,7 @@ def test_a_figure_that_is_not_a_plain_name_is_refused_naming_its_home_and_key(pa
     with pytest.raises(config.ConfigError) as e:
         config.load(params_file)
     assert str(e.value).startswith(f"{file}: invalid parameters")
-    assert rf"tables.shen-thesis.{home}.figure: {bad!r} is not a valid name (letters, digits" in str(e.value)
+    assert f"\n  figure: {bad!r} is not a valid name (letters, digits" in str(e.value)      # the key in the home
 
 
 def test_every_shipped_name_is_a_valid_name():
@@ -537,6 +537,58 @@ def test_an_invalid_value_is_shown_short(params_file):
     assert line.startswith("  memnet.train.lr: [[") and line.endswith("is not of type 'number'") and len(line) < 300
 
 
+# -- the families' config dataclasses ------------------------------------------------------------------------
+
+# (family, "module:dataclass", the params.yaml section whose keys are its fields); textgen's corpora share the
+# `snli` block (`&model_defaults`), which the others merge and change a key or two of
+CONFIG_DATACLASSES = [
+    ("memnet", "nlpbench.memnet.model:MemNetConfig", "memnet.model"),
+    ("memnet", "nlpbench.memnet.train:TrainConfig", "memnet.train"),
+    ("memnet", "nlpbench.memnet.train:BayesConfig", "memnet.bayes"),
+    ("dmn", "nlpbench.dmn.model:DMNConfig", "dmn.model"),
+    ("dmn", "nlpbench.dmn.train:DMNTrainConfig", "dmn.train"),
+    ("squad", "nlpbench.squad.model:ModelConfig", "squad.model"),
+    ("squad", "nlpbench.squad.train:TrainConfig", "squad.train"),
+    ("acvi", "nlpbench.acvi.model:ModelConfig", "acvi.model"),
+    ("acvi", "nlpbench.acvi.train:TrainConfig", "acvi.train"),
+    ("textgen", "nlpbench.textgen.model:Seq2SeqConfig", "textgen.settings.snli.model"),
+]
+
+
+def _as_yaml(value):
+    return [_as_yaml(v) for v in value] if isinstance(value, (list, tuple)) else value
+
+
+@pytest.mark.parametrize("family", sorted({f for f, _, _ in CONFIG_DATACLASSES}))
+def test_every_config_dataclass_default_is_the_value_params_yaml_sets(family):
+    """A family's config dataclasses default to what params.yaml sets at the paper scale (its text, no scale's
+    overrides), so that a config built in code or a test means the pipeline's reading, not a superseded one."""
+    import dataclasses
+    import importlib
+    raw = yaml.safe_load((REPO / "params.yaml").read_text())
+    differ, compared = [], 0
+    for _, name, section in [c for c in CONFIG_DATACLASSES if c[0] == family]:
+        module, attr = name.split(":")
+        cls = getattr(importlib.import_module(module), attr)
+        values = raw
+        for key in section.split("."):
+            values = values[key]
+        for f in dataclasses.fields(cls):
+            if f.name not in values:
+                continue
+            if f.default is not dataclasses.MISSING:
+                default = f.default
+            elif f.default_factory is not dataclasses.MISSING:
+                default = f.default_factory()
+            else:
+                continue               # no default: every caller names it
+            compared += 1
+            if _as_yaml(default) != _as_yaml(values[f.name]):
+                differ.append(f"{section}.{f.name}: {attr} default {default!r}, params.yaml {values[f.name]!r}")
+    assert compared >= 5
+    assert not differ, "; ".join(differ)
+
+
 # -- one home per table --------------------------------------------------------------------------------------
 
 def test_every_declaration_has_one_home_and_every_printed_table_its_numbers_beside_it():
@@ -557,6 +609,70 @@ def test_a_bad_home_is_named_by_its_file(params_file):
     home.write_text("rows: [1, 2\n")
     with pytest.raises(config.ConfigError, match=re.escape(str(home)) + ".*line"):
         config.load(params_file)
+
+
+def _home(params_file, source, name, section="tables"):
+    return params_file.parent / "pipeline" / section / source / f"{name}.yaml"
+
+
+def _replace_in(file, old, new):
+    text = file.read_text()
+    assert old in text
+    file.write_text(text.replace(old, new, 1))
+
+
+def test_a_key_maps_to_the_file_that_sets_it_and_the_key_inside_it(params_file):
+    params = config.load(params_file, {"scale": "cpu"})
+    table_42 = _home(params_file, "bahuleyan-thesis", "4.2")
+    assert config.home_and_key(params, "tables.bahuleyan-thesis.4.2.notes.0") == (str(table_42), "notes.0")
+    assert config.home_and_key(params, "outputs.bahuleyan-thesis.fig4.7.smooth") == \
+        (str(_home(params_file, "bahuleyan-thesis", "fig4.7", "outputs")), "smooth")
+    assert config.home_and_key(params, "tables.bahuleyan-thesis.4.2") == (str(table_42), "")
+    assert config.where(params, "tables.bahuleyan-thesis.4.2") == str(table_42)
+    assert config.where(params, "tables.bahuleyan-thesis.4.2.claims.0.a") == f"{table_42}: claims.0.a"
+    assert config.where(params, "squad.train.lr") == f"{params_file}: squad.train.lr"      # params.yaml's own
+    d = config.declaration(params, "tables", "bahuleyan-thesis", "4.2")
+    assert d.at("claims") == f"{table_42}: claims" and d.at() == str(table_42)
+    # a declaration written in params.yaml lies there, under its whole key
+    _edit(params_file, lambda data: None)            # the homes put inline
+    inline = config.load(params_file, {"scale": "cpu"})
+    assert config.where(inline, "tables.bahuleyan-thesis.4.2.claims.0.a") == \
+        f"{params_file}: tables.bahuleyan-thesis.4.2.claims.0.a"
+
+
+def test_a_schema_error_in_a_home_names_the_home_and_the_key_inside_it(params_file):
+    home = _home(params_file, "tolias-thesis", "2")
+    _replace_in(home, "variant: en", "variant: english")
+    with pytest.raises(config.ConfigError) as e:
+        config.load(params_file)
+    assert str(e.value).startswith(f"{home}: invalid parameters\n  variant: 'english' is not one of")
+    # errors in two files: each line names its file
+    _replace_in(_home(params_file, "tolias-thesis", "7"), "variant: en", "variant: english")
+    with pytest.raises(config.ConfigError) as e:
+        config.load(params_file)
+    assert str(e.value).startswith(f"{params_file}: invalid parameters\n  {home}: variant: 'english'")
+    assert f"\n  {_home(params_file, 'tolias-thesis', '7')}: variant: 'english'" in str(e.value)
+
+
+def test_a_claim_typo_in_a_home_names_the_home_and_the_claims_key(params_file):
+    home = _home(params_file, "tolias-thesis", "2")
+    _replace_in(home, 'a: "t-MEM-NN / 10 samples", b: "Baseline', 'a: "t-MEM-NN / 11 samples", b: "Baseline')
+    with pytest.raises(config.ConfigError) as e:
+        registry.load(params_file, {"scale": "cpu"})
+    assert str(e.value).startswith(f"{home}: claims.0.a: Table 2 has no column 't-MEM-NN / 11 samples'")
+    _edit(params_file, lambda data: None)            # the same declaration written in params.yaml: named there
+    with pytest.raises(config.ConfigError) as e:
+        registry.load(params_file, {"scale": "cpu"})
+    assert str(e.value).startswith(f"{params_file}: tables.tolias-thesis.2.claims.0.a: Table 2 has no column")
+
+
+def test_a_family_check_names_the_home_and_key_of_what_it_refuses(params_file):
+    home = _home(params_file, "bahuleyan-thesis", "4.2")
+    _replace_in(home, "{run: snli-tanh-3000,", "{run: snli-tanh-300,")
+    with pytest.raises(config.ConfigError) as e:
+        registry.load(params_file, {"scale": "cpu"})
+    assert str(e.value) == (f"{home}: rows.ADAM-tanh-3000.run: unknown run 'snli-tanh-300' "
+                            f"(not in {params_file}: textgen.runs)")
 
 
 def test_a_homes_by_scale_keys_apply_at_that_scale_only(params_file):

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from nlpbench.data.babi import load_task, train_val_split
+from nlpbench.dmn import groups as dg
 from nlpbench.dmn.train import DMNTrainConfig, DMNTrainer, build_data
 from nlpbench.dmn.model import (DMN, VARIANTS, AttnGRU, DMNConfig, Ensemble, PositionEncoder, ensemble_predict,
                                  ensemble_probs, has_recurrence)
@@ -130,8 +131,8 @@ def test_ff_dmn_has_no_recurrence_and_ignores_fact_order():
     assert not has_recurrence(_model("ff-dmn"))
     assert has_recurrence(_model("dmn+")) and has_recurrence(_model("modmn+"))
     assert not hasattr(_model("modmn+"), "attn_gru")
-    model = _model("ff-dmn")
-    assert model.update[0].in_features == D           # m^i = ReLU(W^(i) c^i + b): context vector only
+    model = _model("ff-dmn", question_in_update=False)
+    assert model.update[0].in_features == D           # m^i = ReLU(W^(i) c^i + b) (§6.5.2): context vector only
     stories, n_facts, queries = _batch(2)
     perm = torch.tensor([4, 0, 6, 2, 5, 1, 3])         # story 0 has all 7 facts
     shuffled = stories.clone()
@@ -165,12 +166,15 @@ def _by_hand(model: DMN, stories, n_facts, queries, ffn, update) -> torch.Tensor
     return model.answer(torch.cat([q, m], -1))
 
 
-def test_ff_dmn_default_reading_is_the_one_layer_model_bit_for_bit():
-    """The defaults (one ReLU layer per FNN, the update from c^i alone) are the ff-DMN as it was: the same
+# the readings' neutral values (the ff-DMN as it was before they were keys): one ReLU layer, the update from c^i alone
+EARLIER_FF_DMN = {"ffn_layers": 1, "ffn_activation": "relu", "question_in_update": False}
+
+
+def test_ff_dmn_neutral_reading_is_the_one_layer_model_bit_for_bit():
+    """The readings' neutral values (those a group's hash leaves out) are the ff-DMN as it was: the same
     parameters in the same order (so the same initial draws from the seed) and the same logits, bit for bit."""
-    cfg = DMNConfig(V, A, variant="ff-dmn", dim=D)
-    assert (cfg.ffn_layers, cfg.ffn_activation, cfg.question_in_update) == (1, "relu", False)
-    model = _model("ff-dmn")
+    assert EARLIER_FF_DMN == {key: dg.HASH_NEUTRAL[("model", key)] for key in dg.FF_DMN_ONLY}
+    model = _model("ff-dmn", **EARLIER_FF_DMN)
     assert [(n, tuple(p.shape)) for n, p in model.named_parameters()] == ONE_LAYER_FF_DMN
     stories, n_facts, queries = _batch(4)
     expected = _by_hand(model, stories, n_facts, queries, lambda x, layer: torch.relu(layer(x)),
@@ -180,7 +184,7 @@ def test_ff_dmn_default_reading_is_the_one_layer_model_bit_for_bit():
 
 @pytest.mark.parametrize("share_ffn", [False, True])
 def test_two_layer_fnns_stack_a_second_layer_on_sentences_and_question(share_ffn):
-    model = _model("ff-dmn", ffn_layers=2, share_ffn=share_ffn)
+    model = _model("ff-dmn", ffn_layers=2, share_ffn=share_ffn, question_in_update=False)
     names = [n for n, _ in model.named_parameters()]
     assert "sentence_ffn_deeper.0.weight" in names and "sentence_ffn_deeper.1.weight" not in names
     assert ("question_ffn_deeper.0.weight" in names) != share_ffn and not has_recurrence(model)
@@ -201,7 +205,7 @@ def test_two_layer_fnns_stack_a_second_layer_on_sentences_and_question(share_ffn
 
 def test_tanh_fnns_and_the_question_in_the_memory_update():
     stories, n_facts, queries = _batch(5)
-    tanh = _model("ff-dmn", ffn_activation="tanh")
+    tanh = _model("ff-dmn", ffn_activation="tanh", question_in_update=False)
     f = tanh.encode_facts(stories, n_facts)
     assert f.min() < 0 and torch.allclose(
         tanh(stories, n_facts, queries),
@@ -212,8 +216,8 @@ def test_tanh_fnns_and_the_question_in_the_memory_update():
     c, q = torch.randn(B, D), torch.randn(B, D)
     assert torch.equal(model.memory_update(0, q, c, q), torch.relu(model.update[0](torch.cat([c, q], -1))))
     assert not torch.allclose(model.memory_update(0, q, c, q), model.memory_update(0, q, c, -q))   # q matters
-    default = _model("ff-dmn")
-    assert torch.equal(default.memory_update(0, q, c, q), default.memory_update(0, -q, c, -q))     # not by default
+    from_c = _model("ff-dmn", question_in_update=False)
+    assert torch.equal(from_c.memory_update(0, q, c, q), from_c.memory_update(0, -q, c, -q))       # not without it
     assert torch.allclose(model(stories, n_facts, queries), _by_hand(
         model, stories, n_facts, queries, lambda x, layer: torch.relu(layer(x)),
         lambda i, c, q: torch.relu(model.update[i](torch.cat([c, q], -1)))), atol=1e-6)

@@ -44,6 +44,19 @@ def test_runs_shared_between_tables_fall_in_one_group(params):
     assert {g.model for g in dg.table_groups(params, "6.4")} == {"modmn+", "dmn+"}
 
 
+def test_a_runs_model_config_follows_its_settings_never_a_default(params):
+    """A DMN+ or MoDMN+ run's config holds the ff-DMN readings it does not read (its settings drop them) at their
+    neutral values, as every earlier checkpoint's identity does; an ff-DMN run's holds its settings'."""
+    neutral = {k: dg.HASH_NEUTRAL[("model", k)] for k in dg.FF_DMN_ONLY}
+    for g in dg.all_groups(params).values():
+        cfg = dataclasses.asdict(dx.model_config(g.model, g.settings))
+        assert {k: cfg[k] for k in g.settings["model"]} == g.settings["model"]
+        if g.model != "ff-dmn":
+            assert {k: cfg[k] for k in dg.FF_DMN_ONLY} == neutral
+    ff = dx.model_config("ff-dmn", dg.resolved_settings(params, "tasks", "ff-dmn"))
+    assert ff.question_in_update is True             # params.yaml's: the reading validation chose (pilot-ffdmn)
+
+
 def test_columns_whose_overrides_resolve_to_the_same_settings_share_one_group(params):
     p = copy.deepcopy(params)
     columns = p["tables"]["shen-thesis"]["6.5"]["columns"]
@@ -100,7 +113,7 @@ def test_bad_declarations_are_named(params):
     p["tables"]["shen-thesis"]["6.2"]["columns"]["Trained Network / 1"]["data"] = "task"
     with pytest.raises(config.ConfigError, match="Trained Network / 1: data 'task' needs task rows"):
         dg.all_groups(p)
-    with pytest.raises(config.ConfigError, match=r"tables\.shen-thesis\.6\.2.*data.*pattern7"):
+    with pytest.raises(config.ConfigError, match=r"(?s)pipeline/tables/shen-thesis/6\.2\.yaml.*columns\.x\.data.*pattern7"):
         config.load(REPO / "params.yaml", {"tables.shen-thesis.6.2": {
             "family": "dmn", "rows": "patterns", "columns": {"x": {"model": "dmn+", "data": "pattern7"}}}})
     with pytest.raises(config.ConfigError, match="unknown key 'dmn.model.size'"):
@@ -650,11 +663,11 @@ def test_the_ff_dmn_pilot_reads_mean_validation_accuracy_over_five_seeds_never_t
 def test_a_validation_report_needs_task_rows_and_a_single_model(params):
     p = copy.deepcopy(params)
     p["tables"]["shen-thesis"]["6.2"]["report"] = "validation"
-    with pytest.raises(config.ConfigError, match=r"6\.2\.columns\.Trained Network / 1: report: validation reads"):
+    with pytest.raises(config.ConfigError, match=r"shen-thesis/6\.2\.yaml: columns\.Trained Network / 1: report: validation reads"):
         dg.all_groups(p)
     p = copy.deepcopy(params)
     p["tables"]["shen-thesis"]["6.7"]["report"] = "validation"
-    with pytest.raises(config.ConfigError, match=r"6\.7\.columns\.Ensemble: report: validation reads"):
+    with pytest.raises(config.ConfigError, match=r"shen-thesis/6\.7\.yaml: columns\.Ensemble: report: validation reads"):
         dg.all_groups(p)
     with pytest.raises(config.ConfigError, match="report"):
         config.load(REPO / "params.yaml", {"tables.shen-thesis.pilot-ffdmn.report": "best"})

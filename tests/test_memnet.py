@@ -12,6 +12,22 @@ from nlpbench.memnet.train import BayesConfig, GroupTrainer, Run, TrainConfig, l
 from nlpbench.memnet.model import MemNetConfig, position_weights
 
 
+# The readings these tests train under, where a test does not name its own: MemNetConfig's and TrainConfig's
+# defaults before those became params.yaml's (Adagrad at lr 0.1 learns in two epochs, where SGD at that rate
+# diverges; eager kernels compile nothing), so that each test keeps the configuration it was written for.
+TEST_MODEL = {"tying": "layerwise", "memory_slots": "fixed", "position_form": "paper", "t_sampler": "gamma",
+              "memory_read": "gather", "posterior_kernels": "eager"}
+TEST_TRAIN = {"optimizer": "adagrad", "grad_noise_std": 0.0}
+
+
+def _model_config(**kw) -> MemNetConfig:
+    return MemNetConfig(**{"n_words": 0, **TEST_MODEL, **kw})
+
+
+def _train_config(**kw) -> TrainConfig:
+    return TrainConfig(**{**TEST_TRAIN, **kw})
+
+
 def test_position_encoding_is_the_papers_formula():
     J, L, d = 4, 6, 5
     a, b = position_weights(torch.tensor([J]), L, d)
@@ -45,9 +61,9 @@ def tasks_1_4(babi_root):
 
 def _trainer(datasets, runs, bayesian, epochs=2, samples=(1, 3), tying="layerwise", t_sampler="gamma",
              kernels="eager", hop_kernels="eager", **train):
-    cfg = MemNetConfig(n_words=0, bayesian=bayesian, tying=tying, t_sampler=t_sampler, posterior_kernels=kernels,
-                       hop_kernels=hop_kernels)
-    return GroupTrainer(runs, datasets, cfg, TrainConfig(epochs=epochs, lr=0.1, **train),
+    cfg = _model_config(bayesian=bayesian, tying=tying, t_sampler=t_sampler, posterior_kernels=kernels,
+                        hop_kernels=hop_kernels)
+    return GroupTrainer(runs, datasets, cfg, _train_config(epochs=epochs, lr=0.1, **train),
                         BayesConfig(test_samples=samples) if bayesian else None, log=lambda s: None)
 
 
@@ -181,8 +197,8 @@ def test_a_few_questions_embedding_their_own_sentences_get_the_whole_tables_answ
     table of distinct sentences: the same logits up to float summation order, for one and several draws side
     by side, in every bucket of runs."""
     from nlpbench.memnet.data import gather
-    tr = GroupTrainer([Run("t1", 0, 7), Run("t4", 1, 3)], tasks_1_4, MemNetConfig(n_words=0, bayesian=bayesian, **over),
-                      TrainConfig(), BayesConfig() if bayesian else None, log=lambda s: None)
+    tr = GroupTrainer([Run("t1", 0, 7), Run("t4", 1, 3)], tasks_1_4, _model_config(bayesian=bayesian, **over),
+                      _train_config(), BayesConfig() if bayesian else None, log=lambda s: None)
     assert len(tr.buckets) == 2
     with torch.no_grad():
         for n in (1, 3):
@@ -241,8 +257,8 @@ def test_tmemnn_learns_task_1_and_fits_its_dofs(babi_root):
 
 
 def test_adjacent_tying_and_one_hop_run(tasks_1_4):
-    for cfg in (MemNetConfig(n_words=0, tying="adjacent"), MemNetConfig(n_words=0, hops=1)):
-        t = GroupTrainer([Run("a", 0, 0)], tasks_1_4[:1], cfg, TrainConfig(epochs=1), None, log=lambda s: None)
+    for cfg in (_model_config(tying="adjacent"), _model_config(hops=1)):
+        t = GroupTrainer([Run("a", 0, 0)], tasks_1_4[:1], cfg, _train_config(epochs=1), None, log=lambda s: None)
         t.fit()
         assert 0.0 <= t.evaluate()[0]["test_acc"]["point"] <= 1.0
 
@@ -639,9 +655,9 @@ def test_the_engine_computes_the_readable_models_function(tasks_1_4, model, sett
     from nlpbench.memnet.groups import MODELS
     settings = dict(settings)
     tie_prior_dof = settings.pop("tie_prior_dof", True)
-    cfg = MemNetConfig(n_words=0, **MODELS[model], **settings)
+    cfg = _model_config(**MODELS[model], **settings)
     bayes = BayesConfig(test_samples=(3,), tie_prior_dof=tie_prior_dof) if cfg.bayesian else None
-    tr = GroupTrainer([Run("a", 0, 0), Run("b", 1, 1)], tasks_1_4, cfg, TrainConfig(), bayes, log=lambda s: None)
+    tr = GroupTrainer([Run("a", 0, 0), Run("b", 1, 1)], tasks_1_4, cfg, _train_config(), bayes, log=lambda s: None)
     with torch.no_grad():
         for p in tr.model.parameters():             # away from the initial values, where sigma and nu are uniform
             p.add_(0.05 * torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel())))
@@ -682,7 +698,7 @@ def test_the_readable_tmemnn_trains_on_its_draws_and_divergence(tasks_1_4):
     every mean, scale and dof, and the loss is finite."""
     from nlpbench.memnet.model import MemN2N
     from nlpbench.memnet.train import train_step
-    cfg = MemNetConfig(n_words=0, bayesian=True, tying="adjacent", memory_slots="longest_story",
+    cfg = _model_config(bayesian=True, tying="adjacent", memory_slots="longest_story",
                        position_form="code_published", t_sampler="polar")
     model = MemN2N(cfg, tasks_1_4[0].n_words, 10, torch.Generator().manual_seed(0))
     before = [p.detach().clone() for p in model.parameters()]
@@ -768,8 +784,8 @@ def test_a_learned_prior_dof_is_reported_without_a_pytorch_warning(tasks_1_4):
     """The priors ablation learns the prior's dof; its metrics read it from a detached tensor (PyTorch warned
     on every evaluation, converting a tensor that requires grad)."""
     import warnings
-    tr = GroupTrainer([Run("t1", 0, 7)], tasks_1_4[:1], MemNetConfig(n_words=0, bayesian=True),
-                      TrainConfig(epochs=1, lr=0.1), BayesConfig(learn_prior_dof=True, tie_prior_dof=False),
+    tr = GroupTrainer([Run("t1", 0, 7)], tasks_1_4[:1], _model_config(bayesian=True),
+                      _train_config(epochs=1, lr=0.1), BayesConfig(learn_prior_dof=True, tie_prior_dof=False),
                       log=lambda s: None)
     tr.fit()
     with warnings.catch_warnings():
@@ -911,8 +927,8 @@ def test_reading_each_runs_whole_table_gives_the_gathered_slots_loss_and_gradien
     runs = [Run("t1", 0, 7), Run("t2", 1, 3)]
     out = {}
     for read in ("gather", "whole_table"):
-        cfg = MemNetConfig(n_words=0, bayesian=bayesian, memory_read=read, **over)
-        tr = GroupTrainer(runs, data, cfg, TrainConfig(), BayesConfig() if bayesian else None, log=lambda s: None)
+        cfg = _model_config(bayesian=bayesian, memory_read=read, **over)
+        tr = GroupTrainer(runs, data, cfg, _train_config(), BayesConfig() if bayesian else None, log=lambda s: None)
         tr.buckets = [torch.arange(2)]                                  # one pass over both runs
         tr.sentences = tr._bags(tr.buckets[0])
         assert (tr.sentences["bags"]["rows_per_run"] is None) == (read == "gather")
@@ -974,9 +990,9 @@ def test_a_joint_batch_embeds_only_the_rows_it_reads_and_gets_the_whole_tables_n
         monkeypatch.setattr(model_module.GroupedMemNet, "_batch_rows",
                             lambda self, *a, **k: engaged.setdefault(share, []).append(real(self, *a, **k)) or
                             engaged[share][-1])
-        cfg = MemNetConfig(n_words=0, bayesian=bayesian, tying=tying, t_sampler="polar",
+        cfg = _model_config(bayesian=bayesian, tying=tying, t_sampler="polar",
                            memory_slots="longest_story")
-        tr = GroupTrainer(runs, data, cfg, TrainConfig(grad_noise_std=0.0), BayesConfig() if bayesian else None,
+        tr = GroupTrainer(runs, data, cfg, _train_config(grad_noise_std=0.0), BayesConfig() if bayesian else None,
                           log=lambda s: None)
         batch = gather(tr.split["train"], tr.data_of_run, torch.arange(32).expand(2, 32))
         loss, _ = tr.loss(batch)
@@ -1009,8 +1025,8 @@ def test_memory_hops_compiled_compute_the_eager_loss_gradients_and_attention(tas
         pytest.skip("torch.compile cannot build CPU kernels here (no C++ compiler)")
     out = {}
     for how in ("eager", "compiled"):
-        cfg = MemNetConfig(n_words=0, t_sampler="polar", hop_kernels=how, **reading)
-        tr = GroupTrainer([Run("t1", 0, 7), Run("t4", 1, 3)], tasks_1_4, cfg, TrainConfig(grad_noise_std=0.0),
+        cfg = _model_config(t_sampler="polar", hop_kernels=how, **reading)
+        tr = GroupTrainer([Run("t1", 0, 7), Run("t4", 1, 3)], tasks_1_4, cfg, _train_config(grad_noise_std=0.0),
                           BayesConfig() if cfg.bayesian else None, log=lambda s: None)
         assert tr.hop_kernels == how
         batch = gather(tr.split["train"], tr.data_of_run, torch.arange(32).expand(2, 32))
@@ -1060,3 +1076,16 @@ def test_timing_benchmark_without_data_says_which_files_it_needs(tmp_path):
     params = config.load(Path(__file__).resolve().parents[1] / "params.yaml", {"scale": "smoke"})
     with pytest.raises(FileNotFoundError, match=f"no bAbI en task files under {tmp_path}"):
         bench.measure(params, tmp_path, 1, "cpu")
+
+
+def test_a_checkpoint_config_from_before_a_reading_key_loads_with_its_earlier_reading():
+    """A run's model.pt holds the MemNetConfig it trained with; one written before a reading key existed ran that
+    key's earlier behaviour (the value the group hash leaves out), whatever MemNetConfig's default is now."""
+    from nlpbench.memnet.groups import HASH_NEUTRAL
+    from nlpbench.memnet.predict import saved_model_config
+    before = saved_model_config({"n_words": 30, "tying": "adjacent"})
+    assert (before.memory_slots, before.position_form, before.t_sampler, before.nil_row) == \
+        ("fixed", "paper", "gamma", "zero")
+    assert all(getattr(before, key) == value for (section, key), value in HASH_NEUTRAL.items() if section == "model")
+    written = dataclasses.asdict(MemNetConfig(n_words=30, t_sampler="polar", position_form="code"))
+    assert saved_model_config(written) == MemNetConfig(**written)          # a complete config loads as written

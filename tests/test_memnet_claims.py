@@ -144,10 +144,10 @@ def test_a_column_whose_name_holds_a_colon_is_read_whole():
 
 
 @pytest.mark.parametrize("note, message", [
-    ("{ours 2:9:t-MEM-NN / 5 samples}", r"tolias-thesis\.8\.notes\.0: note placeholder .*: Table 2 has no column 't-MEM-NN / 5 samples'"),
-    ("{ours 13:21}", r"tolias-thesis\.8\.notes\.0: note placeholder '\{ours 13:21\}': Table 13 has no row '21'"),
+    ("{ours 2:9:t-MEM-NN / 5 samples}", r"tolias-thesis/8\.yaml: notes\.0: note placeholder .*: Table 2 has no column 't-MEM-NN / 5 samples'"),
+    ("{ours 13:21}", r"tolias-thesis/8\.yaml: notes\.0: note placeholder '\{ours 13:21\}': Table 13 has no row '21'"),
     ("{paper 99:1}", r"no 'tolias-thesis' '99'"),
-    ("{ours 2:9:t-MEM-NN / 10 samples", r"tolias-thesis\.8\.notes\.0: note placeholder '\{ours 2:9:t-MEM-NN / 10 samples' does not parse"),
+    ("{ours 2:9:t-MEM-NN / 10 samples", r"tolias-thesis/8\.yaml: notes\.0: note placeholder '\{ours 2:9:t-MEM-NN / 10 samples' does not parse"),
 ])
 def test_a_note_quoting_a_cell_that_does_not_exist_is_refused_when_params_load(note, message):
     with pytest.raises(config.ConfigError, match=message):

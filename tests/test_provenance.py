@@ -33,5 +33,5 @@ def test_the_code_commit_is_the_one_the_process_started_from(monkeypatch):
 
 def test_a_cpu_label_names_the_vector_instructions_of_torchs_kernels(monkeypatch):
     """Two CPUs whose torch kernels use other instructions (AVX2, AVX512) train other numbers: a table says which."""
-    monkeypatch.setattr(provenance.torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
     assert provenance.device_label("cpu", 1).endswith(", AVX2, 1 threads)")

@@ -150,7 +150,8 @@ def test_acvi_resuming_and_reading_a_model_refuse_planted_files(tmp_path):
     from nlpbench.acvi.model import ModelConfig
     from nlpbench.acvi.train import TrainConfig, load_trained, run
     cfg = TrainConfig(task="copy", model=ModelConfig(emb_dim=8, hidden_dim=8, attn_dim=8, attention="asa"),
-                      batch_size=4, phases=[[4, 5, 5]], coverage_iters=0, beam_width=2, max_dec_steps=6,
+                      batch_size=4, phases=[[4, 5, 5]], coverage_iters=0, beam_width=2, min_dec_steps=0,
+                      max_dec_steps=6, eval_meteor=False,
                       copy_task={"n_train": 20, "n_eval": 2, "length": [3, 5], "n_words": 10, "n_oov_words": 5})
     plant(tmp_path / "run" / "checkpoint.pt")
     with refused(tmp_path / "run" / "checkpoint.pt"):

@@ -71,7 +71,7 @@ def test_the_cpu_scale_trains_only_the_rows_its_claims_can_test():
     # the loss curves draw only what this scale trains; a trained_rows naming no row is an error naming the table
     assert [label for _, label, _ in sg.loss_lines(params, params["outputs"]["shen-thesis"]["fig4.4"], "o")] == \
         ["trilinear", "trilinear"]
-    with pytest.raises(ConfigError, match=r"tables.shen-thesis.4.2.trained_rows: no row 'bilineer'"):
+    with pytest.raises(ConfigError, match=r"pipeline/tables/shen-thesis/4\.2\.yaml: trained_rows: no row 'bilineer'"):
         load("cpu", {"tables.shen-thesis.4.2.trained_rows": ["bilineer"]})
 
 
@@ -87,9 +87,9 @@ def test_the_heatmaps_train_their_own_configurations_when_no_table_does():
 
 
 def test_bad_declarations_name_the_table_and_key():
-    with pytest.raises(ConfigError, match=r"tables.shen-thesis.4.3 row 'trilinearr'.*unknown similarity"):
+    with pytest.raises(ConfigError, match=r"pipeline/tables/shen-thesis/4\.3\.yaml: row 'trilinearr'.*unknown similarity"):
         load("smoke", {"tables.shen-thesis.4.3.rows": ["trilinearr"]})
-    with pytest.raises(ConfigError, match=r"tables.shen-thesis.4.2.claims.0.rows: Table 4.2 has no row 'nope'"):
+    with pytest.raises(ConfigError, match=r"shen-thesis/4\.2\.yaml: claims\.0\.rows: Table 4.2 has no row 'nope'"):
         load("smoke", {"tables.shen-thesis.4.2.claims": [
             {"kind": "above", "rows": ["nope", "trilinear"], "columns": ["O_1 / EM"], "text": "t"}]})
     with pytest.raises(ConfigError, match=r"squad.train.optimizer"):

@@ -110,17 +110,17 @@ def test_the_figures_read_the_tables_runs_and_bad_declarations_are_named():
     assert targets["shen-thesis/fig4.2"].files == ("results/shen-thesis/fig4.2.png", "results/shen-thesis/fig4.2.csv")
     all_groups = set(sg.all_configs(params))
     assert all(set(targets[f"shen-thesis/{n}"].groups) <= all_groups for n in FIGURES)   # no training of their own
-    with pytest.raises(ConfigError, match=r"fig4.4.panels.O_1: table 4.3 has no cell \('nope', 'O_1 / EM'\)"):
+    with pytest.raises(ConfigError, match=r"shen-thesis/fig4\.4\.yaml: panels\.O_1: table 4.3 has no cell \('nope', 'O_1 / EM'\)"):
         load("smoke", {"outputs.shen-thesis.fig4.4.panels": {"O_1": [{"table": "4.3", "rows": ["nope"],
                                                                           "columns": ["O_1 / EM"]}]}})
-    with pytest.raises(ConfigError, match=r"fig4.4.panels.O_2: unknown squad table '9.9'"):
+    with pytest.raises(ConfigError, match=r"shen-thesis/fig4\.4\.yaml: panels\.O_2: unknown squad table '9.9'"):
         load("smoke", {"outputs.shen-thesis.fig4.4.panels": {"O_2": [{"table": "9.9", "columns": ["EM"]}]}})
-    with pytest.raises(ConfigError, match=r"fig4.2.*unknown output"):
+    with pytest.raises(ConfigError, match=r"shen-thesis/fig4\.2\.yaml: unknown output 'O_9'"):
         load("smoke", {"outputs.shen-thesis.fig4.2.outputs": ["O_9"]})
 
 
 def test_a_histogram_of_no_questions_is_rejected_naming_the_key():
-    with pytest.raises(ConfigError, match=r"outputs\.shen-thesis\.fig4\.2\.questions"):
+    with pytest.raises(ConfigError, match=r"shen-thesis/fig4\.2\.yaml \(scale cpu, with overrides\): invalid parameters\n  questions: 0"):
         load("cpu", {"outputs.shen-thesis.fig4.2.questions": 0})
 
 

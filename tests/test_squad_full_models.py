@@ -15,11 +15,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 from squad_synthetic import marker_task  # noqa: E402
 
 from nlpbench.squad import similarity  # noqa: E402
-from nlpbench.squad.bidaf import BiDAFConfig  # noqa: E402
-from nlpbench.squad.dcn import DCNConfig  # noqa: E402
+from nlpbench.squad.configs import BiDAFConfig, DCNConfig, QANetConfig, model_config  # noqa: E402
 from nlpbench.squad.model import span_loss  # noqa: E402
-from nlpbench.squad.models import build_model, model_config  # noqa: E402
-from nlpbench.squad.qanet import QANetConfig  # noqa: E402
+from nlpbench.squad.models import build_model  # noqa: E402
 from nlpbench.squad.train import TrainConfig, load_trained, run  # noqa: E402
 
 torch.set_num_threads(1)

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from nlpbench.squad import output, similarity
+from nlpbench.squad import configs, output, similarity
 from nlpbench.squad.model import BaselineModel, ModelConfig, decode
 
 torch.set_num_threads(1)
@@ -26,6 +26,7 @@ def _pairwise(fn, h, u):
 
 def test_registry_has_table_4_1_and_t_trilinear():
     assert len(similarity.SIMILARITIES) == 12
+    assert tuple(similarity.SIMILARITIES) == configs.SIMILARITY_NAMES        # the names planning checks, torch-free
     assert set(similarity.ADDITIVE) | set(similarity.MULTIPLICATIVE) | {"T-trilinear"} == set(similarity.SIMILARITIES)
     with pytest.raises(ValueError):
         similarity.make_similarity("nope", D)

@@ -50,7 +50,7 @@ ARCHS = {
     "ved-dattn": {"attention": "deterministic"},
     "ved-vattn-0": {"attention": "variational", "attention_prior": "zero"},
     "ved-vattn-hbar": {"attention": "variational"},
-    "vattn-no-feeding": {"attention": "variational", "input_feeding": False},
+    "vattn-feeding": {"attention": "variational", "input_feeding": True},      # [C]: a_{j-1} fed back too
 }
 
 

@@ -64,7 +64,7 @@ def table_cells(params: dict, d: config.Declared, parts, paths: Paths) -> notes.
 def rules(d: config.Declared, params: dict) -> judging.Rules:
     """How the table is judged at this scale: its declaration's unit, units, epsilon, not_comparable, released rows
     and the cells its claims compare; nothing at the smoke scale is comparable with the documents."""
-    r = judging.Rules.from_declaration(d.decl, d.where)
+    r = judging.Rules.from_declaration(d.decl, d.at())
     r = dataclasses.replace(r, claim_cells=tuple(claims.compared_cells(c, d.name) for c in d.decl.get("claims") or []))
     if params["scale"] == "smoke":
         r = dataclasses.replace(r, comparable="the smoke scale runs every rule on a few examples for an epoch or two")
@@ -73,7 +73,7 @@ def rules(d: config.Declared, params: dict) -> judging.Rules:
 
 def declared_notes(d: config.Declared, cells: notes.TableCells | None) -> list[str]:
     """The declaration's notes with their quoted numbers filled in from the cells."""
-    return [notes.fill(n, d.name, cells, f"params.yaml: {d.where}.notes.{i}")
+    return [notes.fill(n, d.name, cells, d.at(f"notes.{i}"))
             for i, n in enumerate(d.decl.get("notes") or [])]
 
 
@@ -81,7 +81,7 @@ def declared_claims(d: config.Declared, cells: notes.TableCells | None, result: 
     """The declaration's claims, each judged from the cells (nlpbench.claims.judged) given the table's status."""
     if not d.decl.get("claims"):
         return []
-    claims.check(d.decl["claims"], d.name, cells, f"params.yaml: {d.where}")
+    claims.check(d.decl["claims"], d.name, cells, d.at("claims"))
     return claims.judged(d.decl["claims"], d.name, cells, result.status, result.count("needs_data") > 0,
                          result.spec.rules.comparable, bool(d.decl.get("claims_testable")))
 
@@ -103,6 +103,6 @@ def judge_output_claims(d: config.Declared, results: Path) -> bool:
         return False
     side = io.read_json(side_path)
     side["claims"] = claims.judge_measured(d.decl["claims"], d.name, data.read_text(encoding="utf-8"),
-                                           f"params.yaml: {d.where}")
+                                           d.at("claims"))
     io.write_json(side_path, side)
     return True

@@ -72,9 +72,10 @@ def _refs(value, table: str) -> list[tuple[str, str]]:
 
 
 def check(claims: list[dict], table: str, cells: TableCells, where: str) -> None:
-    """Raise NoteError for an unknown kind or key, a missing key, or a column or row that does not exist."""
+    """Raise NoteError for an unknown kind or key, a missing key, or a column or row that does not exist; `where`
+    names the claims list (its file and key: config.Declared.at("claims"))."""
     for i, c in enumerate(claims):
-        at = f"{where}.claims.{i}"
+        at = f"{where}.{i}"
         if c.get("kind") not in KINDS:
             raise NoteError(f"{at}.kind: {c.get('kind')!r} is not a claim kind ({', '.join(KINDS)})")
         unknown = sorted(set(c) - set(KEYS))
@@ -646,16 +647,15 @@ def check_declared(params: dict, family: str) -> None:
     from nlpbench import config
     from nlpbench.notes import fill, quotes, referenced_tables
     for d in config.declared(params, "tables", family):
-        where = f"params.yaml: {d.where}"
         for i, note in enumerate(d.decl.get("notes") or []):
             try:
                 quotes(note)
             except NoteError as e:
-                raise NoteError(f"{where}.notes.{i}: {e}") from None
+                raise NoteError(f"{d.at(f'notes.{i}')}: {e}") from None
         cells = declared_cells(params, d.source, [d.name] + referenced_tables(d.decl, d.name))
         for i, note in enumerate(d.decl.get("notes") or []):
-            fill(note, d.name, cells, f"{where}.notes.{i}")
-        check(d.decl.get("claims") or [], d.name, cells, where)
+            fill(note, d.name, cells, d.at(f"notes.{i}"))
+        check(d.decl.get("claims") or [], d.name, cells, d.at("claims"))
 
 
 # -- claims on a measured output (a benchmark's ratios, the fitted dofs): read from its CSV ----------------------
@@ -676,7 +676,7 @@ def judge_measured(declared: list[dict], name: str, csv_text: str, where: str) -
     rows = list(_csv.DictReader(_io.StringIO(csv_text)))
     out = []
     for i, c in enumerate(declared):
-        at = f"{where}.claims.{i}"
+        at = f"{where}.{i}"
         if c.get("kind") not in MEASURED_KINDS:
             raise NoteError(f"{at}.kind: {c.get('kind')!r} is not a measured claim kind ({', '.join(MEASURED_KINDS)})")
         if rows and c["column"] not in rows[0]:

@@ -6,7 +6,8 @@ The core knows no family. A family's settings live under its own top-level key o
 and names the family that fills it (src/nlpbench/registry.py); `load` assembles them as `tables.<source>.<name>`
 and `outputs.<source>.<name>`, so a dotted override reaches them like any setting. A home's `by_scale:` holds its
 own keys at other scales (a key the home lacks may be added there; the schema checks it). What a family needs beyond the schema it checks itself (`Family.check`, run by
-nlpbench.registry.load).
+nlpbench.registry.load). An error names the file that sets the key and the key inside it (`where`): a
+declaration's key its home, any other key params.yaml.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import hashlib
 import json
 import re
 import reprlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ SCHEMA = Path(__file__).with_name("schema") / "params.schema.yaml"
 
 
 class ConfigError(ValueError):
-    """A bad params.yaml: the message names the file and the key."""
+    """A bad params.yaml or home: the message names the file and the key inside it (`where`)."""
 
 
 @functools.cache
@@ -64,8 +65,9 @@ def _shown(value: Any) -> str:
     return text if len(text) <= SHOWN_CHARACTERS else text[:SHOWN_CHARACTERS - 3] + "..."
 
 
-def _error_line(e: jsonschema.ValidationError) -> str:
-    key = ".".join(str(p) for p in e.path) or "(top level)"
+def _error_line(e: jsonschema.ValidationError, key: str) -> str:
+    """One schema error, `key` (inside the file the message names) first."""
+    key = key or "(top level)"
     # a bad key of a mapping: the error's path stops at the mapping, and the key is the instance
     what = "key " if "propertyNames" in e.schema_path else ""
     shown = _shown(e.instance)
@@ -186,9 +188,10 @@ def _set_path(node, path: tuple, value) -> None:
     node[path[-1]] = value
 
 
-def _validate(params: dict, where: str, homes: dict | None = None) -> None:
+def _validate(params: dict, files: dict, context: str = "") -> None:
     """Validate `params` against the schema; a number written as text where the schema wants a number is read as
-    that number in place (see _numbers_written_as_text). An error inside a declaration names its home's file."""
+    that number in place (see _numbers_written_as_text). Each error names the file that sets its key (a
+    declaration's home, or params.yaml) and the key inside it (home_and_key); `context` follows the file's name."""
     validator = jsonschema.Draft202012Validator(_schema())
     errors = list(validator.iter_errors(params))
     numbers = _numbers_written_as_text(errors)
@@ -198,10 +201,12 @@ def _validate(params: dict, where: str, homes: dict | None = None) -> None:
         errors = list(validator.iter_errors(params))
     errors.sort(key=lambda e: list(map(str, e.path)))
     if errors:
-        in_homes = [_home_of(homes or {}, list(e.path)) for e in errors[:10]]
-        if all(in_homes):           # every error lies in a declaration: name its home, not params.yaml
-            where = ", ".join(sorted({str(f) for f in in_homes}))
-        raise ConfigError(f"{where}: invalid parameters\n" + "\n".join(_error_line(e) for e in errors[:10]))
+        shown = [(_home_and_key(files, ".".join(str(p) for p in e.path)), e) for e in errors[:10]]
+        named = {file for (file, _), _ in shown}
+        head = named.pop() if len(named) == 1 else _params_file(files)
+        lines = [_error_line(e, key if file == head else f"{file}: {key or '(top level)'}")
+                 for (file, key), e in shown]
+        raise ConfigError(f"{head}{context}: invalid parameters\n" + "\n".join(lines))
 
 
 def _split_key(node: dict, parts: list[str]) -> tuple[str, list[str]] | None:
@@ -341,9 +346,46 @@ def _natural(name: str) -> list:
     return [(0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.split(r"(\d+)", name) if p]
 
 
-def _home_of(homes: dict, error_path: list) -> Path | None:
-    key = tuple(str(p) for p in error_path[:3])
-    return homes[key][0] if key in homes else None
+FILES = "files"     # the key load() adds to params: where params.yaml and each home were read (home_and_key)
+
+
+def _files(path: Path, homes: dict) -> dict:
+    """params[FILES]: {"params": params.yaml's path, "homes": {"tables.<source>.<name>": its home's path, ...}}."""
+    return {"params": str(path),
+            "homes": {".".join(k): str(file) for k, (file, _) in homes.items() if Path(file) != path}}
+
+
+def _params_file(files: dict) -> str:
+    return files.get("params") or "params.yaml"
+
+
+def _home_and_key(files: dict, key: str) -> tuple[str, str]:
+    homes = files.get("homes") or {}
+    parts = key.split(".")
+    for n in range(len(parts), 2, -1):         # the longest declaration that the key lies in ('4.2' before '4')
+        declaration_key = ".".join(parts[:n])
+        if declaration_key in homes:
+            return homes[declaration_key], ".".join(parts[n:])
+    return _params_file(files), key
+
+
+def home_and_key(params: dict, key: str) -> tuple[str, str]:
+    """The file that sets the dotted `key` of loaded params, and the key inside that file: a declaration's key
+    (tables.<source>.<name>.<key...>, outputs.<source>.<name>.<key...>) lies in its home,
+    pipeline/<section>/<source>/<name>.yaml, as <key...> ('' for the declaration itself); any other key, and a
+    declaration written in params.yaml, lies in params.yaml as it is."""
+    return _home_and_key(params.get(FILES) or {}, key)
+
+
+def where(params: dict, key: str) -> str:
+    """`file: key` for an error about the dotted `key` of loaded params (home_and_key); the file alone for a
+    declaration's home as a whole."""
+    return _where(home_and_key(params, key))
+
+
+def _where(file_and_key: tuple[str, str]) -> str:
+    file, key = file_and_key
+    return f"{file}: {key}" if key else file
 
 
 def load(path: str | Path = "params.yaml", overrides: dict | None = None, overrides_from: str = "override") -> dict:
@@ -360,7 +402,8 @@ def load(path: str | Path = "params.yaml", overrides: dict | None = None, overri
     if not isinstance(params, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
     homes = _read_homes(params, path)
-    _validate(params, str(path), homes)
+    files = _files(path, homes)
+    _validate(params, files)
     params = copy.deepcopy(params)
     user = _flatten_against(params, overrides or {}, overrides_from)
     if "scale" in user:
@@ -384,7 +427,8 @@ def load(path: str | Path = "params.yaml", overrides: dict | None = None, overri
                 set_dotted(params, f"{section}.{source}.{name}.{key}", value, f"{file}: {BY_SCALE}.{scale}")
     for key, value in user.items():
         set_dotted(params, key, value, f"{path} (override)")
-    _validate(params, f"{path} (scale {scale}, with overrides)" if user else f"{path} (scale {scale})", homes)
+    _validate(params, files, f" (scale {scale}, with overrides)" if user else f" (scale {scale})")
+    params[FILES] = files
     return params
 
 
@@ -398,6 +442,7 @@ class Declared:
     source: str
     name: str
     decl: dict
+    files: dict = field(default_factory=dict, compare=False, repr=False)    # params[FILES]: where it was read
 
     @property
     def family(self) -> str:
@@ -407,10 +452,15 @@ class Declared:
     def where(self) -> str:
         return f"{self.section}.{self.source}.{self.name}"
 
+    def at(self, key: str = "") -> str:
+        """`home: key` for an error about the declaration's `key` (dotted, '' for the whole): see home_and_key."""
+        return _where(_home_and_key(self.files, f"{self.where}.{key}" if key else self.where))
+
 
 def declared(params: dict, section: str, family: str | None = None) -> list[Declared]:
     """Every declaration of `section` ("tables" or "outputs"), in file order, optionally of one family."""
-    return [Declared(section, source, name, decl)
+    files = params.get(FILES) or {}
+    return [Declared(section, source, name, decl, files)
             for source, items in (params.get(section) or {}).items()
             for name, decl in items.items() if family is None or decl["family"] == family]
 
@@ -418,10 +468,12 @@ def declared(params: dict, section: str, family: str | None = None) -> list[Decl
 def declaration(params: dict, section: str, source: str, name: str) -> Declared:
     """One declaration, or a ConfigError that lists what exists."""
     items = (params.get(section) or {}).get(source)
+    files = params.get(FILES) or {}
     if items is None or name not in items:
         known = ", ".join(f"{d.source} {d.name}" for d in declared(params, section))
-        raise ConfigError(f"params.yaml: {section}: no {source!r} {name!r} (known: {known})")
-    return Declared(section, source, name, items[name])
+        home = homes_dir(_params_file(files)) / section / source / f"{name}.yaml"
+        raise ConfigError(f"{section}: no {source!r} {name!r}: {home} does not exist (known: {known})")
+    return Declared(section, source, name, items[name], files)
 
 
 # -- ids ----------------------------------------------------------------------------------------------------

@@ -1,4 +1,7 @@
-"""Where a result came from: code commit, device, time. One place for every family's table headers."""
+"""Where a result came from: code commit, device, time. One place for every family's table headers.
+
+Torch is imported only to ask it about a device: planning (`nlpbench plan`, the Snakefile) runs without it.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +10,14 @@ import platform
 import subprocess
 from datetime import datetime, timezone
 
-import torch
+
+def _torch_sees_cuda() -> bool:
+    """Whether torch sees a CUDA device here; False where torch cannot be imported (no device it could use)."""
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
 
 
 def planned_device(name: str) -> str:
@@ -15,7 +25,7 @@ def planned_device(name: str) -> str:
     plans GPU jobs for a GPU cluster), auto as this host sees it (cuda when torch sees one). A job resolves its own
     device where it runs (resolve_device)."""
     if name == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
+        return "cuda" if _torch_sees_cuda() else "cpu"
     return name
 
 
@@ -23,8 +33,8 @@ def resolve_device(name: str) -> str:
     """params.yaml `device` for the process that computes: auto (cuda when torch sees one) | cpu | cuda (an error
     where torch sees no CUDA device)."""
     if name == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if name == "cuda" and not torch.cuda.is_available():
+        return "cuda" if _torch_sees_cuda() else "cpu"
+    if name == "cuda" and not _torch_sees_cuda():
         raise RuntimeError("params.yaml: device: cuda requested but torch sees no CUDA device")
     return name
 
@@ -33,6 +43,7 @@ def device_label(device: str, threads: int | None = None) -> str:
     """The device a process computes on; on a CPU the vector instructions torch's own kernels use (AVX2, AVX512,
     ...: they decide the last bits of softmax, the GRU cell and cross-entropy, so two CPUs that differ in them
     train other numbers; docs/reproducibility.md) and `threads` torch threads (default: this process's)."""
+    import torch
     if device == "cuda":
         return f"cuda ({torch.cuda.get_device_name(0)})"
     return (f"cpu ({platform.processor() or platform.machine()}, {torch.backends.cpu.get_cpu_capability()}, "

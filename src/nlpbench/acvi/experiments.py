@@ -401,7 +401,7 @@ def output(params: dict, source: str, name: str, data_root: Path, runs_root: Pat
         return [phases_table(params, d, results_dir)]
     if kind == "qualitative":
         return [qualitative(params, d, data_root, runs_root, results_dir)]
-    raise ValueError(f"{d.where}: unknown acvi output kind {kind!r}")
+    raise ValueError(f"{d.at('kind')}: unknown acvi output kind {kind!r}")
 
 
 def phases_table(params: dict, d, results_dir: Path) -> Path:

@@ -99,9 +99,17 @@ def seeds_of(params: dict, decl: dict) -> list[int]:
     return list(decl.get("seeds") or [params["acvi"]["seed"]])
 
 
+def named_runs(decl: dict) -> list[tuple[str, str]]:
+    """(key, run name) for every run a table or output declaration names: rows.<row>.run, columns.<column>.run,
+    runs.<i>."""
+    return [(f"{part}.{label}.run", v["run"]) for part in ("rows", "columns")
+            for label, v in (decl.get(part) or {}).items() if v.get("run")] \
+        + [(f"runs.{i}", name) for i, name in enumerate(decl.get("runs") or [])]
+
+
 def table_runs(params: dict, decl: dict) -> list[AcviRun]:
     """The runs a table or output reads (one per seed of an addition table), trainable at this scale or not."""
-    names = list(dict.fromkeys([p["run"] for p in _parts(decl) if p.get("run")] + list(decl.get("runs") or [])))
+    names = list(dict.fromkeys(name for _, name in named_runs(decl)))
     return [make_run(params, n, s) for n in names for s in seeds_of(params, decl)]
 
 
@@ -145,7 +153,7 @@ def check(params: dict) -> None:
         run_settings(params, name, a["seed"])   # raises on an unknown override key
     for section in ("tables", "outputs"):
         for d in config.declared(params, section, FAMILY):
-            for p in _parts(d.decl) + [{"run": n} for n in d.decl.get("runs") or []]:
-                if p.get("run") and p["run"] not in a["runs"]:
-                    raise ConfigError(f"{d.where}: unknown run {p['run']!r} (not in acvi.runs)")
+            for key, run in named_runs(d.decl):
+                if run not in a["runs"]:
+                    raise ConfigError(f"{d.at(key)}: unknown run {run!r} (not in {config.where(params, 'acvi.runs')})")
     claims.check_declared(params, FAMILY)

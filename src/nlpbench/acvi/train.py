@@ -61,10 +61,10 @@ class TrainConfig:
     # evaluation
     beam_width: int = 5
     n_samples: int = 10                 # K for ACVI decoding (thesis eq. 88); 1 for deterministic attention
-    min_dec_steps: int = 0
+    min_dec_steps: int = 35             # See et al.; the documents give none
     max_dec_steps: int = 100
     eval_before_coverage: bool = True   # thesis Table 20's no-coverage rows = the same run before the coverage phase
-    eval_meteor: bool = False           # METEOR 1.5 exact + full (Java; the full mode adds ~20 s)
+    eval_meteor: bool = True            # METEOR 1.5 exact + full (Java; the full mode adds ~20 s)
     # data sizes (None = all)
     n_train: int | None = None
     n_eval: int | None = None

@@ -29,9 +29,9 @@ from nlpbench import checkpoints, config, io, paper, results_index, run_record, 
 from nlpbench.data import babi
 from nlpbench.data.fetch import FetchError, PreparedDataChanged
 from nlpbench.dmn import fact_order
-from nlpbench.dmn.groups import (ENSEMBLE_MEMBERS, SOURCE, DMNGroup, _kind, _tasks_in_scale, all_datasets,
-                                 base_settings, column_groups, dmn_tables, job_done, job_id, reports_validation,
-                                 table_groups, table_rows)
+from nlpbench.dmn.groups import (ENSEMBLE_MEMBERS, FF_DMN_ONLY, HASH_NEUTRAL, SOURCE, DMNGroup, _kind,
+                                 _tasks_in_scale, all_datasets, base_settings, column_groups, dmn_tables, job_done,
+                                 job_id, reports_validation, table_groups, table_rows)
 from nlpbench.family import TableParts, table_figure
 from nlpbench.provenance import code_commit, device_label, now_utc
 
@@ -113,6 +113,15 @@ def run_splits(group: DMNGroup, item: str, data_root: Path, dmn_data_root: Path)
     return splits
 
 
+def model_config(model: str, settings: dict) -> DMNConfig:
+    """The DMNConfig of a group's runs (the trainer sets the vocabulary and answer sizes from the data): its
+    `model` settings, and the ff-DMN readings, which resolved_settings drops for a model that does not read them,
+    at their neutral values, so that its config (a checkpoint's identity, model.pt's) never follows a default."""
+    from nlpbench.dmn.model import DMNConfig
+    neutral = {key: HASH_NEUTRAL[("model", key)] for key in FF_DMN_ONLY}
+    return DMNConfig(n_words=0, n_answers=0, variant=model, **{**neutral, **settings["model"]})
+
+
 def train_run(group: DMNGroup, item: str, seed: int, data_root: Path, dmn_data_root: Path, runs_root: Path,
               device: str = "cpu", log: Callable[[str], None] = print) -> dict:
     """Train (or resume) one run and write its files; then their record (sizes and sha256, nlpbench.run_record)
@@ -132,7 +141,7 @@ def train_run(group: DMNGroup, item: str, seed: int, data_root: Path, dmn_data_r
     s = group.settings
     data = build_data(splits, memory_size=s["data"]["memory_size"])
     tests = [k for k in splits if k not in ("train", "val")]
-    trainer = DMNTrainer(DMNConfig(n_words=0, n_answers=0, variant=group.model, **s["model"]),
+    trainer = DMNTrainer(model_config(group.model, s),
                          DMNTrainConfig(**s["train"]), data, seed, log=lambda msg: log(f"{run_id}: {msg}"),
                          device=device)
     log(f"{run_id}: {group.model} on {item}: " + ", ".join(f"{k} {data.size(k)}" for k in data.splits)
@@ -338,7 +347,7 @@ def table_cells(params: dict, table: str, runs_root: Path) -> tuple[list[tables.
     info = {"devices": set(), "items": {}}
     for column, members in cols.items():
         col = decl["columns"][column]
-        kind = _kind(col["data"])
+        kind = _kind(col["data"], config.where(params, f"tables.{SOURCE}.{table}.columns.{column}.data"))
         values, row_seeds = [], []
         for row in rows:
             item = f"task{row}" if kind == "tasks" else col["data"]

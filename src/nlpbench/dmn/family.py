@@ -59,7 +59,8 @@ class DMNFamily:
         return _x().table_parts(params, name, paths.runs, paths.data)
 
     def output(self, source: str, name: str, params: dict, paths: Paths) -> list[Path]:
-        raise config.ConfigError(f"params.yaml: outputs.{source}.{name}: the dmn family builds tables only")
+        raise config.ConfigError(f"{config.where(params, f'outputs.{source}.{name}')}: the dmn family builds "
+                                 "tables only")
 
 
 DMN = DMNFamily()

@@ -47,7 +47,8 @@ def base_settings(params: dict) -> dict:
 def resolved_settings(params: dict, kind: str, model: str, overrides: dict | None = None, where: str = "dmn"
                       ) -> dict:
     """What a group of `model` on `kind` depends on: model, train (with the kind's, then the model's
-    train_overrides), the data keys it reads, and the pattern / augmentation settings its data derive from."""
+    train_overrides), the data keys it reads, and the pattern / augmentation settings its data derive from.
+    `where` names the overrides' column in an error (its file and key: config.where)."""
     s = base_settings(params)
     for key, value in (overrides or {}).items():
         config.set_dotted(s, key, value, f"{where}.overrides")
@@ -116,14 +117,15 @@ class DMNGroup:
         return out
 
 
-def _kind(data: str) -> str:
+def _kind(data: str, where: str) -> str:
+    """The kind of data a column's `data` (named `where`: its file and key) reads."""
     if data == "task":
         return "tasks"
     if data == "augmented":
         return "augmented"
     if data.startswith("pattern") and data[7:].isdigit() and int(data[7:]) in fact_order.PATTERNS:
         return "patterns"
-    raise config.ConfigError(f"tables.{SOURCE}: column data {data!r} is not task, augmented or pattern1..6")
+    raise config.ConfigError(f"{where}: {data!r} is not task, augmented or pattern1..6")
 
 
 def table_rows(params: dict, table: str) -> list[str]:
@@ -170,9 +172,11 @@ def _declared(params: dict) -> tuple[dict[str, DMNGroup], dict[str, dict[str, di
     for table, decl in dmn_tables(params).items():
         keys[table] = {}
         if decl["rows"] != "patterns" and decl["rows"] and not isinstance(decl["rows"], list):
-            raise config.ConfigError(f"tables.{SOURCE}.{table}.rows: expected 'patterns' or a list of task numbers")
+            raise config.ConfigError(f"{config.where(params, f'tables.{SOURCE}.{table}.rows')}: expected 'patterns' "
+                                     "or a list of task numbers")
         for name, col in decl["columns"].items():
-            kind, where = _kind(col["data"]), f"tables.{SOURCE}.{table}.columns.{name}"
+            where = config.where(params, f"tables.{SOURCE}.{table}.columns.{name}")
+            kind = _kind(col["data"], f"{where}.data")
             if kind == "tasks" and decl["rows"] == "patterns":
                 raise config.ConfigError(f"{where}: data 'task' needs task rows")
             if kind != "tasks" and decl["rows"] != "patterns":

@@ -9,7 +9,8 @@ question, d = the embedding and hidden size, A = answer classes. Word id 0 is th
 - "ff-dmn": no recurrence: f_t = FNN(PE(x_t)), q = FNN_q(PE(question)), c^i as 6.16, m^i = ReLU(W^(i) c^i + b).
            §6.5.2 leaves open the FNNs' depth and activation, whether the question shares the sentence FNN and
            whether q enters the update (it drops only m^{i-1}): `ffn_layers`, `ffn_activation`, `share_ffn`,
-           `question_in_update` (defaults: one ReLU layer, separate FNNs, m^i from c^i alone).
+           `question_in_update` (defaults, params.yaml's: one ReLU layer, separate FNNs, q in the update, which
+           validation chose: pilot-ffdmn).
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ ACTIVATIONS = {"relu": torch.relu, "tanh": torch.tanh}      # ff-DMN's FNNs (mod
 
 @dataclass(frozen=True)
 class DMNConfig:
-    """One config for the three models; `variant` picks the model. Defaults: §6.3.2, [D] docs/dmn.md."""
+    """One config for the three models; `variant` picks the model. Defaults: params.yaml's `dmn.model` (§6.3.2,
+    [D] docs/dmn.md)."""
 
     n_words: int                  # vocabulary rows, nil (row 0) included
     n_answers: int                # answer classes of the task (eq. 6.5's output size)
@@ -43,7 +45,8 @@ class DMNConfig:
     share_ffn: bool = False       # ff-DMN: the question uses the sentence FNN (default: separate [D])
     ffn_layers: int = 1           # ff-DMN: d -> d layers of each FNN, each with the activation (§6.5.2: unsaid [D])
     ffn_activation: str = "relu"  # ff-DMN: the FNNs' activation, "relu" [D] | "tanh"
-    question_in_update: bool = False   # ff-DMN: m^i = ReLU(W^(i)[c^i; q] + b) (default: from c^i alone [D])
+    question_in_update: bool = True    # ff-DMN: m^i = ReLU(W^(i)[c^i; q] + b), chosen by validation (pilot-ffdmn);
+                                  # False: ReLU(W^(i) c^i + b), from c^i alone
     answer_bias: bool = False     # eq. 6.5 has no bias
 
     def check(self) -> None:

@@ -39,20 +39,21 @@ class MemNetFamily:
         for d in mg.babi_declarations(params):          # overrides name existing memnet keys
             scratch = copy.deepcopy(params["memnet"])
             for key, value in (d.decl.get("overrides") or {}).items():
-                config.set_dotted(scratch, key, value, f"{d.where}.overrides")
+                config.set_dotted(scratch, key, value, d.at("overrides"))
             for column, col in d.decl["columns"].items():
                 for key, value in (col.get("overrides") or {}).items():
-                    config.set_dotted(copy.deepcopy(scratch), key, value, f"{d.where}.columns.{column}.overrides")
+                    config.set_dotted(copy.deepcopy(scratch), key, value, d.at(f"columns.{column}.overrides"))
         claims.check_declared(params, self.name)       # notes' placeholders and claims name what exists
         game = params["memnet"]["game"]
         for d in config.declared(params, "tables", self.name):
             if d.decl.get("kind") == "game" and d.name not in game["ranges"]:
-                raise ConfigError(f"params.yaml: {d.where}: no number range for it in memnet.game.ranges")
+                raise ConfigError(f"{d.at('kind')}: game, but {config.where(params, 'memnet.game.ranges')} has no "
+                                  f"number range for {d.name!r}")
         for d in config.declared(params, "outputs", self.name):
             if d.decl["kind"] == "attention":
                 for key in ("from", "task", "story"):
                     if key not in d.decl:
-                        raise ConfigError(f"params.yaml: {d.where}: an attention table needs `{key}`")
+                        raise ConfigError(f"{d.at()}: an attention table needs `{key}`")
                 config.declaration(params, "tables", d.source, d.decl["from"])
 
     def data_steps(self, params: dict) -> list[DataStep]:
@@ -80,7 +81,7 @@ class MemNetFamily:
             return tuple(g.group_id for g in mg.declaration_groups(params, source).values()), ("babi",)
         if kind == "dof":
             return tuple(gid for gid, g in mg.all_groups(params).items() if g.model == "tmemnn"), ()
-        raise ConfigError(f"params.yaml: {d.where}: unknown memnet kind {kind!r}")
+        raise ConfigError(f"{d.at('kind')}: unknown memnet kind {kind!r}")
 
     def targets(self, params: dict) -> list[Target]:
         out = []
@@ -132,7 +133,7 @@ class MemNetFamily:
         if kind == "transcript":
             from nlpbench.memnet.game import write_transcript
             return [write_transcript(params, paths.runs, paths.results)]
-        raise ConfigError(f"params.yaml: {d.where}: unknown memnet output kind {kind!r}")
+        raise ConfigError(f"{d.at('kind')}: unknown memnet output kind {kind!r}")
 
 
 MEMNET = MemNetFamily()

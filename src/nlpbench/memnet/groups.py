@@ -128,9 +128,9 @@ def declaration_groups(params: dict, d: Declared) -> dict[str, Group]:
         key = column_key(col)
         if key in out:
             continue
-        settings = memnet_settings(params, decl.get("overrides") or {}, f"{d.where}.overrides")
+        settings = memnet_settings(params, decl.get("overrides") or {}, d.at("overrides"))
         for k, v in (col.get("overrides") or {}).items():
-            config.set_dotted(settings, k, v, f"{d.where}.columns overrides")
+            config.set_dotted(settings, k, v, d.at("columns") + " overrides")
         out[key] = make_group(col["model"], decl["variant"], tasks, seeds, settings, decl.get("joint", False))
     return out
 

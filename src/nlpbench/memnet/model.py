@@ -18,6 +18,7 @@ sentence. The nil row is zero (padding is no word) or, with `nil_row: learned`, 
 holds `slots` sentences, the story's facts first; an empty slot is the empty sentence (m_i = c_i = 0: score 0;
 with a learned nil row, the nil sentence) and has no time row.
 This model states the function; memnet.engine computes it for many runs at once (a test keeps the two equal).
+MemNetConfig's defaults are the values of params.yaml's `memnet.model` (a test keeps them equal too).
 """
 
 from __future__ import annotations
@@ -40,19 +41,20 @@ class MemNetConfig:
     memory_size: int = 50
     embedding_dim: int = 20      # delta
     hops: int = 3
-    tying: str = "layerwise"     # "layerwise": A, B, C shared by all hops + W; "adjacent": A^{k+1} = C^k, B = A^1, W^T = C^K
+    tying: str = "adjacent"      # "adjacent": A^{k+1} = C^k, B = A^1, W^T = C^K; "layerwise": A, B, C shared by all hops + W
     position_encoding: bool = True
     temporal_encoding: bool = True
     mask_empty_memory: bool = False   # empty slots dropped from the softmax (the engine only: no table uses it)
-    memory_slots: str = "fixed"  # "fixed": memory_size slots, the empty ones with logit 0; "longest_story": min(memory_size,
-                                 # the run's longest story) slots, as the footnoted code sizes its memory per task
-    position_form: str = "paper" # "paper": l_kj of thesis ch. 3 over the sentence's own J; "code": the footnoted code's form
-    t_sampler: str = "gamma"     # t-MEM-NN's Student-t noise: "gamma" (z / sqrt(Gamma / df), implicit gradient) or
-                                 # "polar" (Bailey's polar method: the same distribution, other numbers)
-    memory_read: str = "gather"  # the engine: how a pass reads the memory slots (the same numbers up to float
+    memory_slots: str = "longest_story"  # min(memory_size, the run's longest story) slots, as the footnoted code sizes
+                                 # its memory per task; "fixed": memory_size slots, the empty ones with logit 0
+    position_form: str = "code_published"  # the footnoted code's formula as published; "code": our earlier
+                                 # transcription of it; "paper": l_kj of thesis ch. 3 over the sentence's own J
+    t_sampler: str = "polar"     # t-MEM-NN's Student-t noise: "polar" (Bailey's polar method) or "gamma"
+                                 # (z / sqrt(Gamma / df), implicit gradient): the same distribution, other numbers
+    memory_read: str = "auto"    # the engine: how a pass reads the memory slots (the same numbers up to float
                                  # summation order): "gather" each slot's row, "whole_table" products with each
                                  # run's whole sentence table, "auto" whichever is cheaper per bucket of runs
-    posterior_kernels: str = "eager"   # the engine: t-MEM-NN's Student-t draw and divergence "eager" (op by op),
+    posterior_kernels: str = "auto"    # the engine: t-MEM-NN's Student-t draw and divergence "eager" (op by op),
                                  # "compiled" (fused by torch.compile; needs a C++ compiler on a CPU) or "auto"
                                  # (compiled where it can be): the same formulas, equal up to float rounding
     hop_kernels: str = "eager"   # the engine: the memory hops (eqs. 33-35), likewise: "eager", "compiled" or "auto"

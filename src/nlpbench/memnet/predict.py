@@ -14,7 +14,18 @@ from nlpbench import checkpoints
 from nlpbench.data import babi
 from nlpbench.memnet.data import TaskTensors, stack_sentences, stack_split
 from nlpbench.memnet.engine import GroupedMemNet
+from nlpbench.memnet.groups import HASH_NEUTRAL
 from nlpbench.memnet.model import MemNetConfig
+
+# A checkpoint written before a model key existed ran that key's earlier behaviour: its neutral value (the one a
+# group's hash leaves out), not today's default.
+EARLIER_MODEL = {key: value for (section, key), value in HASH_NEUTRAL.items() if section == "model"}
+
+
+def saved_model_config(saved: dict) -> MemNetConfig:
+    """The MemNetConfig a run's checkpoint (`model_config`) was trained with, the keys it predates at their
+    earlier behaviour."""
+    return MemNetConfig(**{**EARLIER_MODEL, **saved})
 
 
 class RunPredictor:
@@ -26,7 +37,7 @@ class RunPredictor:
         if not path.is_file():
             raise FileNotFoundError(f"{path}: no checkpoint (train the run's group first)")
         ck = checkpoints.load(path, map_location=device)
-        self.cfg = MemNetConfig(**ck["model_config"])
+        self.cfg = saved_model_config(ck["model_config"])
         self.vocab = babi.Vocab.from_dict(ck["vocab"])
         self.device = torch.device(device)
         self.model = GroupedMemNet(self.cfg, [ck["vocab_size"]], [torch.Generator().manual_seed(0)]).to(self.device)

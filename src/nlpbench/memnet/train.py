@@ -37,7 +37,7 @@ class Run:
 
 @dataclass
 class TrainConfig:
-    optimizer: str = "adagrad"
+    optimizer: str = "sgd"         # the thesis's footnoted code | "adagrad" (its text; reading: docs/memnet.md)
     epochs: int = 100
     batch_size: int = 32
     lr: float = 0.01
@@ -45,7 +45,7 @@ class TrainConfig:
     adagrad_initial_accumulator: float = 0.1
     clip_norm: float | None = 40.0
     clip_scope: str = "tensor"     # "tensor" (each gradient tensor clipped alone) | "global" (a run's whole gradient)
-    grad_noise_std: float = 0.0
+    grad_noise_std: float = 0.001  # Gaussian gradient noise, as the footnoted code (0: none)
     drop_last: bool = True         # drop the last partial minibatch of an epoch (False: train on it too)
     checkpoint_every: int = 10
     loss_reduction: str = "sum"    # "sum" over the minibatch (as the reference code) or "mean"

@@ -14,29 +14,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 from torch import Tensor, nn
 
+from nlpbench.squad.configs import BiDAFConfig
 from nlpbench.squad.model import BiLSTM, CharCNN, Highway, WordInput
 from nlpbench.squad.output import NEG, OutputFormation
 from nlpbench.squad.similarity import make_similarity
-
-
-@dataclass
-class BiDAFConfig:
-    arch: str = "bidaf"
-    similarity: str = "trilinear"  # the paper's own; Table 4.4 swaps in T-trilinear
-    embed_adjust: int = 100  # the shared adjustment FNN (the baseline's input)
-    adjust_activation: str = "none"
-    char_dim: int = 8  # §2.1 character embeddings; 0 = word vectors only
-    char_filters: int = 100
-    char_width: int = 5
-    highway_layers: int = 2  # §2.2
-    hidden: int = 100  # d, LSTM units per direction
-    modelling_layers: int = 2  # §2.5
-    dropout: float = 0.2  # §4.1 (on every LSTM input, as the paper)
 
 
 class BiDAF(WordInput):

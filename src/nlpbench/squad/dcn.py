@@ -26,27 +26,13 @@ reading); s_0 = e_0 = 0 [D]. Decode "independent" takes their argmax; "span" is 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 from torch import Tensor, nn
 
+from nlpbench.squad.configs import DCNConfig
 from nlpbench.squad.model import BiLSTM, WordInput
 from nlpbench.squad.output import NEG, passage_summary, query_summary
 from nlpbench.squad.similarity import make_similarity
-
-
-@dataclass
-class DCNConfig:
-    arch: str = "dcn"
-    similarity: str = "dot-product"  # L = D^T Q; Table 4.4 swaps in T-trilinear
-    embed_adjust: int = 100
-    adjust_activation: str = "none"
-    hidden: int = 200  # l (§4.1: 200)
-    decoder_iterations: int = 4  # §4.1: maximum 4
-    maxout_pool: int = 16  # §4.1: pool size 16
-    dropout: float = 0.2  # the paper applies dropout without giving the rate [D]
-    stop_when_unchanged: bool = True  # §2.3: at evaluation, stop each example once (s_i, e_i) repeats
 
 
 class HighwayMaxout(nn.Module):

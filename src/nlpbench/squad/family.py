@@ -63,8 +63,7 @@ class SquadFamily:
                                   tuple(dict.fromkeys(sg.group_id(params, c) for c in configs)),
                                   ("squad", "squad-vectors") if d.decl["kind"] == "histogram" else ("squad",)))
             else:
-                raise ConfigError(f"params.yaml: {d.where}: kind {d.decl['kind']!r} "
-                                  "(squad: heatmap, histogram, loss_curves)")
+                raise ConfigError(f"{d.at('kind')}: {d.decl['kind']!r} (squad: heatmap, histogram, loss_curves)")
         return out
 
     def prepare(self, step: str, params: dict, paths: Paths, mirror: str | None) -> str:
@@ -101,7 +100,7 @@ class SquadFamily:
         if d.decl["kind"] == "loss_curves":
             from nlpbench.squad.figures import draw_loss_curves
             return draw_loss_curves(params, d.decl, source, name, paths.runs, paths.results)
-        raise ConfigError(f"params.yaml: {d.where}: kind {d.decl['kind']!r} (squad: heatmap, histogram, loss_curves)")
+        raise ConfigError(f"{d.at('kind')}: {d.decl['kind']!r} (squad: heatmap, histogram, loss_curves)")
 
 
 def prepare_vectors(params: dict, paths: Paths, mirror=None) -> str:
@@ -124,7 +123,7 @@ def prepare_vectors(params: dict, paths: Paths, mirror=None) -> str:
     elif name == "glove-840B-300d":
         vectors = glove.load_text(glove.fetch_840b(paths.data / "downloads", mirror), wanted)
     else:
-        raise ConfigError(f"params.yaml: squad.data.vectors: {name!r} (known: {', '.join(x.VECTORS)})")
+        raise ConfigError(f"{config.where(params, 'squad.data.vectors')}: {name!r} (known: {', '.join(x.VECTORS)})")
     matrix, oov = glove.embedding_matrix(vocab, vectors)
     before = out.stat().st_mtime_ns if out.is_file() else None
     with prepared_output(out) as tmp:

@@ -23,7 +23,7 @@ import io as _io
 import math
 from pathlib import Path
 
-from nlpbench import io, results_index
+from nlpbench import config, io, results_index
 from nlpbench.config import ConfigError
 from nlpbench.squad import experiments as x
 from nlpbench.squad import groups as sg
@@ -56,9 +56,10 @@ def _figure(name: str) -> str:
 
 
 def _check_keys(decl: dict, known: set[str], where: str) -> None:
+    """A ConfigError naming `where` (the declaration's home: config.where) for a key the figure does not read."""
     unknown = set(decl) - known
     if unknown:
-        raise ConfigError(f"params.yaml: {where}: unknown key(s) {sorted(unknown)} (known: {sorted(known)})")
+        raise ConfigError(f"{where}: unknown key(s) {sorted(unknown)} (known: {sorted(known)})")
 
 
 # -- Figure 4.2: histograms of S ------------------------------------------------------------------------------
@@ -124,7 +125,7 @@ def draw_histograms(params: dict, decl: dict, source: str, name: str, data_root:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    _check_keys(decl, HISTOGRAM_KEYS, f"outputs.{source}.{name}")
+    _check_keys(decl, HISTOGRAM_KEYS, config.where(params, f"outputs.{source}.{name}"))
     data = histogram_data(params, decl, data_root, runs_root)
     sims, outputs = list(decl["similarities"]), list(dict.fromkeys(p["config"].output for p in data["panels"]))
     fig, axes = plt.subplots(len(outputs), len(sims), figsize=(3.6 * len(sims), 2.8 * len(outputs)), squeeze=False)
@@ -207,7 +208,7 @@ def draw_loss_curves(params: dict, decl: dict, source: str, name: str, runs_root
     import matplotlib.pyplot as plt
 
     where = f"outputs.{source}.{name}"
-    _check_keys(decl, LOSS_KEYS, where)
+    _check_keys(decl, LOSS_KEYS, config.where(params, where))
     lines = loss_curve_data(params, decl, runs_root, where)
     panels = list(decl["panels"])
     cols = min(2, len(panels))

@@ -86,26 +86,26 @@ def row_names(decl: dict) -> list[str]:
 
 
 def config_of(params: dict, part: dict, where: str) -> Config:
-    """The trained configuration a (non-cited, baseline) cell reads; ConfigError naming `where` if incomplete."""
-    from nlpbench.squad.output import OUTPUTS
-    from nlpbench.squad.similarity import SIMILARITIES
+    """The trained configuration a (non-cited, baseline) cell reads; ConfigError naming `where` (the cell's file and
+    key, config.where) if incomplete."""
+    from nlpbench.squad.configs import OUTPUTS, SIMILARITY_NAMES
 
     for key in ("similarity",) if part.get("model", "baseline") != "baseline" else ("similarity", "output"):
         if key not in part:
-            raise ConfigError(f"params.yaml: {where}: no {key} (set it in the row, the column or `fixed`)")
-    if part["similarity"] not in SIMILARITIES:
-        raise ConfigError(f"params.yaml: {where}: unknown similarity {part['similarity']!r} "
-                          f"(known: {', '.join(SIMILARITIES)})")
+            raise ConfigError(f"{where}: no {key} (set it in the row, the column or `fixed`)")
+    if part["similarity"] not in SIMILARITY_NAMES:
+        raise ConfigError(f"{where}: unknown similarity {part['similarity']!r} "
+                          f"(known: {', '.join(SIMILARITY_NAMES)})")
     if "metric" not in part:
-        raise ConfigError(f"params.yaml: {where}: no metric (em or f1)")
+        raise ConfigError(f"{where}: no metric (em or f1)")
     if part.get("model", "baseline") != "baseline":
         extra = {"output", "passage_summary", "revised_dim_D"} & set(part)
         if extra:
-            raise ConfigError(f"params.yaml: {where}: the {MODEL_NAMES[part['model']]} model has no {sorted(extra)} "
+            raise ConfigError(f"{where}: the {MODEL_NAMES[part['model']]} model has no {sorted(extra)} "
                               "to set (its own attention and output layers; settings in squad.full_models)")
         return Config(part["similarity"], None, None, None, part["model"])
     if part["output"] not in OUTPUTS:
-        raise ConfigError(f"params.yaml: {where}: unknown output {part['output']!r} (known: {', '.join(OUTPUTS)})")
+        raise ConfigError(f"{where}: unknown output {part['output']!r} (known: {', '.join(OUTPUTS)})")
     summary = part.get("passage_summary", params["squad"]["model"]["passage_summary"])
     revised = part.get("revised_dim_D", params["squad"]["revised_dim_D"]) if part["output"] == "revised" else None
     return Config(part["similarity"], part["output"], summary if part["output"] in SUMMARY_OUTPUTS else None,
@@ -119,18 +119,19 @@ def cells_of(params: dict, name: str) -> list[tuple[str, str, dict, Config | Non
     trained = decl.get("trained_rows")
     unknown = sorted(set(trained or []) - set(row_names(decl)))
     if unknown:
-        raise ConfigError(f"params.yaml: tables.{SOURCE}.{name}.trained_rows: no row {unknown[0]!r} "
+        raise ConfigError(f"{config.where(params, f'tables.{SOURCE}.{name}.trained_rows')}: no row {unknown[0]!r} "
                           f"(rows: {', '.join(row_names(decl))})")
+    table_at = config.where(params, f"tables.{SOURCE}.{name}")
     out = []
     for row in row_names(decl):
         for column in decl["columns"]:
             part = cell_part(decl, row, column)
-            where = f"tables.{SOURCE}.{name} row {row!r} column {column!r}"
+            where = f"{table_at}: row {row!r} column {column!r}"
             unknown = set(part) - set(PART_KEYS)
             if unknown:
-                raise ConfigError(f"params.yaml: {where}: unknown key(s) {sorted(unknown)} (known: {PART_KEYS})")
+                raise ConfigError(f"{where}: unknown key(s) {sorted(unknown)} (known: {PART_KEYS})")
             if part.get("model", "baseline") not in MODELS:
-                raise ConfigError(f"params.yaml: {where}: model {part['model']!r} (known: {MODELS})")
+                raise ConfigError(f"{where}: model {part['model']!r} (known: {MODELS})")
             if part.get("cited"):
                 out.append((row, column, part, None))
             elif trained is not None and row not in trained:
@@ -187,29 +188,29 @@ def all_configs(params: dict) -> dict[str, Config]:
 
 
 def check(params: dict) -> None:
-    from nlpbench.squad.train import TrainConfig
+    from nlpbench.squad.configs import TrainConfig
 
     sq = params["squad"]
     try:
         TrainConfig.from_dict({**sq["train"], "model": {k: v for k, v in sq["model"].items()}})
     except (TypeError, ValueError) as e:
-        raise ConfigError(f"params.yaml: squad.train / squad.model: {e}") from None
+        raise ConfigError(f"{config.where(params, 'squad.train')} / squad.model: {e}") from None
     for model in MODEL_NAMES:
         cfg = Config("trilinear", None, None, None, model)
         try:
             TrainConfig.from_dict({**cfg.train_settings(params), "model": cfg.model_settings(params)})
         except (TypeError, ValueError) as e:
-            raise ConfigError(f"params.yaml: squad.full_models.{model}: {e}") from None
+            raise ConfigError(f"{config.where(params, f'squad.full_models.{model}')}: {e}") from None
     for d in config.declared(params, "outputs", "squad"):
         if d.decl["kind"] in ("heatmap", "histogram"):
             for cfg in heatmap_configs(d.decl):
-                config_of(params, {"similarity": cfg.similarity, "output": cfg.output, "metric": "em"}, d.where)
+                config_of(params, {"similarity": cfg.similarity, "output": cfg.output, "metric": "em"}, d.at())
         elif d.decl["kind"] == "loss_curves":
             loss_lines(params, d.decl, d.where)
     for name, decl in tables_of(params).items():
         if isinstance(decl["rows"], list) and "row_key" not in decl:
-            raise ConfigError(f"params.yaml: tables.{SOURCE}.{name}: rows is a list, so row_key must say what a "
-                              "row name sets (similarity, output, passage_summary)")
+            raise ConfigError(f"{config.where(params, f'tables.{SOURCE}.{name}.rows')}: a list, so row_key must say "
+                              "what a row name sets (similarity, output, passage_summary)")
         cells_of(params, name)
     claims.check_declared(params, "squad")
 
@@ -224,29 +225,30 @@ def heatmap_configs(decl: dict) -> list[Config]:
 def loss_lines(params: dict, decl: dict, where: str) -> list[tuple[str, str, Config]]:
     """(panel, line label, configuration) for every line, from the cells each panel's selections name."""
     if not isinstance(decl.get("panels"), dict) or not decl["panels"]:
-        raise ConfigError(f"params.yaml: {where}: `panels` must map panel titles to selections of table cells")
+        raise ConfigError(f"{config.where(params, f'{where}.panels')}: must map panel titles to selections of table "
+                          "cells")
     tables = tables_of(params)
     out = []
     for panel, selections in decl["panels"].items():
+        at = config.where(params, f"{where}.panels.{panel}")
         for sel in selections:
             table = str(sel.get("table"))
             if table not in tables:
-                raise ConfigError(f"params.yaml: {where}.panels.{panel}: unknown squad table {table!r}")
+                raise ConfigError(f"{at}: unknown squad table {table!r}")
             cells = {(r, c): (part, cfg) for r, c, part, cfg in cells_of(params, table)}
             rows = [str(r) for r in sel.get("rows") or row_names(tables[table])]
             columns = list(sel.get("columns") or [])
             if not columns:
-                raise ConfigError(f"params.yaml: {where}.panels.{panel}: a selection names no columns")
+                raise ConfigError(f"{at}: a selection names no columns")
             for r in rows:
                 for c in columns:
                     if (r, c) not in cells:
-                        raise ConfigError(f"params.yaml: {where}.panels.{panel}: table {table} has no cell "
-                                          f"({r!r}, {c!r})")
+                        raise ConfigError(f"{at}: table {table} has no cell ({r!r}, {c!r})")
                     part, cfg = cells[(r, c)]
                     if part.get("paper_only"):          # a row this scale does not train: no line
                         continue
                     if cfg is None:
-                        raise ConfigError(f"params.yaml: {where}.panels.{panel}: ({r!r}, {c!r}) is cited, not run")
+                        raise ConfigError(f"{at}: ({r!r}, {c!r}) is cited, not run")
                     head = c.split(" / ")[0]
                     label = r if len(columns) == 1 else head if len(rows) == 1 else f"{r}, {head}"
                     out.append((panel, label, cfg))

@@ -16,26 +16,13 @@ no dropout [D: their inputs H and U are shared with the output formation, which 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from nlpbench.squad.configs import ModelConfig
 from nlpbench.squad.output import NEG, OutputFormation
 from nlpbench.squad.similarity import make_similarity
-
-
-@dataclass
-class ModelConfig:
-    similarity: str = "trilinear"
-    output: str = "O_1"
-    passage_summary: str = "second"  # chapter 5 uses the second-order method
-    revised_dim: int | None = None  # d* of the revised method (Table 5.5); None = 6D
-    embed_adjust: int = 100  # FNN output size (§3.2.1)
-    adjust_activation: str = "none"  # "none" [D] or "relu"
-    hidden: int = 100  # LSTM units per direction; D = 2 * hidden
-    dropout: float = 0.2
 
 
 def reverse_padded(x: Tensor, lengths: Tensor) -> Tensor:

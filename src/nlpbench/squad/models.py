@@ -1,33 +1,19 @@
-"""The squad models by name: the baseline of Figure 3.7 and the full models of Table 4.4. A model's settings are
-a dataclass; the full models' carry `arch`, the baseline's (ModelConfig) has none, so its saved configs and
-group ids are those it always had."""
+"""The squad models by name: the baseline of Figure 3.7 and the full models of Table 4.4, each with the settings
+dataclass it is built from (squad.configs: CONFIGS, model_config)."""
 
 from __future__ import annotations
 
 from torch import Tensor, nn
 
-from nlpbench.squad.bidaf import BiDAF, BiDAFConfig
-from nlpbench.squad.dcn import DCN, DCNConfig
-from nlpbench.squad.model import BaselineModel, ModelConfig
-from nlpbench.squad.qanet import QANet, QANetConfig
+from nlpbench.squad.bidaf import BiDAF
+from nlpbench.squad.configs import CONFIGS, DCNConfig, ModelConfig
+from nlpbench.squad.dcn import DCN
+from nlpbench.squad.model import BaselineModel
+from nlpbench.squad.qanet import QANet
 
 ARCHITECTURES: dict[str, tuple[type, type[nn.Module]]] = {
-    "baseline": (ModelConfig, BaselineModel),
-    "bidaf": (BiDAFConfig, BiDAF),
-    "dcn": (DCNConfig, DCN),
-    "qanet": (QANetConfig, QANet),
-}
-
-
-def model_config(settings: dict):
-    """The settings dataclass of settings["arch"] (absent: the baseline)."""
-    settings = dict(settings)
-    arch = settings.get("arch", "baseline")
-    if arch not in ARCHITECTURES:
-        raise ValueError(f"unknown squad model {arch!r}; known: {', '.join(ARCHITECTURES)}")
-    if arch == "baseline":
-        settings.pop("arch", None)
-    return ARCHITECTURES[arch][0](**settings)
+    arch: (CONFIGS[arch], model) for arch, model in
+    (("baseline", BaselineModel), ("bidaf", BiDAF), ("dcn", DCN), ("qanet", QANet))}
 
 
 def build_model(embeddings: Tensor, cfg, vocab: list[str] | None = None) -> nn.Module:

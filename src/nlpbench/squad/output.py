@@ -20,6 +20,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from nlpbench.squad.configs import OUTPUT_TERMS, OUTPUTS
+
 NEG = -1e30  # masked logits (finite, so an all-masked row still gives a defined softmax)
 
 
@@ -47,22 +49,6 @@ def passage_summary(S: Tensor, H: Tensor, A: Tensor, p_mask: Tensor, q_mask: Ten
     raise ValueError(f"passage summary order must be 'first' or 'second', not {order!r}")
 
 
-# name -> (terms, needs the passage summary, multiple of D for the concatenation)
-_CONCATS = {
-    "O_1": ("h u", False),
-    "O_2": ("h u hu", False),
-    "RIG_1": ("h u", False),
-    "RIG_2": ("h u ht", True),
-    "RIG_3": ("h u hu", False),
-    "RIG_4": ("h u hu hht", True),
-    "RIG_5": ("h u hu htu", True),
-    "RIG_6": ("h u hu htu", True),
-    "proposed": ("h u hu htu |h-u| |ht-u|", True),
-    "revised": ("h u hu htu |h-u| |ht-u|", True),
-    "A1-O_1": ("h ht", True),
-    "A1-O_2": ("h ht hht", True),
-}
-OUTPUTS = tuple(_CONCATS)
 
 
 def _term(name: str, h: Tensor, u: Tensor, ht: Tensor | None) -> Tensor:
@@ -84,9 +70,9 @@ class OutputFormation(nn.Module):
     def __init__(self, name: str, D: int, passage_order: str = "second", revised_dim: int | None = None,
                  dropout: float = 0.0):
         super().__init__()
-        if name not in _CONCATS:
+        if name not in OUTPUT_TERMS:
             raise ValueError(f"unknown output formation {name!r}; known: {', '.join(OUTPUTS)}")
-        terms, self.needs_passage = _CONCATS[name]
+        terms, self.needs_passage = OUTPUT_TERMS[name]
         self.name, self.terms, self.passage_order = name, terms.split(), passage_order
         concat_dim = len(self.terms) * D
         self.fnn = None

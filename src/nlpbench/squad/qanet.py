@@ -18,37 +18,15 @@ Stochastic depth (layer dropout): sublayer l of L in a stack survives training w
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from nlpbench.squad.configs import QANetConfig
 from nlpbench.squad.model import CharCNN, Highway, WordInput
 from nlpbench.squad.output import NEG, OutputFormation
 from nlpbench.squad.similarity import make_similarity
-
-
-@dataclass
-class QANetConfig:
-    arch: str = "qanet"
-    similarity: str = "trilinear"  # the paper's own; Table 4.4 swaps in T-trilinear
-    embed_adjust: int = 100
-    adjust_activation: str = "none"
-    char_dim: int = 200  # p2 = 200; 0 = word vectors only
-    char_filters: int = 200
-    char_width: int = 5  # [D: the released code's]
-    highway_layers: int = 2
-    d_model: int = 128  # hidden size d
-    heads: int = 8
-    embed_blocks: int = 1
-    embed_convs: int = 4
-    embed_kernel: int = 7
-    model_blocks: int = 7
-    model_convs: int = 2
-    model_kernel: int = 5  # [D: the paper's released code; the text gives 7 for the embedding encoder only]
-    dropout: float = 0.1
-    survival: float = 0.9  # p_L of stochastic depth; 1 = off
 
 
 def positional_encoding(length: int, d: int, device: torch.device) -> Tensor:

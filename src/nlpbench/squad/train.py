@@ -25,11 +25,9 @@ is no setting), model.pt (EMA weights), metrics.json (last).
 from __future__ import annotations
 
 import copy
-import dataclasses
 import math
 import os
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -41,56 +39,12 @@ from nlpbench.io import read_json, write_json
 from nlpbench.metrics.squad import squad_scores
 from nlpbench.provenance import code_commit, device_label, resolve_device
 from nlpbench.squad.data import hold_out_articles, token_span_text
-from nlpbench.squad.model import ModelConfig, decode, span_loss
-from nlpbench.squad.models import build_model, model_config
+from nlpbench.squad.configs import TrainConfig
+from nlpbench.squad.model import decode, span_loss
+from nlpbench.squad.models import build_model
 
 DECODE_MODES = ("independent", "span")
 OPTIMIZERS = ("adadelta", "adam")
-
-
-@dataclass
-class TrainConfig:
-    model: ModelConfig = field(default_factory=ModelConfig)  # or a full model's config (models.ARCHITECTURES)
-    epochs: int = 20
-    batch_size: int = 60
-    optimizer: str = "adadelta"  # the thesis's Adadelta | "adam" (a cpu-scale reading: fewer steps to learn)
-    lr: float = 0.5
-    rho: float = 0.95
-    eps: float = 1e-6
-    ema_decay: float = 0.999
-    adam_betas: list[float] = field(default_factory=lambda: [0.9, 0.999])  # Adam's [beta1, beta2] (QANet: 0.8, 0.999);
-    #   a list, as JSON and params.yaml hold it, so that a saved config compares equal to the one it came from
-    adam_eps: float = 1e-8       # Adam's epsilon (QANet: 1e-7)
-    weight_decay: float = 0.0    # L2 on every trainable weight, lambda w added to its gradient (QANet: 3e-7)
-    warmup_steps: int = 0        # QANet's warm-up: lr x min(1, log(t + 1) / log(warmup_steps - 1)) at step t = 0, 1, ...
-    grad_clip: float | None = None  # not stated in the thesis [D: none]
-    max_passage_len: int = 400
-    max_question_len: int = 50
-    eval_max_passage_len: int = 1000
-    decode: str = "independent"  # Eqs. 3.21-3.22; "span" (i <= j < i + max_answer_len) is logged beside it
-    max_answer_len: int = 15
-    eval_batch_size: int = 60
-    eval_every_epoch: bool = True
-    valid_articles: int = 0   # training articles held out to choose the epoch by validation EM; 0: the last epoch
-    bucket_batches: int = 20  # batches per length-sorting pool (speed only; order still seeded)
-    loss_log_every: int = 50  # optimizer steps between logged batch losses
-    seed: int = 0
-    device: str = "cpu"
-
-    def __post_init__(self):
-        self.adam_betas = [float(b) for b in self.adam_betas]
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "TrainConfig":
-        d = dict(d)
-        model = model_config(d.pop("model", {}))
-        unknown = set(d) - {f.name for f in dataclasses.fields(cls)}
-        if unknown:
-            raise ValueError(f"unknown train settings: {sorted(unknown)}")
-        return cls(model=model, **d)
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
 
 
 def warmup_factor(cfg: "TrainConfig", step: int) -> float:

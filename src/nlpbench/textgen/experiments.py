@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from nlpbench import claims, io, paper, results_index, tables
+from nlpbench import claims, config, io, paper, results_index, tables
 from nlpbench.textgen.prep import TextRules, preprocess
 from nlpbench.provenance import code_commit, resolve_device
 from nlpbench.family import TableParts
@@ -295,7 +295,7 @@ def qualitative(params: dict, key: str, data_root: Path, runs_root: Path, result
                     out.append(f"| {k + 1} | " + " | ".join(c[k] for c in cols) + " |")
                 out.append("")
         else:
-            raise ValueError(f"outputs.{SOURCE}.{key}: unknown kind {kind!r}")
+            raise ValueError(f"{config.where(params, f'outputs.{SOURCE}.{key}.kind')}: unknown kind {kind!r}")
     out += ["", "## Notes", ""] + [f"- {n}" for n in (spec.get("notes") or ["none"])]
     path = Path(results_dir) / SOURCE / f"{name}.md"
     io.write_text(path, "\n".join(out) + "\n")

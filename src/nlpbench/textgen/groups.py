@@ -14,7 +14,7 @@ import copy
 from dataclasses import dataclass
 from pathlib import Path
 
-from nlpbench import claims, rundirs
+from nlpbench import claims, config, rundirs
 from nlpbench.config import ConfigError, set_dotted
 from nlpbench.textgen.config import SOURCE, corpus_key, digest, settings_key, tg_outputs, tg_tables
 
@@ -84,16 +84,21 @@ def runs_by_id(params: dict) -> dict[str, TextRun]:
     return {r.run_id: r for runs in all_runs(params).values() for r in runs}
 
 
+def named_runs(spec: dict) -> list[tuple[str, str]]:
+    """(key, run name) for every run a table or output declaration names: rows.<row>.run, columns.<column>.run
+    (a table's rows and columns may each name one), runs.<i> (an output's)."""
+    return [(f"{part}.{label}.run", v["run"]) for part in ("rows", "columns")
+            for label, v in (spec.get(part) or {}).items() if v.get("run")] \
+        + [(f"runs.{i}", name) for i, name in enumerate(spec.get("runs") or [])]
+
+
 def table_runs(params: dict, table: str) -> list[str]:
     """Names of the runs one table reads (rows and columns may each name a run)."""
-    spec = tg_tables(params)[table]
-    names = [v["run"] for part in ("rows", "columns") for v in spec[part].values() if v.get("run")]
-    return list(dict.fromkeys(names))
+    return list(dict.fromkeys(name for _, name in named_runs(tg_tables(params)[table])))
 
 
 def output_runs(params: dict, output: str) -> list[str]:
-    spec = tg_outputs(params)[output]
-    return list(dict.fromkeys(spec.get("runs") or []))
+    return list(dict.fromkeys(name for _, name in named_runs(tg_outputs(params)[output])))
 
 
 def check(params: dict) -> None:
@@ -121,12 +126,10 @@ def check(params: dict) -> None:
         if errors:
             e = errors[0]
             raise ConfigError(f"textgen.runs.{name}.overrides: {'.'.join(map(str, e.path))}: {e.message}")
-    for table in tg_tables(params):
-        for run in table_runs(params, table):
-            if run not in tg["runs"]:
-                raise ConfigError(f"tables.{SOURCE}.{table}: unknown run {run!r} (not in textgen.runs)")
-    for output in tg_outputs(params):
-        for run in output_runs(params, output):
-            if run not in tg["runs"]:
-                raise ConfigError(f"outputs.{SOURCE}.{output}: unknown run {run!r} (not in textgen.runs)")
+    for section, declarations in (("tables", tg_tables(params)), ("outputs", tg_outputs(params))):
+        for name, spec in declarations.items():
+            for key, run in named_runs(spec):
+                if run not in tg["runs"]:
+                    raise ConfigError(f"{config.where(params, f'{section}.{SOURCE}.{name}.{key}')}: unknown run "
+                                      f"{run!r} (not in {config.where(params, 'textgen.runs')})")
     claims.check_declared(params, "textgen")

@@ -39,7 +39,7 @@ class Seq2SeqConfig:
     hidden_init: bool = False
     attention: str = "none"
     attention_prior: str = "hbar"
-    input_feeding: bool = True        # a_{j-1} joins the decoder input ([C]; reading A13)
+    input_feeding: bool = False       # A13: Eq. 6.2 feeds y_{j-1} and z only (thesis); True: a_{j-1} too ([C])
     attention_tanh: bool = True       # a_j = tanh(W_c [c_j; h_j]) (Eq. 6.7); False: linear, as [C]
     bidirectional: bool = False       # reading A4
     input_dropout: float = 0.0        # dropout on the LSTM inputs ([C]: keep 0.8)

@@ -26,7 +26,7 @@ from torch.nn import functional as F
 from nlpbench import io, results_index, rundirs
 from nlpbench.data import babi
 from nlpbench.dmn import groups as dg
-from nlpbench.dmn.model import DMNConfig
+from nlpbench.dmn.experiments import model_config
 from nlpbench.dmn.train import DMNTrainConfig, DMNTrainer, batch_of, build_data
 from nlpbench.family import Paths
 from nlpbench.provenance import code_commit, device_label
@@ -73,7 +73,7 @@ def measure_steps(params: dict, data_root: Path, steps: int) -> list[dict]:
                 break
             tr, va = babi.train_val_split(train, s["data"]["n_val"], s["data"]["split_seed"])
             data = build_data({"train": tr, "val": va, "test": test}, memory_size=s["data"]["memory_size"])
-            trainers = {plain: DMNTrainer(DMNConfig(n_words=0, n_answers=0, variant=model, **s["model"]),
+            trainers = {plain: DMNTrainer(model_config(model, s),
                                           DMNTrainConfig(**s["train"]), data, 0, log=lambda _: None)
                         for plain in (False, True)}
             ms = {plain: step_ms(t, plain, steps) for plain, t in trainers.items()}

@@ -49,7 +49,7 @@ def _table(params: dict, name: str) -> dict:
 
 def _settings(params: dict, name: str) -> dict:
     d = config.declaration(params, "tables", "tolias-thesis", name)
-    return memnet_settings(params, d.decl.get("overrides") or {}, f"{d.where}.overrides")
+    return memnet_settings(params, d.decl.get("overrides") or {}, d.at("overrides"))
 
 
 def table_seeds(params: dict, name: str) -> tuple[int, ...]:

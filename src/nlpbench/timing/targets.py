@@ -74,7 +74,7 @@ class Timing:
         if measures == "acvi":
             from nlpbench.timing import acvi
             return acvi.benchmark(params, d, paths.data, paths.results)
-        raise ConfigError(f"params.yaml: {d.where}: measures {measures!r} (known: {', '.join(BENCHMARKS)})")
+        raise ConfigError(f"{d.at('measures')}: measures {measures!r} (known: {', '.join(BENCHMARKS)})")
 
 
 TIMING = Timing()
