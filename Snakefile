@@ -15,6 +15,7 @@ from nlpbench import registry as nb
 from nlpbench import plan as nb_plan
 from nlpbench import status as nb_status
 from nlpbench import resources as nb_res
+from nlpbench import share as nb_share
 
 # the user's overrides; --config adds to them. nlpbench reads overrides.yaml first, so that a file Snakemake could
 # not walk in reasonable time (an alias bomb, nesting too deep) stops with its name and line before Snakemake reads it
@@ -94,7 +95,9 @@ rule studies:   # the reading pilots, seed-spread studies and additions behind t
         "nlpbench index > {log:q} 2>&1 || (tail -n 15 {log:q} >&2; exit 1); date -u > {output.done:q}"
 
 
-onstart:   # the plan before the first job: scale, device, groups per family, and the time this run should take
+onstart:   # the plan before the first job: scale, device, groups per family, and the time this run should take;
+           # data/ and runs/ made where absent (DVC's share stage depends on both, src/nlpbench/share.py)
+    nb_share.ensure_shared_dirs()
     _by_rule = {rule_name("train", gid): gid for gid in PLAN.groups}
     _this_run = [_by_rule[j.rule.name] for j in workflow.dag.needrun_jobs() if j.rule.name in _by_rule]
     _side_by_side = workflow.cores if runs_here() else workflow.nodes    # on a cluster: the jobs queued at once
