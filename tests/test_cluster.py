@@ -294,11 +294,12 @@ with SnakemakeApi(OutputSettings()) as api:
 """
 
 
-def test_at_the_paper_scale_downloads_tables_and_the_index_run_on_the_submitting_host():
+def test_at_the_paper_scale_downloads_tables_and_the_index_run_on_the_submitting_host(tmp_path):
     """A cluster run submits the training jobs, the outputs (they may run a model) and the heavy data steps (word
     vectors trained, released outputs scored); every download and other light data step, every table, the index,
     the studies' index and the report run where Snakemake runs, not as 6-hour 16 GB jobs of their own."""
-    done = subprocess.run([sys.executable, "-c", _RULES_WHERE_THEY_RUN, "paper"], cwd=REPO,
+    _copy_project(tmp_path)
+    done = subprocess.run([sys.executable, "-c", _RULES_WHERE_THEY_RUN, "paper"], cwd=tmp_path,
                           env=_env(CUDA_VISIBLE_DEVICES="0,1,2"), capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     read = json.loads(done.stdout.splitlines()[-1])
