@@ -1,7 +1,8 @@
 # nlpbench: every table and output of the chosen scale.
-#   snakemake --cores all --resources gpu=1                      (params.yaml's scale: auto = paper on a GPU, cpu on a CPU)
-#   snakemake --cores all --resources gpu=1 --config scale=smoke (any params.yaml key: memnet='{train: {lr: 0.01}}',
-#                                                                 or put it in overrides.yaml, which DVC tracks too)
+#   snakemake --cores all                      (params.yaml's scale: auto = paper on a GPU, cpu on a CPU)
+#   snakemake --cores all --config scale=smoke (any params.yaml key: memnet='{train: {lr: 0.01}}', or put it in
+#                                               overrides.yaml, which DVC tracks too)
+#   snakemake --profile profiles/slurm --config device=cuda   (a SLURM cluster: docs/cluster.md)
 # The rules are written once over the plan of every family (src/nlpbench/plan.py: data steps, training groups,
 # tables and outputs) and only call the `nlpbench` command line; the logic lives in src/nlpbench.
 
@@ -14,6 +15,7 @@ from nlpbench import registry as nb
 from nlpbench import plan as nb_plan
 from nlpbench import status as nb_status
 from nlpbench import resources as nb_res
+from nlpbench import share as nb_share
 
 # the user's overrides; --config adds to them. nlpbench reads overrides.yaml first, so that a file Snakemake could
 # not walk in reasonable time (an alias bomb, nesting too deep) stops with its name and line before Snakemake reads it
@@ -31,9 +33,16 @@ PLAN = nb_plan.make(PARAMS)
 SCALE = PARAMS["scale"]
 
 # What each job asks for (src/nlpbench/resources.py): a training job takes one GPU when params.yaml's `device` is
-# cuda (on any planning host, a CPU-only login node included) or auto on a host that runs its own jobs and has one;
-# `--resources gpu=N` runs N of them at once, each on a device of its own (src/nlpbench/gpu_slots.py). On a CPU a job
-# takes one thread and no GPU, so `--cores N` trains N groups side by side (docs/scales.md).
+# cuda (on any planning host, a CPU-only login node included) or auto on a host that runs its own jobs and has one.
+# On one machine as many run at once as it shows GPUs (`--resources gpu=N` to say otherwise), each on a device of its
+# own (src/nlpbench/gpu_slots.py). On a CPU a job takes one thread and no GPU, so `--cores N` trains N groups side by
+# side (docs/scales.md).
+# `gpu` is scoped local: on a cluster it is what one job asks of its node, never a count of the cluster's jobs at
+# once (Snakemake's default, global, would submit one GPU job at a time under `--resources gpu=1`).
+resource_scopes:
+    gpu="local"
+if "gpu" not in workflow.global_resources:
+    workflow.global_resources["gpu"] = nb_res.local_gpu_limit()
 # Snakemake reads the Snakefile before it chooses the executor, so what depends on where jobs run is asked per
 # job (these functions), not at parse time.
 runs_here = lambda *_: nb_res.runs_here(workflow)    # the planning host runs the jobs (no cluster executor)
@@ -77,6 +86,7 @@ rule studies:   # the reading pilots, seed-spread studies and additions behind t
         done=f"runs/_tables/{SCALE}/studies.done",
     log:
         "logs/index-studies.log",
+    localrule: True
     threads: 1
     resources:
         **nb_res.small(),
@@ -86,7 +96,9 @@ rule studies:   # the reading pilots, seed-spread studies and additions behind t
         "nlpbench index > {log:q} 2>&1 || (tail -n 15 {log:q} >&2; exit 1); date -u > {output.done:q}"
 
 
-onstart:   # the plan before the first job: scale, device, groups per family, and the time this run should take
+onstart:   # the plan before the first job: scale, device, groups per family, and the time this run should take;
+           # data/ and runs/ made where absent (DVC's share stage depends on both, src/nlpbench/share.py)
+    nb_share.ensure_shared_dirs()
     _by_rule = {rule_name("train", gid): gid for gid in PLAN.groups}
     _this_run = [_by_rule[j.rule.name] for j in workflow.dag.needrun_jobs() if j.rule.name in _by_rule]
     _side_by_side = workflow.cores if runs_here() else workflow.nodes    # on a cluster: the jobs queued at once

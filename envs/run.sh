@@ -199,7 +199,7 @@ case "$cmd" in
     install "$BUILD"
     # the plan (scale, device, groups per family, ETA) is printed before the first job; one line per job after
     # (--opt=value: an option of several values must not swallow the targets and options that follow)
-    PATH="$VENV/bin:$PATH" exec snakemake --cores all --resources=gpu=1 --quiet=rules "$@"
+    PATH="$VENV/bin:$PATH" exec snakemake --cores all --quiet=rules "$@"
     ;;
   test)
     parse_build

@@ -1,6 +1,8 @@
 # Data steps (nlpbench.family.DataStep): downloads verified by checksum or read from a mirror (params `mirror`
 # or $NLPBENCH_MIRROR), and data derived from them. Each step's output is written last. A step takes the priority of
 # the longest training group that reads it (TRAIN_PRIORITY), so that the group is not held back behind shorter ones.
+# A light step (a download, its check and unpacking: DataStep.light) is a local rule: a cluster run does it on the
+# host that submits, which has the network, rather than as a job of its own.
 
 DATA_PRIORITY = nb_status.data_priorities(PLAN, TRAIN_PRIORITY)
 
@@ -15,6 +17,7 @@ for _step in PLAN.data.values():
         log:
             f"logs/data/{_step.id}.log",
         priority: DATA_PRIORITY[_step.id]
+        localrule: _step.light
         threads: 1
         resources:
             **nb_res.data(SCALE),

@@ -8,7 +8,8 @@
 # answers that no rule produces it). An on-demand target (the timing benchmark) takes every core (on a cluster a
 # node of its own) and the GPU it times, so nothing else runs beside it, and is built only when named: snakemake
 # output_tolias_thesis_timing --cores all (again after `nlpbench end-to-end` rewrites a record it cites: the record
-# is one of its inputs).
+# is one of its inputs). A table (it reads its runs' metrics), the index and the report are local rules: a cluster
+# run builds them on the host that submits, not as jobs of their own; an output (it may run a model) is a job.
 
 for _t in PLAN.targets.values():
 
@@ -27,6 +28,7 @@ for _t in PLAN.targets.values():
             done=PLAN.marker(_t, SCALE),
         log:
             f"logs/{_t.section}/{_t.source}-{_t.name}.log",
+        localrule: _t.section == "tables"
         threads: (lambda wildcards: nb_res.benchmark_threads(runs_here())) if _t.on_demand else 1
         resources:
             gpu=train_gpu if _t.on_demand else 0,
@@ -59,6 +61,7 @@ rule index:     # after the documents' tables (`all`); `snakemake studies` refre
         "results/README.md",
     log:
         "logs/index.log",
+    localrule: True
     threads: 1
     resources:
         **nb_res.small(),
@@ -77,6 +80,7 @@ rule report:    # `snakemake report`: the tables and the index if they are stale
         "results/report.html",
     log:
         "logs/report.log",
+    localrule: True
     threads: 1
     resources:
         **nb_res.small(),

@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _copy_project(tmp_path: Path) -> None:
-    for item in ("Snakefile", "params.yaml", "overrides.yaml", "pipeline", "results", "envs"):
+    for item in ("Snakefile", "params.yaml", "overrides.yaml", "pipeline", "results", "envs", "profiles"):
         (shutil.copytree if (REPO / item).is_dir() else shutil.copy)(REPO / item, tmp_path / item)
 
 
@@ -274,3 +274,139 @@ def test_every_family_sizes_its_own_training_jobs_and_the_core_names_none():
         assert 0 < size.mem_mb <= size.paper_mem_mb and size.paper_minutes > 0, name
     core = (REPO / "src" / "nlpbench" / "resources.py").read_text(encoding="utf-8")
     assert not [name for name in registry.FAMILIES if f'"{name}"' in core]
+
+
+# The rules as the Snakemake API reads the workflow: name, whether a cluster run does it on the submitting host
+# (a local rule), and the scope of the `gpu` resource and its value where --resources does not set it.
+_RULES_WHERE_THEY_RUN = """
+import json
+import sys
+from pathlib import Path
+from snakemake.api import SnakemakeApi
+from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings
+with SnakemakeApi(OutputSettings()) as api:
+    workflow = api.workflow(resource_settings=ResourceSettings(cores=1), snakefile=Path("Snakefile"),
+                            workdir=Path("."), config_settings=ConfigSettings(config={"scale": sys.argv[1]}))
+    wf = workflow._workflow
+    print(json.dumps({"local": {rule.name: rule.name in wf._localrules or rule.norun for rule in wf.rules},
+                      "gpu_scope_local": wf.resource_scopes.is_local("gpu"),
+                      "gpu": wf.global_resources["gpu"].value if "gpu" in wf.global_resources else None}))
+"""
+
+
+def test_at_the_paper_scale_downloads_tables_and_the_index_run_on_the_submitting_host(tmp_path):
+    """A cluster run submits the training jobs, the outputs (they may run a model) and the heavy data steps (word
+    vectors trained, released outputs scored); every download and other light data step, every table, the index,
+    the studies' index and the report run where Snakemake runs, not as 6-hour 16 GB jobs of their own."""
+    _copy_project(tmp_path)
+    done = subprocess.run([sys.executable, "-c", _RULES_WHERE_THEY_RUN, "paper"], cwd=tmp_path,
+                          env=_env(CUDA_VISIBLE_DEVICES="0,1,2"), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    read = json.loads(done.stdout.splitlines()[-1])
+    local = read["local"]
+    downloads = {"data_babi", "data_snli", "data_qg", "data_dialog", "data_squad", "data_squad_vectors",
+                 "data_acvi_cnndm_mirror", "data_acvi_qg"}
+    assert {r for r in downloads | {"table_tolias_thesis_2", "index"} if not local[r]} == set()
+    from nlpbench import config, plan
+    the_plan = plan.make(config.load(REPO / "params.yaml", {"scale": "paper"}))
+    light = {plan.rule_name("data", s.id) for s in the_plan.data.values() if s.light}
+    assert downloads <= light
+    for rule, is_local in local.items():
+        if rule.startswith("data_"):
+            assert is_local == (rule in light), rule
+        elif rule.startswith(("train_", "output_")):
+            assert not is_local, rule
+        else:
+            assert is_local, rule                               # tables, index, studies, report, all
+    assert {"data_embeddings_snli", "data_acvi_released"} <= {r for r, is_local in local.items() if not is_local}
+    assert sum(r.startswith("table_") for r in local) > 40 and "index" in local and "report" in local
+    assert read["gpu_scope_local"]
+    assert read["gpu"] == 3                  # without --resources gpu=N, one GPU job per GPU the machine shows
+
+
+def test_a_machine_without_a_gpu_still_lets_a_job_ask_for_one(monkeypatch):
+    """The `gpu` limit where --resources does not set it caps each cluster job's request too (Snakemake
+    constrains a job's resources by it): a login node that shows no GPU keeps it at one, not zero."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert resources.local_gpu_limit() == 1
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    assert resources.local_gpu_limit() == 2
+
+
+# A cluster executor standing in for SLURM's: each round of submissions is one line of submissions.jsonl (the jobs'
+# rules and the GPUs each asks for); a job is done once submitted, its files touched.
+RECORDING_EXECUTOR = """
+import json
+from pathlib import Path
+from snakemake_interface_executor_plugins.executors.base import SubmittedJobInfo
+from snakemake_interface_executor_plugins.executors.remote import RemoteExecutor
+from snakemake_interface_executor_plugins.settings import CommonSettings
+
+common_settings = CommonSettings(non_local_exec=True, implies_no_shared_fs=False, job_deploy_sources=False)
+
+
+class Executor(RemoteExecutor):
+    def run_jobs(self, jobs):
+        with open("submissions.jsonl", "a") as f:
+            f.write(json.dumps([{"rule": job.name, "gpu": job.resources.get("gpu", 0)} for job in jobs]) + "\\n")
+        super().run_jobs(jobs)
+
+    def run_job(self, job):
+        for path in [*job.output, *job.log, *([job.benchmark] if job.benchmark else [])]:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            Path(path).touch()
+        self.report_job_submission(SubmittedJobInfo(job=job))
+
+    async def check_active_jobs(self, active_jobs):
+        for job_info in active_jobs:            # every job is done once submitted: none stays active
+            self.report_job_success(job_info)
+        for still_running in ():
+            yield still_running
+
+    def cancel_jobs(self, active_jobs):
+        pass
+"""
+
+# stands in for the nlpbench command of the jobs that run on the submitting host: a data step writes its output
+FAKE_LOCAL_NLPBENCH = """#!{python}
+import json, pathlib, sys
+args = sys.argv[1:]
+if "data" in args:
+    out = pathlib.Path(json.loads(pathlib.Path({outputs!r}).read_text())[args[args.index("data") + 1]])
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("{{}}")
+"""
+
+
+@pytest.mark.parametrize("resources", [(), ("--resources", "gpu=1")])
+def test_under_the_cluster_profile_two_gpu_jobs_are_submitted_at_once_and_light_rules_run_locally(
+        tmp_path, resources):
+    """Table 2 at the smoke scale through profiles/slurm (its executor replaced by a recording one): the download
+    and the table run on the submitting host, and its two training jobs, one GPU each, are submitted in the same
+    round, also under `--resources gpu=1` (a job's own GPUs, not the cluster's: the `gpu` resource is scoped
+    local)."""
+    _copy_project(tmp_path)
+    plugin = tmp_path / "plugins" / "snakemake_executor_plugin_recording"
+    plugin.mkdir(parents=True)
+    (plugin / "__init__.py").write_text(RECORDING_EXECUTOR)
+    from nlpbench import config, plan
+    the_plan = plan.make(config.load(REPO / "params.yaml", {"scale": "smoke"}))
+    outputs = tmp_path / "data-outputs.json"
+    outputs.write_text(json.dumps({s.id: s.output for s in the_plan.data.values()}))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nlpbench").write_text(FAKE_LOCAL_NLPBENCH.format(python=sys.executable, outputs=str(outputs)))
+    (bin_dir / "nlpbench").chmod(0o755)
+    env = _env(PYTHONPATH=os.pathsep.join([str(plugin.parent), os.environ.get("PYTHONPATH", "")]))
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
+    cmd = [sys.executable, "-m", "snakemake", "--profile", "profiles/slurm", "--executor", "recording",
+           "--seconds-between-status-checks", "1", "table_tolias_thesis_2", *resources,
+           "--config", "scale=smoke", "device=cuda"]
+    done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rounds = [json.loads(line) for line in (tmp_path / "submissions.jsonl").read_text().splitlines()]
+    table = the_plan.targets["tolias-thesis/2"]
+    assert sorted(job["rule"] for job in rounds[0]) == sorted(plan.rule_name("train", g) for g in table.groups)
+    assert len(rounds) == 1 and [job["gpu"] for job in rounds[0]] == [1, 1]     # nothing else was submitted
+    assert (tmp_path / the_plan.data["babi"].output).is_file()                   # the download, run here
+    assert (tmp_path / the_plan.marker(table, "smoke")).is_file()                # the table, built here

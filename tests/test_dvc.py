@@ -1,6 +1,7 @@
 """DVC: `dvc repro` regenerates the tables (smoke scale); no documented DVC command deletes what a user fetched or
 trained; dvc.lock round-trips the whole params.yaml; `dvc exp run -S` keeps overrides.yaml's text."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -55,7 +56,7 @@ def _instant_commands(bindir: Path) -> Path:
     bindir.mkdir()
     real = BINDIR / "nlpbench"
     (bindir / "nlpbench").write_text(f'#!/bin/sh\n[ "$1" = share ] && exec "{real}" "$@"\nexit 0\n')
-    (bindir / "snakemake").write_text("#!/bin/sh\nmkdir -p runs/_tables && date +%s%N > runs/_tables/stand-in\n")
+    (bindir / "snakemake").write_text("#!/bin/sh\nmkdir -p runs/stand-in && date +%s%N > runs/stand-in/metrics.json\n")
     for tool in bindir.iterdir():
         tool.chmod(0o755)
     return bindir
@@ -304,3 +305,29 @@ def test_a_fetch_stage_depends_on_overrides_yaml_whole_and_names_none_of_its_key
         if name.startswith("fetch_"):
             assert "overrides.yaml" in stage["deps"], name
             assert all(isinstance(entry, str) for entry in stage.get("params", [])), name
+
+
+def _declared_table_sidecars() -> set[str]:
+    """The JSON sidecar of every table the plan builds, at every scale."""
+    from nlpbench import plan
+    return {f for scale in ("smoke", "cpu", "paper")
+            for t in plan.make(config.load(REPO / "params.yaml", {"scale": scale})).targets.values()
+            if t.section == "tables" for f in t.files if f.endswith(".json")}
+
+
+def test_dvc_metrics_show_lists_every_tables_json_sidecar(tmp_path):
+    """dvc.yaml lists each table's sidecar as a metric, so that `dvc metrics show` (and `dvc exp show`) reads its
+    counts; the list is the plan's tables, no more and no fewer."""
+    sidecars = _declared_table_sidecars()
+    listed = yaml.safe_load((REPO / "dvc.yaml").read_text()).get("metrics", [])
+    assert len(sidecars) > 40 and set(listed) == sidecars and len(listed) == len(sidecars)
+    env = _env()
+    work = _fresh_clone(tmp_path / "clone", env)
+    shutil.copytree(REPO / "results", work / "results")
+    _run(["git", "add", "-A"], work, env)
+    _run(["git", "commit", "-qm", "the committed tables"], work, env)
+    shown = json.loads(_run([DVC, "metrics", "show", "--json"], work, env).stdout)
+    files = next(iter(shown.values()))["data"]
+    assert set(files) == sidecars
+    table = files["results/tolias-thesis/2.json"]
+    assert "error" not in table and table["data"]["n_cells"] == 60, table

@@ -89,6 +89,17 @@ def test_restore_keeps_your_files_and_gives_the_pulled_ones_one_mtime(tmp_path):
     assert not (tmp_path / "MANIFEST.json").exists() and not (tmp_path / "runs/MANIFEST.json").exists()
 
 
+def test_a_snapshot_of_runs_without_data_leaves_an_empty_data_directory_on_both_sides(tmp_path):
+    """A clone whose tables needed no data step has no data/: the pack and the restore each leave an empty one,
+    which DVC's share stage depends on (it stops at a missing dependency before it runs)."""
+    _write(tmp_path / "a/runs/memnet-game/run-1/model.pt", "weights")
+    assert share.pack(tmp_path / "a/data", tmp_path / "a/runs", tmp_path / "share") == {"data": 0, "runs": 1}
+    assert (tmp_path / "a/data").is_dir() and (tmp_path / "share/data").is_dir()
+    done = share.restore(tmp_path / "b/data", tmp_path / "b/runs", tmp_path / "share")
+    assert done["restored"] == [tmp_path / "b/runs/memnet-game/run-1/model.pt"]
+    assert (tmp_path / "b/data").is_dir() and not any((tmp_path / "b/data").iterdir())
+
+
 def test_restored_files_get_the_mode_of_a_new_file_not_the_caches_read_only_one(tmp_path):
     snapshot = _packed(tmp_path, {"runs/g/r1/model.pt": "pulled weights"})
     for p in snapshot.rglob("*"):
@@ -378,58 +389,125 @@ def test_share_pull_refuses_a_share_directory_that_is_a_link(tmp_path):
     assert not (tmp_path / "outside").exists()
 
 
-def _one_table(params: dict) -> None:
-    """One cheap table at the smoke scale: Table 2 of the thesis on bAbI task 1, one epoch (no other table, no
-    output); the scale is committed in overrides.yaml, so that Snakemake and DVC both read it."""
-    params["scales"]["smoke"]["memnet.train.epochs"] = 1
-    params["scales"]["smoke"]["task_subset"] = [1]
-    params["tables"] = {"tolias-thesis": {"2": params["tables"]["tolias-thesis"]["2"]}}
-    params["outputs"] = {}
-    for scale in params["scales"].values():        # a scale's keys for the declarations left out would name nothing
-        for key in [k for k in scale if k.startswith(("tables.", "outputs."))
-                    and not k.startswith("tables.tolias-thesis.2.")]:
-            del scale[key]
+def _one_table(table: str):
+    """A configuration with one cheap table at the smoke scale, `table` of the thesis (2: bAbI task 1, one epoch;
+    16: the guess-the-number game, no data step) and no other table or output; the scale is committed in
+    overrides.yaml, so that Snakemake and DVC both read it."""
+    def edit(params: dict) -> None:
+        params["scales"]["smoke"]["memnet.train.epochs"] = 1
+        params["scales"]["smoke"]["task_subset"] = [1]
+        params["tables"] = {"tolias-thesis": {table: params["tables"]["tolias-thesis"][table]}}
+        params["outputs"] = {}
+        for scale in params["scales"].values():    # a scale's keys for the declarations left out would name nothing
+            for key in [k for k in scale if k.startswith(("tables.", "outputs."))
+                        and not k.startswith(f"tables.tolias-thesis.{table}.")]:
+                del scale[key]
+    return edit
 
 
 def _jobs_to_run(work: Path, env: dict) -> set[str]:
     """The rules Snakemake would run (its dry run's job counts)."""
-    out = _run(["snakemake", "--cores", "1", "--resources", "gpu=1", "--dry-run", "--quiet", "rules"], work, env).stdout
+    out = _run(["snakemake", "--cores", "1", "--dry-run", "--quiet", "rules"], work, env).stdout
     return {m[1] for m in re.finditer(r"^(\S+)\s+\d+$", out, re.M)} - {"total"}
 
 
-def test_pulled_runs_rebuild_the_table_in_a_fresh_clone_without_training(tmp_path, mirror_dir):
-    """Clone A trains and builds one table, snapshots data/ and runs/ (`dvc repro --single-item share`) and pushes
-    them to a local-directory remote; a fresh `git clone` B pulls them, restores them and runs Snakemake, which
-    trains nothing and builds the same table."""
-    env = {**os.environ, "PATH": f"{BINDIR}{os.pathsep}{os.environ['PATH']}", "NLPBENCH_MIRROR": str(mirror_dir)}
-    a = tmp_path / "a"
-    a.mkdir()
-    project_repo(a, _one_table)
-    (a / "overrides.yaml").write_text("scale: smoke\n")
-    _run(["git", "rm", "-rqf", "results"], a, env)      # no committed tables: B has only what it builds
-    commit_all(a, "one table at the smoke scale")
+def _trained_clone(path: Path, table: str, env: dict) -> Path:
+    """A git repository of the project that builds `table` alone (_one_table), with no committed tables."""
+    path.mkdir()
+    project_repo(path, _one_table(table))
+    (path / "overrides.yaml").write_text("scale: smoke\n")
+    _run(["git", "rm", "-rqf", "results"], path, env)      # no committed tables: a clone has only what it builds
+    commit_all(path, f"table {table} at the smoke scale")
+    return path
 
-    _run(["snakemake", "--cores", "1", "--resources", "gpu=1"], a, env)
-    table = Path("results/tolias-thesis/2.csv")
-    assert (a / table).is_file() and any((a / "logs" / "train").glob("*.log"))
-    remote = tmp_path / "lab-remote"
-    _run(["dvc", "remote", "add", "-d", "lab", str(remote)], a, env)          # the README's commands, in order
+
+def _share(a: Path, remote: Path, env: dict) -> None:
+    """The commands of docs/sharing.md where the runs were trained: the snapshot pushed, dvc.lock committed."""
+    _run(["dvc", "remote", "add", "-d", "lab", str(remote)], a, env)
     _run(["dvc", "repro", "--single-item", "share"], a, env)
     _run(["dvc", "push"], a, env)
-    # DVC links share/ to its cache; runs/ shares no file with either (a file rewritten there cannot alter a pushed one)
-    assert all(p.stat().st_nlink == 1 for p in (a / "runs").rglob("*") if p.is_file())
     assert any(remote.rglob("*")), "dvc push sent nothing to the remote"
     _run(["git", "add", "dvc.lock", ".dvc/config"], a, env)
     _run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "runs pushed to the lab remote"], a, env)
 
-    b = tmp_path / "b"
-    _run(["git", "clone", "-q", str(a), str(b)], tmp_path, env)
-    assert not (b / "runs").exists() and not (b / "data").exists() and not (b / table).exists()
+
+def _pull_and_restore(a: Path, b: Path, env: dict) -> None:
+    """docs/sharing.md in a fresh clone: the snapshot pulled and restored into data/ and runs/."""
+    _run(["git", "clone", "-q", str(a), str(b)], a.parent, env)
+    assert not (b / "runs").exists() and not (b / "data").exists()
     _run(["nlpbench", "share", "pull"], b, env)
     _run(["nlpbench", "share", "restore"], b, env)
+
+
+def _up_to_date(work: Path, env: dict, *stages: str) -> bool:
+    return "up to date" in _run(["dvc", "status", *stages], work, env).stdout
+
+
+def test_pulled_runs_rebuild_the_table_in_a_fresh_clone_without_training(tmp_path, mirror_dir):
+    """Clone A runs the DAG through DVC (`dvc repro`: data, training, one table, the snapshot of data/ and runs/)
+    and pushes the snapshot to a local-directory remote; a fresh `git clone` B pulls it, restores it and runs
+    Snakemake, which trains nothing and builds the same table; B's `dvc status` then finds every stage as A left
+    it (its own table markers under runs/ are none of DVC's business)."""
+    env = {**os.environ, "PATH": f"{BINDIR}{os.pathsep}{os.environ['PATH']}", "NLPBENCH_MIRROR": str(mirror_dir)}
+    a = _trained_clone(tmp_path / "a", "2", env)
+    _run(["dvc", "repro"], a, env)
+    table = Path("results/tolias-thesis/2.csv")
+    assert (a / table).is_file() and any((a / "logs" / "train").glob("*.log"))
+    remote = tmp_path / "lab-remote"
+    _share(a, remote, env)
+    # DVC links share/ to its cache; runs/ shares no file with either (a file rewritten there cannot alter a pushed one)
+    assert all(p.stat().st_nlink == 1 for p in (a / "runs").rglob("*") if p.is_file())
+    assert _up_to_date(a, env)
+
+    b = tmp_path / "b"
+    _pull_and_restore(a, b, env)
+    assert not (b / table).exists()
     assert _jobs_to_run(b, env) == {"table_tolias_thesis_2", "index", "all"}    # no training, no data step
-    _run(["snakemake", "--cores", "1", "--resources", "gpu=1"], b, env)
+    _run(["snakemake", "--cores", "1"], b, env)
     assert not (b / "logs" / "train").exists() and not (b / "logs" / "data").exists()   # no training, no fetching
     assert (b / table).read_bytes() == (a / table).read_bytes()
     assert all(p.stat().st_nlink == 1 for p in (b / "runs").rglob("*") if p.is_file())
     assert yaml.safe_load((b / "dvc.lock").read_text())["stages"]["share"]
+    assert (b / "runs" / "_tables").is_dir()
+    assert _up_to_date(b, env), _run(["dvc", "status"], b, env).stdout
+
+
+def test_runs_that_needed_no_data_step_are_shared_and_restored(tmp_path):
+    """A clone whose one table needs no data step (the guess-the-number game) has no data/ to share: its
+    snapshot still goes through DVC's share stage, which depends on data/, and a fresh clone restores it,
+    builds the table and finds the stage up to date."""
+    env = {**os.environ, "PATH": f"{BINDIR}{os.pathsep}{os.environ['PATH']}"}
+    a = _trained_clone(tmp_path / "a", "16", env)
+    _run(["snakemake", "--cores", "2"], a, env)
+    assert not [p for p in (a / "data").rglob("*")]           # an empty data/: no data step ran
+    _share(a, tmp_path / "lab-remote", env)
+    assert _up_to_date(a, env, "share")
+
+    b = tmp_path / "b"
+    _pull_and_restore(a, b, env)
+    assert (b / "data").is_dir() and _up_to_date(b, env, "share")
+    _run(["snakemake", "--cores", "1"], b, env)
+    assert not (b / "logs" / "train").exists() and (b / "results" / "tolias-thesis" / "16.md").is_file()
+    assert _up_to_date(b, env, "share"), _run(["dvc", "status", "share"], b, env).stdout
+
+
+def test_dvc_does_not_see_what_a_snapshot_leaves_out(tmp_path):
+    """The project's .dvcignore hides from DVC exactly the files of data/ and runs/ that `nlpbench share pack`
+    leaves out (this clone's table markers, the temporary files of writes under way), so that DVC's hashes of data/
+    and runs/ are those of what the snapshot holds."""
+    env = {**os.environ, "PATH": f"{BINDIR}{os.pathsep}{os.environ['PATH']}"}
+    files = ["data/babi/en/qa1_train.txt", "data/babi/.qa2.txt.abc-1-x.tmp", "data/.staged-0a0b0c0d-1-abcdefgh/x",
+             "runs/memnet-smoke/run-1/model.pt", "runs/memnet-smoke/run-1/.model.pt.abc-1-x.tmp",
+             "runs/_tables/smoke/tolias-thesis/2.done", "runs/_tables/smoke/tolias-thesis/2.md",
+             "runs/memnet-smoke/.staged-0a0b0c0d-1-abcdefgh/x.csv", "runs/memnet-smoke/_tables/kept.json"]
+    for rel in files:
+        _write(tmp_path / rel, rel)
+    (tmp_path / ".dvcignore").write_bytes((REPO / ".dvcignore").read_bytes())
+    _run(["git", "init", "-q"], tmp_path, env)
+    _run(["dvc", "init", "-q"], tmp_path, env)
+    share.pack(tmp_path / "data", tmp_path / "runs", tmp_path / "share")
+    snapshot = {e["path"] for e in json.loads((tmp_path / "share" / share.RECORD).read_text())["files"]}
+    done = subprocess.run(["dvc", "check-ignore", *files], cwd=tmp_path, env=env, capture_output=True, text=True)
+    ignored = set(done.stdout.split())
+    assert snapshot and ignored, (done.stdout, done.stderr)
+    assert set(files) - ignored == snapshot

@@ -37,11 +37,14 @@ class JobSize:
 
 @dataclass(frozen=True)
 class DataStep:
-    """Prepared data: `output` (a path relative to the repository) marks it done and is written last."""
+    """Prepared data: `output` (a path relative to the repository) marks it done and is written last. A `light`
+    step only downloads (or copies from a mirror), verifies and unpacks, or derives as little: a cluster run does it
+    on the host that submits the jobs (Snakemake's localrule), which has the network, not as a job of its own."""
 
     id: str
     output: str
     needs: tuple[str, ...] = ()       # data steps it reads
+    light: bool = False
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,9 @@
 """What each rule asks of the machine that runs it: threads, GPUs, run time, memory and disk.
 
 The rules (pipeline/*.smk) take these values as they are; Snakemake schedules local jobs by them (`--cores`,
-`--resources gpu=N`) and a cluster executor passes them to the scheduler (SLURM: `--cpus-per-task`, `--gpus`,
-`--time`, `--mem`). None depends on the submitting host's `--cores`.
+and `gpu`: one per GPU the machine shows unless `--resources gpu=N` says otherwise, local_gpu_limit) and a cluster
+executor passes them to the scheduler (SLURM: `--cpus-per-task`, `--gpus`, `--time`, `--mem`). None depends on the
+submitting host's `--cores`.
 
 * GPUs follow params.yaml's `device` (provenance.planned_device): `cuda` gives every training job one GPU on any
   host, a CPU-only login node included; `cpu` none; `auto` one when the host that plans the run also runs its jobs
@@ -29,7 +30,7 @@ from __future__ import annotations
 
 import math
 
-from nlpbench import registry
+from nlpbench import gpu_slots, registry
 from nlpbench.family import JobSize
 from nlpbench.provenance import planned_device
 
@@ -75,6 +76,14 @@ def gpus(device: str, runs_here: bool) -> int:
     if device == "auto" and not runs_here:
         return 0
     return 1 if planned_device(device) == "cuda" else 0
+
+
+def local_gpu_limit() -> int:
+    """The `gpu` resource of a run that `--resources gpu=N` does not set: one per device this machine shows
+    (gpu_slots.visible_devices), at least one. Locally, that many GPU jobs run at once. On a cluster `gpu` is
+    scoped local (the Snakefile), so it counts no jobs there; Snakemake still caps each job's request by it,
+    which one keeps at a job's one GPU on a login node that shows none."""
+    return max(1, len(gpu_slots.visible_devices()))
 
 
 def train_threads(gpu: int) -> int:

@@ -14,7 +14,8 @@ it was trained on and only builds the tables. A restore checks the whole snapsho
 copies anything (a link, a file the record does not list, a file of another size or hash: refused by name), and
 keeps nothing of a restore that fails midway. Left out of a snapshot: runs/_tables/ (the markers saying that this
 clone built its tables: a clone that pulls builds them from the runs) and the temporary files of writes still under
-way.
+way; .dvcignore leaves the same out of DVC's view of data/ and runs/, so that `dvc status` stays clean in a clone
+that restored a snapshot and built its tables.
 """
 
 from __future__ import annotations
@@ -63,6 +64,17 @@ def path_problem(rel: object) -> str | None:
     return None
 
 
+def ensure_shared_dirs(data: Path = Path("data"), runs: Path = Path("runs")) -> None:
+    """Create `data` and `runs` empty where they do not exist (a clone whose tables need no data step has no data/):
+    DVC's share stage depends on both, and DVC hashes a stage's dependencies before it runs it, stopping at a
+    missing one. Snakemake's runs (the Snakefile), a pack and a restore call it."""
+    for top in (Path(data), Path(runs)):
+        try:
+            top.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ShareError(f"{top}/: cannot be created ({e.strerror or e}); the share stage depends on it") from e
+
+
 def _copy_hashing(src: Path, dst: Path) -> tuple[int, str]:
     """Copy the bytes of `src` into a new file `dst` (mode 0666 less the umask); their size and sha256."""
     dst.parent.mkdir(parents=True, exist_ok=True)
@@ -95,8 +107,10 @@ def _builds_of_older_packs(snapshot: Path) -> re.Pattern:
 def pack(data: Path = Path("data"), runs: Path = Path("runs"), snapshot: Path = SNAPSHOT) -> dict[str, int]:
     """Replace `snapshot` by a copy of `data` and `runs` (as snapshot/data and snapshot/runs) and its record
     (snapshot/MANIFEST.json, written last); returns the number of files of each. The snapshot is built in a staging
-    directory beside it and moved into place when complete; the next pack removes one a killed pack left."""
+    directory beside it and moved into place when complete; the next pack removes one a killed pack left. A `data`
+    or `runs` that does not exist is created empty (ensure_shared_dirs)."""
     snapshot = Path(snapshot)
+    ensure_shared_dirs(data, runs)
     try:
         build = staging_dir(snapshot.parent, _builds_of_older_packs(snapshot))
         os.chmod(build, 0o777 & ~current_umask())        # the snapshot's own mode once moved into place
@@ -106,7 +120,7 @@ def pack(data: Path = Path("data"), runs: Path = Path("runs"), snapshot: Path = 
     try:
         for name, top in zip(SHARED, (Path(data), Path(runs))):
             (build / name).mkdir()
-            files = _shared_files(top, NOT_SHARED.get(name, ())) if top.is_dir() else []
+            files = _shared_files(top, NOT_SHARED.get(name, ()))
             for rel in files:
                 size, sha256 = _copy_hashing(top / rel, build / name / rel)
                 shutil.copystat(top / rel, build / name / rel)
@@ -230,6 +244,7 @@ def restore(data: Path = Path("data"), runs: Path = Path("runs"), snapshot: Path
         if isinstance(e, OSError):
             raise ShareError(f"restoring {snapshot}/ into {data}/ and {runs}/ failed ({e}); nothing restored") from e
         raise
+    ensure_shared_dirs(data, runs)          # a snapshot without data files still leaves a data/ for DVC
     done["restored"] = sorted(new.values())
     return done
 

@@ -31,11 +31,15 @@ class AcviFamily:
     def data_steps(self, params: dict) -> list[DataStep]:
         if self.name not in params:
             return []
-        steps = [DataStep("acvi-cnndm-mirror", str(ac.data_dir(params, "acvi-cnndm-mirror") / "STATUS.json")),
-                 DataStep("acvi-qg", str(ac.data_dir(params, "acvi-qg") / "STATUS.json")),
+        # light: the mirror's 250 CNN/DM articles and the QG pairs, and a data set the user supplies none of (its
+        # STATUS.json says how to obtain it); a job: scoring the released outputs, preparing a supplied data set
+        steps = [DataStep("acvi-cnndm-mirror", str(ac.data_dir(params, "acvi-cnndm-mirror") / "STATUS.json"),
+                          light=True),
+                 DataStep("acvi-qg", str(ac.data_dir(params, "acvi-qg") / "STATUS.json"), light=True),
                  DataStep("acvi-released", str(ac.data_dir(params, "acvi-released") / "scores.json"),
                           ("acvi-cnndm-mirror",))]
-        steps += [DataStep(s, str(ac.data_dir(params, s) / "STATUS.json")) for s in ac.EXTERNAL]
+        steps += [DataStep(s, str(ac.data_dir(params, s) / "STATUS.json"),
+                           light=params["acvi"]["data"][ac.EXTERNAL[s][1]] is None) for s in ac.EXTERNAL]
         return steps
 
     def groups(self, params: dict) -> list[TrainGroup]:

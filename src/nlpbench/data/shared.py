@@ -7,7 +7,8 @@ from pathlib import Path
 from nlpbench.family import DataStep
 
 SHARED_STEPS = {
-    "babi": DataStep("babi", "data/babi/STATUS.json"),   # bAbI v1.2, every file verified (nlpbench.data.fetch)
+    # bAbI v1.2, every file verified (nlpbench.data.fetch)
+    "babi": DataStep("babi", "data/babi/STATUS.json", light=True),
 }
 
 

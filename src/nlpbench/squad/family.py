@@ -35,8 +35,10 @@ class SquadFamily:
     def data_steps(self, params: dict) -> list[DataStep]:
         x = _x()
         base = x.data_dir(params, Path("data"))
-        return [DataStep("squad", str(base / "STATUS.json")),
-                DataStep("squad-vectors", str(x.vectors_file(params, Path("data"))), ("squad",))]
+        # both light: SQuAD's two JSON files, and the GloVe rows of its vocabulary (the download, and one pass
+        # over the zipped text that keeps those rows)
+        return [DataStep("squad", str(base / "STATUS.json"), light=True),
+                DataStep("squad-vectors", str(x.vectors_file(params, Path("data"))), ("squad",), light=True)]
 
     def groups(self, params: dict) -> list[TrainGroup]:        # a group trains its configuration once a seed
         return [TrainGroup(gid, str(rundirs.run_dir(rundirs.RUNS, gid) / "group.json"), ("squad", "squad-vectors"),

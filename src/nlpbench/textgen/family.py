@@ -26,7 +26,8 @@ class TextgenFamily:
         """Every configured corpus (a step nothing reads is never run by `all`, but `nlpbench data` can)."""
         out = []
         for corpus in sorted(params["textgen"]["corpora"]):
-            out.append(DataStep(corpus, str(tgc.corpus_dir(params, corpus) / "STATUS.json")))
+            # the corpus is downloaded and split (light); its word2vec vectors are trained (a job)
+            out.append(DataStep(corpus, str(tgc.corpus_dir(params, corpus) / "STATUS.json"), light=True))
             out.append(DataStep(tgc.embeddings_step(corpus), str(tgc.embeddings_path(params, corpus)), (corpus,)))
         return out
 
