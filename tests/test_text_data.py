@@ -483,7 +483,7 @@ def test_split_by_group_keeps_every_group_in_one_split() -> None:
 
 def test_dialog_mirror_regrouped_by_movie_shares_no_film(mirror_dir: Path, tmp_path: Path) -> None:
     """mirror_split grouped: the authors' validation and test pairs pooled and split by movie_id (no film in two
-    splits: split_by_group); QG's files name no group, so asking it there is an error naming why."""
+    splits: split_by_group)."""
     config = replace(tc.DIALOG_CONFIG, vocab_size=2000, max_pairs=3000, mirror_split="grouped")
     status = tc.prepare_dialog(tmp_path / "dialog", mirror_dir, config=config, allow_download=False)
     corpus = tc.load_prepared(tmp_path / "dialog")
@@ -496,6 +496,33 @@ def test_dialog_mirror_regrouped_by_movie_shares_no_film(mirror_dir: Path, tmp_p
     plain = tc.prepare_dialog(tmp_path / "plain", mirror_dir, allow_download=False,
                               config=replace(tc.DIALOG_CONFIG, vocab_size=2000, max_pairs=3000))
     assert "mirror_split" not in plain["config"]            # the default leaves earlier preparations' record as is
-    with pytest.raises(FetchError, match="movie_id"):
-        tc.prepare_qg(tmp_path / "qg", mirror_dir, allow_download=False,
-                      config=replace(tc.QG_CONFIG, mirror_split="grouped"))
+
+
+def test_split_by_group_trains_the_fixed_groups_and_counts_them_in_the_shares() -> None:
+    pairs = list(range(100))
+    groups = ["fixed"] * 40 + [f"a{i // 5}" for i in range(60)]   # one group of 40 that must train, 12 of 5
+    splits, members = tc.split_by_group(pairs, groups, (0.8, 0.1, 0.1), seed=1, always_train=["fixed"])
+    assert "fixed" in members["train"] and set(range(40)) <= set(splits["train"])
+    assert [len(splits[s]) for s in ("valid", "test")] == [10, 10]   # shares of all 100 pairs, not of the 60
+
+
+def test_qg_mirror_regrouped_by_article_shares_no_article(mirror_dir: Path, tmp_path: Path) -> None:
+    """mirror_split grouped for QG: a Du et al. dev pair's article is its question's article in SQuAD's dev set;
+    validation and test take whole dev articles, the Du et al. test pairs (other articles) all train."""
+    from nlpbench.textgen.sources import SQUAD_DEV_REBUILT, question_key, read_squad_question_articles
+    config = replace(tc.QG_CONFIG, vocab_size=2000, mirror_split="grouped")
+    status = tc.prepare_qg(tmp_path / "qg", mirror_dir, config=config, allow_download=False)
+    corpus = tc.load_prepared(tmp_path / "qg")
+    titles = read_squad_question_articles(mirror_dir / SQUAD_DEV_REBUILT)
+    dev = {question_key(q): titles[question_key(q)]
+           for q in ts.read_csv_column(mirror_dir / ts.QG_FILES[1].path, "question")}
+    def articles(split: str) -> set[str | None]:
+        return {dev.get(question_key(" ".join(ex.ref))) for ex in corpus.splits[split]}
+    valid, test, train = articles("valid"), articles("test"), articles("train")
+    assert None not in valid | test and not valid & test and not (valid | test) & train
+    assert None in train                                               # the Du et al. test pairs train
+    sizes = {s: len(corpus.splits[s]) for s in ("train", "valid", "test")}
+    assert sum(sizes.values()) == 22_447 - status["dropped_empty_pairs"]
+    assert 2_000 <= sizes["valid"] <= 2_700 and 2_000 <= sizes["test"] <= 2_700
+    assert "no article in two splits; the Du et al. test articles always train" in status["splits"]["valid"]["origin"]
+    assert any(s["path"] == SQUAD_DEV_REBUILT for s in status["sources"])

@@ -293,6 +293,25 @@ def test_early_stopping_ends_a_run_patience_epochs_after_its_best(tiny, monkeypa
     assert (m["chosen_epoch"], m["epochs"]) == (3, 3) and claims.still_learning(m["chosen_epoch"], m["epochs"])
 
 
+def test_two_stage_training_chooses_and_stops_among_the_epochs_with_attention(tiny,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """§6.5.3: the 2-stage VED trains 'without attention for 6 epochs, and then the attention mechanism is
+    incorporated ... for the rest of the training': the lowest validation loss of the first stage neither is
+    reported nor stops the run, however long its plateau."""
+    from nlpbench.textgen import train as textgen_train
+    from nlpbench.textgen.groups import make_run
+
+    params, root = tiny
+    params = copy.deepcopy(params)
+    params["textgen"]["settings"]["snli"]["train"].update(epochs=8, select="best_val", patience=2,
+                                                          attention_off_epochs=3)
+    losses = iter([1.0, 2.0, 2.0, 3.0, 2.5, 2.7, 2.8, 2.9])     # best overall in stage 1; stage 2's best: epoch 5
+    monkeypatch.setattr(textgen_train, "_val_loss", lambda *a, **k: next(losses))
+    m = textgen_train.train_run(make_run(params, "snli-bypass"), params, root / "data", root / "runs",
+                                log=lambda s: None)
+    assert (m["chosen_epoch"], m["chosen_val_loss"], m["epochs"]) == (5, 2.5, 7)
+
+
 def test_patience_needs_selection_by_validation() -> None:
     with pytest.raises(config.ConfigError, match="patience stops on the validation loss"):
         registry.load(REPO / "params.yaml", {"scale": "paper", "textgen.settings.snli.train.patience": 3})

@@ -39,6 +39,8 @@ from nlpbench.textgen.sources import (
     QG_COLUMNS,
     QG_FILES,
     SNLI_SAMPLE,
+    SQUAD_DEV,
+    SQUAD_DEV_REBUILT,
     SNLI_SAMPLE_URL,
     SNLI_URL,
     SNLI_ZIP,
@@ -46,10 +48,12 @@ from nlpbench.textgen.sources import (
     SourceFile,
     TextManifestEntry,
     load_text_manifest,
+    question_key,
     read_cornell_zip,
     read_csv_column,
     read_csv_pairs,
     read_snli_zip,
+    read_squad_question_articles,
 )
 from nlpbench.io import read_json, write_json
 
@@ -76,7 +80,8 @@ class CorpusConfig:
     max_pairs: int | None = None  # QG/dialog: keep the first N pairs of each file (the smoke scale); None = all
     # QG/dialog mirror version without a training file: "valid" (the official validation pairs train, but for
     # mirror_valid_fraction of them; the official test pairs test) | "grouped" (the official validation and test
-    # pairs pooled and split by group, dialog's movie_id, so that no movie is in two splits)
+    # pairs pooled and split by group, so that no group is in two splits: dialog's movie_id; QG's article, the Du
+    # et al. test articles always training)
     mirror_split: str = "valid"
     mirror_split_fractions: tuple[float, ...] = (0.8, 0.1, 0.1)   # grouped: train, valid, test shares of the pairs
 
@@ -132,18 +137,22 @@ def _tokenized_pairs(pairs: Iterable[tuple[str, str]], config: CorpusConfig) -> 
     return kept, len(out) - len(kept)
 
 
-def split_by_group(pairs: Sequence, groups: Sequence[str], fractions: Sequence[float], seed: int
-                   ) -> tuple[dict[str, list], dict[str, list[str]]]:
+def split_by_group(pairs: Sequence, groups: Sequence[str], fractions: Sequence[float], seed: int,
+                   always_train: Iterable[str] = ()) -> tuple[dict[str, list], dict[str, list[str]]]:
     """Whole groups, in a seeded order, fill the validation split and then the test split until each holds its
-    share of the pairs (`fractions`: train, valid, test); the other groups train. No group is in two splits.
-    Returns the pairs of each split and the groups each split holds."""
+    share of all the pairs (`fractions`: train, valid, test); the other groups, and those in `always_train`, train.
+    No group is in two splits. Returns the pairs of each split and the groups each split holds."""
     by_group: dict[str, list] = {}
     for pair, group in zip(pairs, groups, strict=True):
         by_group.setdefault(group, []).append(pair)
-    names = sorted(by_group)
+    fixed = set(always_train)
+    names = sorted(g for g in by_group if g not in fixed)
     targets = {"valid": round(fractions[1] * len(pairs)), "test": round(fractions[2] * len(pairs))}
     splits: dict[str, list] = {"train": [], "valid": [], "test": []}
     members: dict[str, list[str]] = {"train": [], "valid": [], "test": []}
+    for name in sorted(g for g in by_group if g in fixed):
+        splits["train"] += by_group[name]
+        members["train"].append(name)
     for i in permutation(len(names), seed):
         split = next((s for s in ("valid", "test") if len(splits[s]) < targets[s]), "train")
         splits[split] += by_group[names[i]]
@@ -198,27 +207,67 @@ def _prepare_snli(fetch: SourceFetcher, config: CorpusConfig) -> dict:
             "present": []}
 
 
+class PairGroups(NamedTuple):
+    """How a paired corpus's mirror version re-splits by group (mirror_split: grouped): the group of each pair of an
+    official split (None: the pair cannot be placed, so it is left out and counted), the groups that always train,
+    and what a group is, for the splits' origin."""
+
+    of_split: Callable[[str, Path, int], list[str | None]]   # (split, its file, its pair count) -> group per pair
+    always_train: tuple[str, ...]
+    what: str
+
+
+def _movie_groups(fetch: SourceFetcher, config: CorpusConfig) -> PairGroups:
+    """Dialog: the authors' CSVs name each pair's film (movie_id)."""
+    def of_split(split: str, path: Path, n: int) -> list[str | None]:
+        return list(read_csv_column(path, DIALOG_GROUP)[:n])
+    return PairGroups(of_split, (), DIALOG_GROUP)
+
+
+DU_TEST_ARTICLES = "the Du et al. test articles"
+
+
+def _article_groups(fetch: SourceFetcher, config: CorpusConfig) -> PairGroups:
+    """QG: a Du et al. dev pair's article is its question's article in the SQuAD v1.1 dev set (Du et al.'s dev split
+    is SQuAD's dev set, thesis §6.5.1); their test pairs come from other articles (SQuAD train, whose file the mirror
+    lacks), so they train together. Training, validation and test thus share no article."""
+    mirror_has = lambda key: fetch.mirror is not None and (fetch.mirror / key).is_file()
+    if not mirror_has(SQUAD_DEV.path) and mirror_has(SQUAD_DEV_REBUILT):
+        path = fetch.get(SQUAD_DEV_REBUILT, SQUAD_DEV.url, SQUAD_DEV.split)
+    else:
+        path = fetch.get(SQUAD_DEV.path, SQUAD_DEV.url, SQUAD_DEV.split)
+    if path is None:
+        raise FetchError(f"{config.corpus}: mirror_split grouped needs each pair's article from the SQuAD v1.1 dev "
+                         f"set, which was not found ({fetch.missing_files[-1]['reason']}); put "
+                         f"{SQUAD_DEV.path} or {SQUAD_DEV_REBUILT} in the mirror, or use mirror_split: valid")
+    titles = read_squad_question_articles(path)
+
+    def of_split(split: str, source: Path, n: int) -> list[str | None]:
+        if split == "test":
+            return [DU_TEST_ARTICLES] * n
+        questions = read_csv_column(source, QG_COLUMNS[1])[:n]
+        return [titles.get(question_key(q)) for q in questions]
+    return PairGroups(of_split, (DU_TEST_ARTICLES,), "article")
+
+
 def _prepare_paired(fetch: SourceFetcher, config: CorpusConfig, files: Sequence[SourceFile],
                     columns: tuple[str, str], fallback: Callable[[], dict | None] | None = None,
-                    group_column: str | None = None) -> dict:
+                    pair_groups: Callable[[], PairGroups] | None = None) -> dict:
     raw: dict[str, list[tuple[str, str]]] = {}
-    groups: dict[str, list[str]] = {}
-    grouped = config.mirror_split == "grouped"
-    if grouped and group_column is None:
-        raise FetchError(f"{config.corpus}: mirror_split grouped needs a group of each pair (dialog's movie_id); "
-                         f"{config.corpus}'s files have none (use mirror_split: valid)")
+    paths: dict[str, Path] = {}
     for source in files:
         path = fetch.get(source.path, source.url, source.split)
         if path is not None:
             raw[source.split] = read_csv_pairs(path, columns)[: config.max_pairs]
-            if grouped:
-                groups[source.split] = read_csv_column(path, group_column)[: config.max_pairs]
+            paths[source.split] = path
     if "train" not in raw and fallback is not None:
         result = fallback()
         if result is not None:
             return result
-    if "train" not in raw and grouped and {"valid", "test"} <= set(raw):
-        return _grouped_stand_in(raw, groups, config, group_column)
+    if "train" not in raw and config.mirror_split == "grouped" and {"valid", "test"} <= set(raw):
+        groups = pair_groups()
+        return _grouped_stand_in(raw, {s: groups.of_split(s, paths[s], len(raw[s])) for s in ("valid", "test")},
+                                 config, groups)
     splits, dropped = {}, 0
     for split, pairs in raw.items():
         splits[split], n = _tokenized_pairs(pairs, config)
@@ -240,23 +289,29 @@ def _prepare_paired(fetch: SourceFetcher, config: CorpusConfig, files: Sequence[
     return {"version": "mirror", "splits": splits, "origin": origin, "dropped_empty": dropped, "present": present}
 
 
-def _grouped_stand_in(raw: dict[str, list], groups: dict[str, list[str]], config: CorpusConfig,
-                      group_column: str) -> dict:
+def _grouped_stand_in(raw: dict[str, list], groups: dict[str, list[str | None]], config: CorpusConfig,
+                      pair_groups: PairGroups) -> dict:
     """The mirror version of a paired corpus without its training file: the official validation and test pairs
-    pooled and split by group (split_by_group), so training, validation and test share no group."""
-    pairs, kept_groups, dropped = [], [], 0
+    pooled and split by group (split_by_group), so training, validation and test share no group. Pairs without a
+    group are left out (counted in the origin)."""
+    pairs, kept_groups, dropped, unplaced = [], [], 0, 0
     for split in ("valid", "test"):
         for pair, group in zip(_tokenized_each(raw[split], config), groups[split], strict=True):
             if pair is None:
                 dropped += 1
+            elif group is None:
+                unplaced += 1
             else:
                 pairs.append(pair)
                 kept_groups.append(group)
-    splits, members = split_by_group(pairs, kept_groups, config.mirror_split_fractions, config.seed)
-    n_groups = len(set(kept_groups))
+    splits, members = split_by_group(pairs, kept_groups, config.mirror_split_fractions, config.seed,
+                                     pair_groups.always_train)
+    what, n_groups = pair_groups.what, len(set(kept_groups))
+    fixed = "".join(f"; {g} always train" for g in pair_groups.always_train)
+    left_out = f"; {unplaced:,} pairs without a known {what} left out" if unplaced else ""
     origin = {s: (f"stand-in: {len(splits[s]):,} of the {len(pairs):,} official validation and test pairs pooled, "
-                  f"the pairs of {len(members[s]):,} of the {n_groups:,} values of {group_column} (seeded, seed "
-                  f"{config.seed}; no {group_column} in two splits)") for s in splits}
+                  f"the pairs of {len(members[s]):,} of the {n_groups:,} groups by {what} (seeded, seed "
+                  f"{config.seed}; no {what} in two splits{fixed}{left_out})") for s in splits}
     return {"version": "mirror", "splits": splits, "origin": origin, "dropped_empty": dropped,
             "present": ["valid", "test"]}
 
@@ -364,10 +419,12 @@ def prepare_corpus(corpus: str, out_dir: str | os.PathLike, mirror: str | os.Pat
     if corpus == "snli":
         result = _prepare_snli(fetch, config)
     elif corpus == "qg":
-        result = _prepare_paired(fetch, config, QG_FILES, QG_COLUMNS)
+        result = _prepare_paired(fetch, config, QG_FILES, QG_COLUMNS,
+                                 pair_groups=lambda: _article_groups(fetch, config))
     else:
         result = _prepare_paired(fetch, config, DIALOG_FILES, DIALOG_COLUMNS,
-                                 fallback=lambda: _cornell_fallback(fetch, config), group_column=DIALOG_GROUP)
+                                 fallback=lambda: _cornell_fallback(fetch, config),
+                                 pair_groups=lambda: _movie_groups(fetch, config))
     if "train" not in result["splits"]:
         raise FetchError(_no_training_data(corpus, fetch))
     tmp = partial_dir(out_dir)

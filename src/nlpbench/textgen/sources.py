@@ -8,6 +8,7 @@ the official URL (if allowed) to a downloads/ folder, and every file is verified
 from __future__ import annotations
 
 import csv
+import gzip
 import os
 import io
 import json
@@ -71,6 +72,11 @@ DIALOG_FILES = tuple(
                f"{_PNLG}dialog/data/CornellMovieDialog/df_movie_{name}.csv")
     for split, name in (("train", "train"), ("valid", "valid"), ("test", "test"))
 )
+# The SQuAD v1.1 dev set: the articles of the Du et al. dev split's pairs (that split is SQuAD's dev set), which
+# the mirror version of QG needs to re-split its pairs by article. The official file, else the data mirror's rebuild
+# of it from the official explorer pages (the same questions and titles).
+SQUAD_DEV = SourceFile("articles", catalog.get("squad-dev").mirror, catalog.get("squad-dev").url)
+SQUAD_DEV_REBUILT = "squad/dev-v1.1.reconstructed.json.gz"
 # CSV columns (source, target) of the authors' files: QG `answer` holds the source sentence.
 QG_COLUMNS = ("answer", "question")
 DIALOG_COLUMNS = ("line", "reply")
@@ -212,6 +218,34 @@ def read_csv_column(path: Path, column: str) -> list[str]:
         if reader.fieldnames is None or column not in reader.fieldnames:
             raise FetchError(f"{path}: expected a CSV column {column!r}, found {reader.fieldnames}")
         return [row[column] or "" for row in reader]
+
+
+def question_key(question: str) -> str:
+    """A question as the article lookup compares it: lower case, letters and digits only (the authors' CSVs hold
+    SQuAD's questions tokenised and lower-cased)."""
+    return re.sub(r"[^0-9a-z]", "", question.lower())
+
+
+def read_squad_question_articles(path: Path) -> dict[str, str]:
+    """question_key(question) -> article title, for every question of a SQuAD v1.1 JSON file (plain or gzipped);
+    FetchError naming the file if it is not one, or if one question stands in two articles."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rt", encoding="utf-8") as f:
+            articles = json.load(f)["data"]
+        titles: dict[str, str] = {}
+        for article in articles:
+            for paragraph in article["paragraphs"]:
+                for qa in paragraph["qas"]:
+                    key = question_key(qa["question"])
+                    if titles.setdefault(key, article["title"]) != article["title"]:
+                        raise FetchError(f"{path}: the question {qa['question']!r} stands in two articles "
+                                         f"({titles[key]!r}, {article['title']!r}), so it names no one article")
+    except (OSError, EOFError, json.JSONDecodeError, KeyError, TypeError) as e:
+        raise FetchError(f"{path}: not a readable SQuAD v1.1 JSON file ({e!r})") from e
+    if not titles:
+        raise FetchError(f"{path}: no questions")
+    return titles
 
 
 def read_snli_zip(path: Path) -> list[str]:

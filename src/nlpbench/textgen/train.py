@@ -283,7 +283,9 @@ def train_run(run: TextRun, params: dict, data_root: Path, runs_root: Path, devi
                 record.update({"entropy": m["sample"]["entropy"], "distinct1": m["sample"]["distinct1"]})
         state["wall"] += time.perf_counter() - t0
         state["history"].append(record)
-        if tr["select"] == "best_val" and (state["best"] is None or record["val_loss"] < state["best"]["val_loss"]):
+        # 2-stage training (A14) chooses among the epochs with attention: "the rest of the training" (§6.5.3)
+        if tr["select"] == "best_val" and attention_on and (state["best"] is None
+                                                             or record["val_loss"] < state["best"]["val_loss"]):
             state["best"] = {"epoch": epoch, "val_loss": record["val_loss"],
                              "model": {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}}
         log(f"{progress.line(epoch)}: iteration {state['iteration']}, lambda {lam:.6f}, word dropout {p:.2f}, "
