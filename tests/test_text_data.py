@@ -57,7 +57,7 @@ def test_packaged_manifest_is_generated_from_the_mirror_manifests(mirror_dir: Pa
 def test_mirror_files_verify_by_sha256(mirror_dir: Path) -> None:
     manifest = ts.load_text_manifest()
     in_mirror = [e for e in manifest.values() if (mirror_dir / e.path).is_file()]
-    assert {e.path for e in in_mirror} == {ts.SNLI_SAMPLE, QG_VAL, QG_TEST, DIALOG_VAL, DIALOG_TEST}
+    assert {e.path for e in in_mirror} == {ts.SNLI_SAMPLE, QG_VAL, QG_TEST, DIALOG_VAL, DIALOG_TEST, ts.SQUAD_DEV_REBUILT}
     for entry in in_mirror:
         assert ts.verify_file(mirror_dir / entry.path, entry) == {"sha256": entry.sha256, "verified_by": "sha256"}
     assert manifest[ts.SNLI_ZIP].sha256 == ts.SNLI_ZIP_SHA256

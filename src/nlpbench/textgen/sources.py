@@ -300,13 +300,15 @@ _EXTRA_MANIFEST_ROWS = (
      "not in the mirror; git blob SHA-1 from the repository's tree"),
     (QG_FILES[0].path, "", "", catalog.get("qg-train").git_sha1,
      "not in the mirror; git blob SHA-1 from the repository's tree"),
+    (SQUAD_DEV.path, "", "", catalog.get("squad-dev").git_sha1,
+     "official SQuAD v1.1 dev set (the articles of the QG dev pairs); git blob SHA-1 from the repository's tree"),
 )
 
 
 def manifest_text_from_mirror(mirror: str | os.PathLike) -> str:
     """text_manifest.tsv rebuilt from the mirror's MANIFEST.tsv files plus the rows for files it lacks."""
     mirror = Path(mirror)
-    wanted = [SNLI_SAMPLE] + [f.path for f in QG_FILES + DIALOG_FILES]
+    wanted = [SNLI_SAMPLE, SQUAD_DEV_REBUILT] + [f.path for f in QG_FILES + DIALOG_FILES]
     rows = []
     for folder in sorted({w.split("/")[0] for w in wanted}):
         with open(mirror / folder / "MANIFEST.tsv", encoding="utf-8") as f:
