@@ -256,6 +256,26 @@ def test_the_registers_gather_the_tables_claims_and_the_measured_outputs_claims(
     assert readme.index("## The documents' claims") < readme.index("## The tables")
 
 
+def test_an_additions_claims_join_the_register_as_proxies_only_where_they_stand_in_for_a_documents(tmp_path):
+    """acvi-qg's claims name the document's claim they stand in for (proxy_for): the register lists them under the
+    document, marked, with their verdict; a reading pilot's claims (no proxy_for) stay in their own table."""
+    from nlpbench import registry
+    from nlpbench.results_index import write_index
+    results = _copy_results(tmp_path, ["2", "acvi-qg", "pilot-position"])
+    for name in ("acvi-qg", "pilot-position"):
+        shutil.copy(REPO / "results" / "tolias-thesis" / f"{name}.output.json", results / "tolias-thesis")
+    rejudge.judge_all(REPO / "params.yaml", registry.load(REPO / "params.yaml", {"scale": "cpu"}), results,
+                      ["tolias-thesis/2", "tolias-thesis/acvi-qg", "tolias-thesis/pilot-position"])
+    write_index(results)
+    rows = list(csv.DictReader((results / "claims.csv").open()))
+    proxies = [r for r in rows if r["evidence"] == "proxy: an addition"]
+    assert [r["table"] for r in proxies] == ["acvi-qg", "acvi-qg"] and "pilot-position" not in {r["table"] for r in rows}
+    assert all(r["verdict"] in ("holds", "reversed", "does not hold", "holds within noise") for r in proxies)
+    assert {r["evidence"] for r in rows if r["table"] == "2"} == {"the document's table"}
+    readme = (results / "README.md").read_text()
+    assert "| *proxy for* §7.4.1 (Table 20): ACVI outperforms the alternatives" in readme
+
+
 def test_the_provenance_reads_in_one_order_whatever_order_it_was_stored_in():
     """A table judged again from its sidecar (whose JSON sorts the keys) writes its provenance as the build did."""
     from nlpbench.tables import render_markdown

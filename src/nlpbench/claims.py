@@ -64,7 +64,7 @@ NEEDS = {k: ("a", "b") for k in BOTH_SIDES}
 NEEDS.update({"own_pattern_best": ("a",), "above": ("rows", "columns"), "order": ("rows", "columns"),
               "best": ("rows", "columns"), "above_spread": ("rows", "columns"), "columns_above": ("a", "b", "rows"),
               "close": ("rows", "columns", "within")})
-KEYS = ("kind", "a", "b", "rows", "columns", "within", "printed_as", "text", "untestable", "unresolved")
+KEYS = ("kind", "a", "b", "rows", "columns", "within", "printed_as", "text", "untestable", "unresolved", "proxy_for")
 
 
 def _refs(value, table: str) -> list[tuple[str, str]]:
@@ -546,7 +546,7 @@ def judged(claims: list[dict], table: str, cells: TableCells, table_status: str,
             elif verdict == UNTESTABLE and not_comparable:
                 sentence += f" Untestable at this scale: {not_comparable}."
             out.append({"table": table, "claim": c["text"], "subject": subject, "verdict": verdict,
-                        "sentence": sentence})
+                        "sentence": sentence, **({"proxy_for": c["proxy_for"]} if c.get("proxy_for") else {})})
     return out
 
 

@@ -21,7 +21,11 @@ from nlpbench.judging import ADDITION, in_unit, points_alone, status_kind
 from nlpbench.tables import TABLE_STATUSES
 
 INDEX_COLUMNS = ["source", "table", "title", "status", "path"]
-CLAIM_COLUMNS = ["source", "table", "claim", "subject", "verdict", "sentence"]
+CLAIM_COLUMNS = ["source", "table", "claim", "subject", "verdict", "sentence", "evidence"]
+# what a claim's verdict rests on: a table of the document, an addition of ours that stands in for one of the
+# document's claims (its `proxy_for`), or a measurement (a benchmark, the fitted dofs)
+EVIDENCE = {"table": "the document's table", "proxy": "proxy: an addition", "output": "a measurement"}
+PROXY_KINDS = ("addition", "study")
 NOT_BUILT = "not yet implemented"
 OUTPUT_SUFFIX = ".output.json"
 OUTPUT_KINDS = ("qualitative table", "figure", "transcript", "addition", "study", "benchmark", "summary")
@@ -59,7 +63,10 @@ document printed (Seed 003, a tutorial, has none). A verdict is *holds*, *holds 
 but not beyond our seed spread, or the selected cells and most of our seeds' own cells disagree, either way round),
 *does not hold*, *reversed*, *unresolved in the document* (the document's own numbers cannot decide it: a gap inside
 its own run-to-run spread or its best-of-N protocol), *untestable at this scale* (the table's scale is not
-comparable with the document's) or *needs data*. `claims.csv` holds the same.
+comparable with the document's) or *needs data*. A claim marked *proxy for* is judged on an addition of ours that
+stands in for one of the document's claims (another task or data set, where the document's own cannot be run
+here): evidence about the method, not a reproduction of the document's table. `claims.csv` holds the same, its
+`evidence` column saying which.
 """
 
 TABLES_INTRO = """\
@@ -151,11 +158,21 @@ def _mean_diffs(side: dict) -> str:
     return " · ".join(in_unit(u["mean_abs_diff"], u["unit"]) for u in units)
 
 
-def claim_rows(entries: list[tuple[dict, dict | None]], outputs: list[dict]) -> list[dict]:
-    """Every judged claim of the documents' tables, in the tables' order, then those of the outputs that measure
-    one (a benchmark, the fitted dofs) (results/claims.csv)."""
-    return ([{"source": ref["source"], **c} for ref, side in entries if side for c in side.get("claims") or []]
-            + [{"source": o["source"], **c} for o in outputs for c in o.get("claims") or []])
+def claim_rows(entries: list[tuple[dict, dict | None]], outputs: list[dict], results_dir: Path) -> list[dict]:
+    """Every judged claim of the documents' tables, in the tables' order; then those of the additions that stand in
+    for one of the documents' claims (a claim with `proxy_for`), marked as proxies; then those of the outputs that
+    measure one (a benchmark, the fitted dofs) (results/claims.csv)."""
+    proxies = []
+    for o in outputs:
+        side = results_dir / o["source"] / f"{o['name']}.json"
+        if o["kind"] in PROXY_KINDS and side.is_file():
+            proxies += [{"source": o["source"], **c, "evidence": EVIDENCE["proxy"]}
+                        for c in read_json(side).get("claims") or [] if c.get("proxy_for")]
+    return ([{"source": ref["source"], **c, "evidence": EVIDENCE["table"]}
+             for ref, side in entries if side for c in side.get("claims") or []]
+            + proxies
+            + [{"source": o["source"], **c, "evidence": EVIDENCE["output"]} for o in outputs
+               for c in o.get("claims") or []])
 
 
 def _claims_csv(rows: list[dict]) -> str:
@@ -183,12 +200,14 @@ def _registers(rows: list[dict], sources: list[str]) -> list[str]:
         out.append("|---|---|---|---|")
         for r in mine:
             claim = r["claim"] + (f" ({r['subject']})" if r["subject"] else "")
+            if r.get("proxy_for"):
+                claim = f"*proxy for* {r['proxy_for']}: {claim}"
             out.append(f"| [{r['table']}]({source}/{r['table']}.md) | {_cell(claim)} | **{r['verdict']}** "
                        f"| {_cell(sentence_body(r))} |")
     return out
 
 
-def _readme(entries: list[tuple[dict, dict | None]], outputs: list[dict], figures: dict) -> str:
+def _readme(entries: list[tuple[dict, dict | None]], outputs: list[dict], figures: dict, results_dir: Path) -> str:
     counts: dict[str, int] = {}
     for _, side in entries:
         kind = status_kind(side["status"] if side else NOT_BUILT)
@@ -198,7 +217,7 @@ def _readme(entries: list[tuple[dict, dict | None]], outputs: list[dict], figure
         raise ValueError(f"results/: outputs registered under unknown source(s) {', '.join(unknown)}")
     sources = list(dict.fromkeys(ref["source"] for ref, _ in entries))
     out = [INTRO]
-    out += _registers(claim_rows(entries, outputs), sources)
+    out += _registers(claim_rows(entries, outputs, results_dir), sources)
     out += ["", "## The tables", "", TABLES_INTRO]
     out.append(f"{len(entries)} tables: " + ", ".join(f"{counts.get(s, 0)} {s}" for s in TABLE_STATUSES
                                                       if s != ADDITION) + ".")
@@ -243,5 +262,6 @@ def write_index(results_dir: Path) -> None:
     entries = _load_sidecars(results_dir)
     write_text(results_dir / "index.csv", _index_csv(entries))
     outputs = _load_outputs(results_dir)
-    write_text(results_dir / "claims.csv", _claims_csv(claim_rows(entries, outputs)))
-    write_text(results_dir / "README.md", _readme(entries, outputs, _figures(results_dir, entries, outputs)))
+    write_text(results_dir / "claims.csv", _claims_csv(claim_rows(entries, outputs, results_dir)))
+    figures = _figures(results_dir, entries, outputs)
+    write_text(results_dir / "README.md", _readme(entries, outputs, figures, results_dir))
