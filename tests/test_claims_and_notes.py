@@ -11,19 +11,36 @@ from nlpbench.tables import Cell
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _cells(tables: dict, printed: dict | None = None, seeds: dict | None = None) -> notes.TableCells:
-    """tables: {table: {(row, column): value}} -> TableCells of an addition source (no printed reference)."""
+def _cells(tables: dict, printed: dict | None = None, seeds: dict | None = None,
+           pass_threshold: float | None = 95.0) -> notes.TableCells:
+    """tables: {table: {(row, column): value}} -> TableCells of an addition source (no printed reference), each
+    table with `pass_threshold` (a bAbI task table's)."""
     cells = notes.TableCells("nowhere")
     for t, grid in tables.items():
         rows = list(dict.fromkeys(r for r, _ in grid))
         cols = list(dict.fromkeys(c for _, c in grid))
         cells.add(t, rows, cols, [Cell(r, c, v, seeds=(seeds or {}).get((t, r, c))) for (r, c), v in grid.items()
-                                  if v is not None])
+                                  if v is not None], pass_threshold=pass_threshold)
     cells.printed.update(printed or {})
     return cells
 
 
 GRID = {"8": {("1", "a"): 96.0, ("1", "b"): 90.0, ("2", "a"): 50.25, ("2", "b"): None, ("mean", "a"): 73.1}}
+
+
+def test_passes_count_at_the_tables_own_threshold_and_a_table_without_one_says_so():
+    """The pass threshold is the table's (its TableSpec's, bAbI: data.babi.PASS_THRESHOLD), not a constant of the
+    notes or the claims: a table at 50 counts both tasks as passed; one without a threshold cannot count passes."""
+    from nlpbench.data.babi import PASS_THRESHOLD
+    assert PASS_THRESHOLD == 95.0
+    note = "{passes ours 8:*:a}"
+    assert notes.fill(note, "8", _cells(GRID, pass_threshold=50.0)) == "2 of 2"
+    assert notes.fill(note, "8", _cells(GRID)) == "1 of 2"
+    with pytest.raises(notes.NoteError, match="Table 8 has no pass threshold"):
+        notes.fill(note, "8", _cells(GRID, pass_threshold=None))
+    claim = [{"kind": "more_passes", "a": "a", "b": "b", "text": "a passes more"}]
+    assert "2 tasks pass (1 2) against 1 (1)" in claims.lines(claim, "8", _cells(
+        {"8": {("1", "a"): 96.0, ("1", "b"): 90.0, ("2", "a"): 60.0, ("2", "b"): 40.0}}, pass_threshold=50.0))[0]
 PRINTED = {("8", "1", "a"): 99.0, ("8", "2", "a"): 40.0, ("8", "1", "b"): 95.0}
 
 

@@ -53,11 +53,11 @@ def table(params: dict, source: str, name: str, paths: Paths, allow_empty: bool 
 def table_cells(params: dict, d: config.Declared, parts, paths: Paths) -> notes.TableCells:
     """This table's cells and the printed ones, with those of every table its notes quote or its claims read."""
     cells = notes.TableCells(d.source)
-    cells.add(d.name, parts.spec.rows, parts.spec.columns, parts.cells, parts.spec.decimals)
+    cells.add(d.name, parts.spec.rows, parts.spec.columns, parts.cells, parts.spec.decimals, parts.spec.pass_threshold)
     for other in notes.referenced_tables(d.decl, d.name):
         o = config.declaration(params, "tables", d.source, other)
         op = registry.get(o.family).table(d.source, other, params, paths)
-        cells.add(other, op.spec.rows, op.spec.columns, op.cells, op.spec.decimals)
+        cells.add(other, op.spec.rows, op.spec.columns, op.cells, op.spec.decimals, op.spec.pass_threshold)
     return cells
 
 

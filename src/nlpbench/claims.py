@@ -15,14 +15,14 @@ A claim is declared under a table (`claims:`) as a mapping:
 Kinds judged on our cells and on the printed ones alike (does the document's own table say what its text says,
 and does ours?):
 
-  more_passes         a passes the 95% threshold on more tasks than b
+  more_passes         a passes the table's threshold (bAbI: 95%) on more tasks than b
   higher_mean         a's mean over the tasks is above b's
   similar_mean        the means of a and b differ by at most `within` points
-  samples_help        on the tasks where b (one sample) is below 95%, a (ten samples) is higher on average
+  samples_help        on the tasks where b (one sample) is below the threshold, a (ten samples) is higher on average
   tracks              a stays within `within` points of b per task on average (mean |a - b|): a consistency check
   outperforms         a beats b in every "<scenario> / <metric>" row: higher Accuracy and Success, fewer Rounds
   first_beats_second  a is higher than b on more tasks than it is lower, and has the higher mean
-  ensemble_passes_all a passes 95% on every task and has a higher mean than b
+  ensemble_passes_all a passes the threshold on every task and has a higher mean than b
   own_pattern_best    each column of `a` ("<name> / <pattern>") scores best on the row of its own pattern
   augmented_evens     the spread (max - min over the rows) of column a is below the mean spread of the columns b
                       by more than `within` points (default 5)
@@ -50,7 +50,6 @@ import statistics
 from nlpbench import tables
 from nlpbench.notes import NoteError, TableCells, split_ref
 
-PASS = 95.0
 LOWER_IS_BETTER = ("Rounds",)      # metrics of the game tables where fewer is better (guesses to win)
 SPREAD_MARGIN = 5.0                # points: a spread counts as reduced only when it is this much smaller
 
@@ -205,7 +204,8 @@ def _judge(c: dict, table: str, cells: TableCells, printed: bool) -> tuple[str, 
         return None
     ma, mb = statistics.mean(a[t] for t in tasks), statistics.mean(b[t] for t in tasks)
     if kind == "more_passes":
-        pa, pb = [t for t in tasks if a[t] >= PASS], [t for t in tasks if b[t] >= PASS]
+        threshold = cells.pass_threshold(table)
+        pa, pb = [t for t in tasks if a[t] >= threshold], [t for t in tasks if b[t] >= threshold]
         return _holds(len(pa) > len(pb)), (f"{len(pa)} tasks pass ({' '.join(pa) or 'none'}) against {len(pb)} "
                                           f"({' '.join(pb) or 'none'})")
     if kind == "higher_mean":
@@ -215,13 +215,14 @@ def _judge(c: dict, table: str, cells: TableCells, printed: bool) -> tuple[str, 
         return _holds(abs(ma - mb) <= within), (f"mean {ma:.1f} against {mb:.1f} (|difference| {abs(ma - mb):.1f}, "
                                                 f"bound {within:g})")
     if kind == "samples_help":
-        hard = [t for t in tasks if b[t] < PASS]
+        threshold = cells.pass_threshold(table)
+        hard = [t for t in tasks if b[t] < threshold]
         if not hard:
             return None
         gains = [a[t] - b[t] for t in hard]
         better = [t for t in hard if a[t] > b[t]]
         return _holds(statistics.mean(gains) > 0), (
-            f"on the {len(hard)} tasks below {PASS:g}% with one sample, ten samples gain {statistics.mean(gains):+.1f} "
+            f"on the {len(hard)} tasks below {threshold:g}% with one sample, ten samples gain {statistics.mean(gains):+.1f} "
             f"points on average and are higher on {len(better)} ({' '.join(better) or 'none'})")
     if kind == "tracks":
         within = 1.0 if within is None else within
@@ -238,9 +239,10 @@ def _judge(c: dict, table: str, cells: TableCells, printed: bool) -> tuple[str, 
     detail = (f"over tasks {' '.join(tasks)}, {a_ref[1]} is higher on {len(wins)} ({' '.join(wins) or 'none'}), "
               f"equal on {len(ties)}, mean {ma:.1f} against {mb:.1f} for {b_ref[1]}")
     if kind == "ensemble_passes_all":
-        passed = [t for t in tasks if a[t] >= PASS]
+        threshold = cells.pass_threshold(table)
+        passed = [t for t in tasks if a[t] >= threshold]
         return (_holds(len(passed) == len(tasks) and ma > mb),
-                detail + f"; {a_ref[1]} passes (>= {PASS:g}%) {len(passed)} of {len(tasks)} tasks")
+                detail + f"; {a_ref[1]} passes (>= {threshold:g}%) {len(passed)} of {len(tasks)} tasks")
     return _holds(ma > mb and len(wins) > losses), detail
 
 

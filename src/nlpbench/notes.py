@@ -8,7 +8,7 @@ values, of the cells it names, read from this table or another table of the same
     {paper T:ROWS:COLUMN}    the printed cells
     {delta T:ROWS:COLUMN}    ours minus the printed ones, signed
     {mean ours T:ROWS:COLUMN}     the mean of the cells (also `mean paper`, `mean delta`)
-    {passes ours T:ROWS:COLUMN}   "N of M": how many of the M cells with a value reach the table's 95% threshold
+    {passes ours T:ROWS:COLUMN}   "N of M": how many of the M cells with a value reach the table's pass threshold
 
 ROWS is row labels separated by commas, or `*` for every row of T with a value on the side(s) read (a mean row
 left out). A value keeps
@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from nlpbench import paper, tables
 from nlpbench.config import ConfigError
 
-PASS = 95.0      # the bAbI pass threshold (percent correct) that `passes` counts
 WHATS = ("ours", "paper", "delta")
 AGGREGATES = ("mean", "passes")
 
@@ -87,12 +86,16 @@ class TableCells:
     columns: dict[str, list[str]] = field(default_factory=dict)
     known_rows: dict[str, set[str]] = field(default_factory=dict)
     decimals: dict[str, int] = field(default_factory=dict)
+    pass_thresholds: dict[str, float | None] = field(default_factory=dict)
 
-    def add(self, table: str, rows: list[str], columns: list[str], cells, decimals: int = 1) -> None:
+    def add(self, table: str, rows: list[str], columns: list[str], cells, decimals: int = 1,
+            pass_threshold: float | None = None) -> None:
         """One table: its rows, columns and cells (nlpbench.tables.Cell), with the printed numbers beside them;
-        `decimals`: the digits its values are quoted with (as the table prints them)."""
+        `decimals`: the digits its values are quoted with (as the table prints them); `pass_threshold`: the score at
+        which a task of it passes (its TableSpec's; None for a table without one)."""
         self.rows[table], self.columns[table] = list(rows), list(columns)
         self.decimals[table] = decimals
+        self.pass_thresholds[table] = pass_threshold
         self.known_rows[table] = set(rows)
         for c in cells:
             if c.status == "ok" and c.reproduced is not None:
@@ -103,6 +106,14 @@ class TableCells:
                     self.still_learning[(table, c.row, c.column)] = tuple(c.still_learning)
         for key in self.with_printed(table):
             self.known_rows[table].add(key[1])
+
+    def pass_threshold(self, table: str) -> float:
+        """The score at which a task of `table` passes, as its spec sets it; NoteError for a table without one."""
+        threshold = self.pass_thresholds.get(table)
+        if threshold is None:
+            raise NoteError(f"Table {table} has no pass threshold (its rows are not tasks scored in percent), so "
+                            "nothing in it passes or fails")
+        return threshold
 
     def with_printed(self, table: str) -> list[tuple[str, str, str]]:
         """Adds the printed cells of `table`; returns the keys of every cell it prints (a '-' too)."""
@@ -189,7 +200,8 @@ def fill(note: str, table: str, cells: TableCells, where: str = "") -> str:
         if q.aggregate == "mean":
             return f"{statistics.fmean(values):{'+' if q.what == 'delta' else ''}.{digits}f}"
         if q.aggregate == "passes":
-            return f"{sum(v >= PASS for v in values)} of {len(values)}"
+            threshold = cells.pass_threshold(q.table)
+            return f"{sum(v >= threshold for v in values)} of {len(values)}"
         return _span(values, signed=(q.what == "delta"), decimals=digits)
 
     try:

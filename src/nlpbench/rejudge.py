@@ -87,10 +87,11 @@ def judge_table(params_path: Path, results_dir: Path, source: str, name: str,
                             f"(`nlpbench table {source} {name}`)") from None
     if d.decl.get("claims"):
         table_cells = notes.TableCells(source)
-        table_cells.add(name, spec.rows, spec.columns, cells, spec.decimals)
+        table_cells.add(name, spec.rows, spec.columns, cells, spec.decimals, spec.pass_threshold)
         for other in notes.referenced_tables(d.decl, name):
             _, o_display, o_cells, _ = stored(results_dir, source, other)
-            table_cells.add(other, o_display["rows"], o_display["columns"], o_cells, o_display["decimals"])
+            table_cells.add(other, o_display["rows"], o_display["columns"], o_cells, o_display["decimals"],
+                            o_display["pass_threshold"])
         result.claims = build.declared_claims(d, table_cells, result)
     return side, result
 

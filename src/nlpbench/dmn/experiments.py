@@ -567,7 +567,8 @@ def table_parts(params: dict, table: str, runs_root: Path, data_root: Path | Non
     task_table = decl["rows"] != "patterns"
     spec = tables.TableSpec(source=SOURCE, table=table, title=ref_title.get((SOURCE, table), decl.get("title", table)),
                             rows=rows, columns=list(decl["columns"]) + list(decl.get("cited") or []), decimals=1,
-                            pass_threshold=95.0 if task_table and not reports_validation(decl) else None,
+                            pass_threshold=babi.PASS_THRESHOLD if task_table and not reports_validation(decl)
+                            else None,
                             mean_row=False)
     groups = table_groups(params, table)
     wall, n_runs = 0.0, 0

@@ -254,7 +254,8 @@ def table_parts(params: dict, d: Declared, runs_root: Path) -> TableParts:
     rows = [str(t) for t in exp["rows"]]
     spec = tables.TableSpec(source=d.source, table=d.name,
                             title=ref_title.get((d.source, d.name), exp.get("title", d.name)), rows=rows,
-                            columns=list(exp["columns"]), decimals=1, pass_threshold=95.0, mean_row=True)
+                            columns=list(exp["columns"]), decimals=1, pass_threshold=babi.PASS_THRESHOLD,
+                            mean_row=True)
     cells, wall, devices, commits, dofs, reads, kernels, hop_kernels = [], 0.0, set(), set(), [], set(), set(), set()
     for column, col in exp["columns"].items():
         group = groups[column_key(col)]
