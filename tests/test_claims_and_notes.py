@@ -308,5 +308,17 @@ def test_a_measured_claim_is_judged_on_its_outputs_csv():
     [share] = claims.judge_measured([{"kind": "share_at_least", "column": "within_claim", "bound": 1.0,
                                       "text": "§6.5.5: all"}], "dof", dofs, "outputs.x.dof.claims")
     assert share["verdict"] == "does not hold" and "1 of 2 (50.0 %)" in share["sentence"]
+    # judged over the documents' experiments, an addition's own runs (its other reading) counted apart and named
+    dofs += "layerwise,4,0,2,9,2,False\nlayerwise,5,0,2,2,2,True\n"
+    dofs = dofs.replace("g,1,1,9,2,2,False", "g,1,1,2,2,2,True")
+    declared_apart = [{"kind": "share_at_least", "column": "within_claim", "bound": 1.0, "studies_apart": True,
+                       "text": "§6.5.5: all"}]
+    [share] = claims.judge_measured(declared_apart, "dof", dofs, "outputs.x.dof.claims",
+                                    {"layerwise": ["2-layerwise"]})
+    assert share["verdict"] == "holds" and "2 of 2 runs of the documents' tables (100.0 %)" in share["sentence"]
+    assert "apart, the studies' own runs (not the document's experiments): 2-layerwise: 1 of 2 within, 1 outside " \
+           "it on task 4" in share["sentence"]
+    [mixed] = claims.judge_measured([{**declared_apart[0], "studies_apart": False}], "dof", dofs, "x", {"layerwise": ["s"]})
+    assert mixed["verdict"] == "does not hold" and "3 of 4" in mixed["sentence"]
     with pytest.raises(notes.NoteError, match=r"outputs.x.timing.claims.0.column: the output has no column 'secs'"):
         claims.judge_measured([{**declared[0], "column": "secs"}], "timing", BENCH, "outputs.x.timing.claims")

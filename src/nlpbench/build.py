@@ -90,19 +90,37 @@ def output(params: dict, source: str, name: str, paths: Paths) -> list[Path]:
     d = config.declaration(params, "outputs", source, name)
     io.inside(paths.results, paths.results / source / name)
     out = registry.get(d.family).output(source, name, params, paths)
-    judge_output_claims(d, paths.results)
+    judge_output_claims(d, paths.results, params)
     return out
 
 
-def judge_output_claims(d: config.Declared, results: Path) -> bool:
+def studies_only_groups(params: dict, but: str) -> dict[str, list[str]]:
+    """group id -> the studies that read it, for every training group that only studies (additions, reading pilots)
+    read, not the documents' tables and outputs; `but`: the target being judged ("source/name"), left out."""
+    from nlpbench import plan
+    planned = plan.make(params)
+    documents = {g for t in planned.part(study=False) for g in t.groups}
+    out: dict[str, list[str]] = {}
+    for t in planned.part(study=True):
+        if t.key != but:
+            for g in t.groups:
+                if g not in documents:
+                    out.setdefault(g, []).append(t.name)
+    return out
+
+
+def judge_output_claims(d: config.Declared, results: Path, params: dict) -> bool:
     """The claims an output's home declares, judged on its CSV into its index sidecar (the claims registers read
-    them); False when the output has no claims or has not been built."""
+    them); False when the output has no claims or has not been built. A claim with `studies_apart` is judged on the
+    rows of the groups the documents' tables read, those of the studies' own groups named apart."""
     side_path = Path(results) / d.source / f"{d.name}{results_index.OUTPUT_SUFFIX}"
     data = Path(results) / d.source / f"{d.name}.csv"
     if not d.decl.get("claims") or not side_path.is_file() or not data.is_file():
         return False
     side = io.read_json(side_path)
+    apart = (studies_only_groups(params, f"{d.source}/{d.name}")
+             if any(c.get("studies_apart") for c in d.decl["claims"]) else {})
     side["claims"] = claims.judge_measured(d.decl["claims"], d.name, data.read_text(encoding="utf-8"),
-                                           d.at("claims"))
+                                           d.at("claims"), apart)
     io.write_json(side_path, side)
     return True

@@ -663,15 +663,34 @@ def check_declared(params: dict, family: str) -> None:
 # -- claims on a measured output (a benchmark's ratios, the fitted dofs): read from its CSV ----------------------
 
 MEASURED_KINDS = ("at_most", "at_least", "share_at_least")
-MEASURED_KEYS = ("kind", "where", "column", "bound", "text")
+MEASURED_KEYS = ("kind", "where", "column", "bound", "text", "studies_apart")
 
 
-def judge_measured(declared: list[dict], name: str, csv_text: str, where: str) -> list[dict]:
+def _studies_apart(rows: list[dict], studies: dict[str, list[str]], column: str) -> str:
+    """The words on the rows of the studies' own groups, each study with its share and its misses."""
+    by_study: dict[str, list[dict]] = {}
+    for r in rows:
+        for study in studies.get(r.get("group"), []):
+            by_study.setdefault(study, []).append(r)
+    parts = []
+    for study, mine in by_study.items():
+        misses = [r for r in mine if r[column] != "True"]
+        where = sorted({r["task"] for r in misses if r.get("task")}, key=lambda t: (len(t), t))
+        parts.append(f"{study}: {len(mine) - len(misses)} of {len(mine)} within"
+                     + (f", {len(misses)} outside it on task{'s' if len(where) > 1 else ''} {', '.join(where)}"
+                        if misses and where else ""))
+    return f"; apart, the studies' own runs (not the document's experiments): {'; '.join(parts)}" if parts else ""
+
+
+def judge_measured(declared: list[dict], name: str, csv_text: str, where: str,
+                   studies_only: dict[str, list[str]] | None = None) -> list[dict]:
     """One register record per claim an output's home declares, judged on the output's CSV:
 
       at_most / at_least  the `column` of the one row matching `where` ({CSV column: value}) is at most / at least
                           `bound` (a benchmark's ratio: "no loss of efficiency" as t-MEM-NN / MemN2N <= 1.1)
-      share_at_least      the share of the rows whose `column` reads True is at least `bound` (the fitted dofs)
+      share_at_least      the share of the rows whose `column` reads True is at least `bound` (the fitted dofs);
+                          with `studies_apart`, over the rows whose `group` the documents' tables read, the rows of
+                          `studies_only` groups (group id -> the studies that read it) counted apart and named
     """
     import csv as _csv
     import io as _io
@@ -684,14 +703,20 @@ def judge_measured(declared: list[dict], name: str, csv_text: str, where: str) -
         if rows and c["column"] not in rows[0]:
             raise NoteError(f"{at}.column: the output has no column {c['column']!r} ({', '.join(rows[0])})")
         if c["kind"] == "share_at_least":
-            hits = [r for r in rows if r[c["column"]] == "True"]
-            if not rows:
+            studies = (studies_only or {}) if c.get("studies_apart") else {}
+            if studies and "group" not in (rows[0] if rows else {"group": ""}):
+                raise NoteError(f"{at}.studies_apart: the output has no column 'group' to tell the studies' runs")
+            judged_rows = [r for r in rows if r.get("group") not in studies]
+            hits = [r for r in judged_rows if r[c["column"]] == "True"]
+            if not judged_rows:
                 verdict, numbers = NEEDS_DATA, "no rows measured"
             else:
-                share = len(hits) / len(rows)
+                share = len(hits) / len(judged_rows)
                 verdict = _holds(share >= c["bound"])
-                numbers = (f"in our numbers it {verdict}: {len(hits)} of {len(rows)} ({100 * share:.1f} %) "
-                           f"(bound {100 * c['bound']:g} %)")
+                scope = " runs of the documents' tables" if studies else ""
+                numbers = (f"in our numbers it {verdict}: {len(hits)} of {len(judged_rows)}{scope} "
+                           f"({100 * share:.1f} %) (bound {100 * c['bound']:g} %)")
+                numbers += _studies_apart(rows, studies, c["column"])
         else:
             match = [r for r in rows if all(r.get(k) == v for k, v in (c.get("where") or {}).items())]
             if len(match) > 1:

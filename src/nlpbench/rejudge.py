@@ -157,5 +157,5 @@ def judge_all(params_path: Path, params: dict, results_dir: Path, which: list[st
             tables.write_table(result, stage)
     if not which:                    # and the claims of every built output that declares some (benchmarks, dofs)
         for d in config.declared(params, "outputs"):
-            build.judge_output_claims(d, results_dir)
+            build.judge_output_claims(d, results_dir, params)
     return [(source, name, old, result.status) for source, name, old, result, _ in judged]
