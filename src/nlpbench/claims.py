@@ -704,7 +704,7 @@ def judge_measured(declared: list[dict], name: str, csv_text: str, where: str,
             raise NoteError(f"{at}.column: the output has no column {c['column']!r} ({', '.join(rows[0])})")
         if c["kind"] == "share_at_least":
             studies = (studies_only or {}) if c.get("studies_apart") else {}
-            if studies and "group" not in (rows[0] if rows else {"group": ""}):
+            if studies and rows and "group" not in rows[0]:
                 raise NoteError(f"{at}.studies_apart: the output has no column 'group' to tell the studies' runs")
             judged_rows = [r for r in rows if r.get("group") not in studies]
             hits = [r for r in judged_rows if r[c["column"]] == "True"]

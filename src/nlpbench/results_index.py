@@ -207,7 +207,7 @@ def _registers(rows: list[dict], sources: list[str]) -> list[str]:
     return out
 
 
-def _readme(entries: list[tuple[dict, dict | None]], outputs: list[dict], figures: dict, results_dir: Path) -> str:
+def _readme(entries: list[tuple[dict, dict | None]], outputs: list[dict], figures: dict, claims: list[dict]) -> str:
     counts: dict[str, int] = {}
     for _, side in entries:
         kind = status_kind(side["status"] if side else NOT_BUILT)
@@ -217,7 +217,7 @@ def _readme(entries: list[tuple[dict, dict | None]], outputs: list[dict], figure
         raise ValueError(f"results/: outputs registered under unknown source(s) {', '.join(unknown)}")
     sources = list(dict.fromkeys(ref["source"] for ref, _ in entries))
     out = [INTRO]
-    out += _registers(claim_rows(entries, outputs, results_dir), sources)
+    out += _registers(claims, sources)
     out += ["", "## The tables", "", TABLES_INTRO]
     out.append(f"{len(entries)} tables: " + ", ".join(f"{counts.get(s, 0)} {s}" for s in TABLE_STATUSES
                                                       if s != ADDITION) + ".")
@@ -262,6 +262,6 @@ def write_index(results_dir: Path) -> None:
     entries = _load_sidecars(results_dir)
     write_text(results_dir / "index.csv", _index_csv(entries))
     outputs = _load_outputs(results_dir)
-    write_text(results_dir / "claims.csv", _claims_csv(claim_rows(entries, outputs, results_dir)))
-    figures = _figures(results_dir, entries, outputs)
-    write_text(results_dir / "README.md", _readme(entries, outputs, figures, results_dir))
+    claims = claim_rows(entries, outputs, results_dir)
+    write_text(results_dir / "claims.csv", _claims_csv(claims))
+    write_text(results_dir / "README.md", _readme(entries, outputs, _figures(results_dir, entries, outputs), claims))

@@ -217,7 +217,7 @@ class PairGroups(NamedTuple):
     what: str
 
 
-def _movie_groups(fetch: SourceFetcher, config: CorpusConfig) -> PairGroups:
+def _movie_groups() -> PairGroups:
     """Dialog: the authors' CSVs name each pair's film (movie_id)."""
     def of_split(split: str, path: Path, n: int) -> list[str | None]:
         return list(read_csv_column(path, DIALOG_GROUP)[:n])
@@ -424,7 +424,7 @@ def prepare_corpus(corpus: str, out_dir: str | os.PathLike, mirror: str | os.Pat
     else:
         result = _prepare_paired(fetch, config, DIALOG_FILES, DIALOG_COLUMNS,
                                  fallback=lambda: _cornell_fallback(fetch, config),
-                                 pair_groups=lambda: _movie_groups(fetch, config))
+                                 pair_groups=_movie_groups)
     if "train" not in result["splits"]:
         raise FetchError(_no_training_data(corpus, fetch))
     tmp = partial_dir(out_dir)
