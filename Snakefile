@@ -31,6 +31,7 @@ SET = " ".join(
 )
 PLAN = nb_plan.make(PARAMS)
 SCALE = PARAMS["scale"]
+RESULTS = nb_config.results_dir(PARAMS).as_posix()   # results/ at the committed scale, results/<scale>/ for a trial
 
 # What each job asks for (src/nlpbench/resources.py): a training job takes one GPU when params.yaml's `device` is
 # cuda (on any planning host, a CPU-only login node included) or auto on a host that runs its own jobs and has one.
@@ -55,7 +56,7 @@ train_threads = lambda *_: nb_res.train_threads(train_gpu())
 # path would be read from pipeline/.
 CPU_ENV = str(Path(workflow.basedir) / "envs" / "nlpbench.yaml")
 gpu_env = lambda *_: str(Path(workflow.basedir) / "envs" / ("nlpbench-cuda.yaml" if train_gpu() else "nlpbench.yaml"))
-COSTS = nb_status.read_costs()
+COSTS = nb_status.scale_costs(PARAMS)
 PYTHON = sys.executable                   # the Python that has nlpbench (the rules' small helpers run in it)
 # Longest expected training job first (results/costs.tsv), so that the short ones fill the cores at the end; a data
 # step takes the priority of the longest group that reads it (pipeline/data.smk).
@@ -73,8 +74,8 @@ include: "pipeline/targets.smk"   # tables and outputs -> results/<source>/, the
 rule all:
     default_target: True
     input:
-        "results/index.csv",
-        "results/README.md",
+        f"{RESULTS}/index.csv",
+        f"{RESULTS}/README.md",
         [PLAN.marker(t, SCALE) for t in PLAN.part(study=False)],
 
 
@@ -93,7 +94,7 @@ rule studies:   # the reading pilots, seed-spread studies and additions behind t
     conda:
         CPU_ENV
     shell:
-        "nlpbench index > {log:q} 2>&1 || (tail -n 15 {log:q} >&2; exit 1); date -u > {output.done:q}"
+        "nlpbench {SET} index > {log:q} 2>&1 || (tail -n 15 {log:q} >&2; exit 1); date -u > {output.done:q}"
 
 
 onstart:   # the plan before the first job: scale, device, groups per family, and the time this run should take;
@@ -106,5 +107,5 @@ onstart:   # the plan before the first job: scale, device, groups per family, an
                            this_run=_this_run), file=sys.stderr)
 
 
-onsuccess:   # measured group costs feed the next estimate (results/costs.tsv)
+onsuccess:   # measured group costs feed the next estimate (costs.tsv in the scale's results folder)
     shell("nlpbench {SET} costs --threads {TRAIN_THREADS:q} > /dev/null || true", TRAIN_THREADS=train_threads())

@@ -1,4 +1,5 @@
-# Tables and outputs (nlpbench.family.Target), then the index. results/ is committed to git, so a fresh clone
+# Tables and outputs (nlpbench.family.Target), then the index, in the scale's results folder (RESULTS: results/ for
+# params.yaml's committed_scale, results/<scale>/ for a trial). results/ is committed to git, so a fresh clone
 # already has the files; the per-scale marker under runs/_tables/<scale>/ (not in git) is what tells Snakemake
 # that this clone built them. The files under results/ are not the rules' outputs: Snakemake deletes a job's
 # outputs when it starts and when it fails, which would lose the committed tables of a job that fails or is killed.
@@ -20,7 +21,7 @@ for _t in PLAN.targets.values():
             [PLAN.data[n].output for n in _t.needs],
             # the committed files it cites that exist (a benchmark's end-to-end records): a new or rewritten one
             # reruns it (Snakemake's mtime and input triggers)
-            [f for f in _t.reads if Path(f).exists()],
+            [PLAN.result_path(f) for f in _t.reads if Path(PLAN.result_path(f)).exists()],
         output:
             # copies of the pages, tables and figures shown by `snakemake --report` (not the JSON sidecars), by
             # document, beside the marker
@@ -57,8 +58,8 @@ rule index:     # after the documents' tables (`all`); `snakemake studies` refre
     input:
         [PLAN.marker(t, SCALE) for t in PLAN.part(study=False)],
     output:
-        "results/index.csv",
-        "results/README.md",
+        f"{RESULTS}/index.csv",
+        f"{RESULTS}/README.md",
     log:
         "logs/index.log",
     localrule: True
@@ -68,16 +69,16 @@ rule index:     # after the documents' tables (`all`); `snakemake studies` refre
     conda:
         CPU_ENV
     shell:
-        "nlpbench index > {log:q} 2>&1 || (tail -n 15 {log:q} >&2; exit 1)"
+        "nlpbench {SET} index > {log:q} 2>&1 || (tail -n 15 {log:q} >&2; exit 1)"
 
 
 rule report:    # `snakemake report`: the tables and the index if they are stale, then one self-contained HTML page
                 # of results/ (the index, every table and output it links, their figures); not part of `all`
     input:
-        "results/index.csv",
-        "results/README.md",
+        f"{RESULTS}/index.csv",
+        f"{RESULTS}/README.md",
     output:
-        "results/report.html",
+        f"{RESULTS}/report.html",
     log:
         "logs/report.log",
     localrule: True
@@ -87,4 +88,4 @@ rule report:    # `snakemake report`: the tables and the index if they are stale
     conda:
         CPU_ENV
     shell:
-        "nlpbench report --out {output:q} > {log:q} 2>&1 || (tail -n 15 {log:q} >&2; exit 1)"
+        "nlpbench {SET} report --out {output:q} > {log:q} 2>&1 || (tail -n 15 {log:q} >&2; exit 1)"

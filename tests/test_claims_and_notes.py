@@ -322,3 +322,27 @@ def test_a_measured_claim_is_judged_on_its_outputs_csv():
     assert mixed["verdict"] == "does not hold" and "3 of 4" in mixed["sentence"]
     with pytest.raises(notes.NoteError, match=r"outputs.x.timing.claims.0.column: the output has no column 'secs'"):
         claims.judge_measured([{**declared[0], "column": "secs"}], "timing", BENCH, "outputs.x.timing.claims")
+
+
+def test_a_row_trained_to_the_documents_budget_is_judged_there_and_the_sentence_says_why():
+    """The learning check holds a claim back while a compared run is still learning, except in a row the home
+    names under `judged_at_budget` (trained the document's own number of updates): its claim is judged, and the
+    sentence names the row, the reason and the seeds still learning there; another row still holds it back."""
+    grid = {"4.2": {("SGD", "B1"): 30.0, ("Adam", "B1"): 20.0, ("Lin", "B1"): 25.0}}
+    seeds = {("4.2", "SGD", "B1"): {0: 30.0, 1: 31.0, 2: 29.0}, ("4.2", "Adam", "B1"): {0: 20.0, 1: 21.0, 2: 19.0},
+             ("4.2", "Lin", "B1"): {0: 25.0, 1: 26.0, 2: 24.0}}
+    cells = _cells(grid, seeds=seeds, pass_threshold=None)
+    cells.still_learning[("4.2", "SGD", "B1")] = (0, 2)
+    cells.still_learning[("4.2", "Lin", "B1")] = (1,)
+    sgd = {"kind": "above", "rows": ["SGD", "Adam"], "columns": ["B1"], "text": "SGD above Adam"}
+    lin = {"kind": "above", "rows": ["Lin", "Adam"], "columns": ["B1"], "text": "Lin above Adam"}
+    why = "the thesis's 24,380 updates"
+    plain = claims.judged([sgd], "4.2", cells, "not comparable at this scale", claims_testable=True)[0]
+    assert plain["verdict"] == claims.UNTESTABLE and "SGD: B1 (seeds 0, 2)" in plain["sentence"]
+    budget = claims.judged([sgd, lin], "4.2", cells, "not comparable at this scale", claims_testable=True,
+                           at_budget={"SGD": why})
+    assert budget[0]["verdict"] == claims.HOLDS, budget[0]["sentence"]
+    assert budget[0]["sentence"].endswith(f" SGD is compared at the document's budget, not at convergence: {why} "
+                                          "(still learning there: SGD: B1 (seeds 0, 2)).")
+    assert budget[1]["verdict"] == claims.UNTESTABLE and "Lin: B1 (seed 1)" in budget[1]["sentence"]
+    assert "document's budget" not in budget[1]["sentence"]

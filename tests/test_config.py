@@ -385,7 +385,7 @@ def test_runs_data_and_results_linked_to_another_disk_are_written_through(tmp_pa
         io.write_text(io.inside(project, path), "x")
         assert (disk / path).is_file()
     assert cli.main(["--set", "scale=smoke", "table", "tolias-thesis", "2", "--allow-empty"]) == 0
-    assert (disk / "results" / "tolias-thesis" / "2.md").is_file()
+    assert (disk / "results" / "smoke" / "tolias-thesis" / "2.md").is_file()   # a trial scale: results/<scale>/
     for bad in ("../../x", str(tmp_path / "x")):
         params["tables"]["tolias-thesis"][bad] = params["tables"]["tolias-thesis"]["2"]
         with pytest.raises(OutputError, match=r"it would lie outside results/ \(.*; a name in params.yaml must "
@@ -708,3 +708,28 @@ def test_rule_all_builds_the_documents_and_studies_the_rest():
     assert "PLAN.part(study=True)" in snakefile.split("rule studies:")[1].split("rule ")[0]
     index = (REPO / "pipeline" / "targets.smk").read_text().split("rule index:")[1]
     assert "PLAN.part(study=False)" in index.split("output:")[0]        # `all` needs the index: documents only
+
+
+def test_a_trial_scale_writes_beside_the_committed_results_and_ignores_itself(tmp_path, monkeypatch):
+    """results/ holds the committed scale's tables; any other scale's go to results/<scale>/, a folder git ignores
+    by a .gitignore of its own, so a smoke or paper-scale trial never rewrites a committed file."""
+    cpu = config.load(REPO / "params.yaml", {"scale": "cpu"})
+    smoke = config.load(REPO / "params.yaml", {"scale": "smoke"})
+    assert cpu["committed_scale"] == "cpu" and config.results_dir(cpu) == Path("results")
+    assert config.results_dir(smoke) == Path("results/smoke")
+    assert plan.make(smoke).result_path("tolias-thesis/2.md") == "results/smoke/tolias-thesis/2.md"
+    assert plan.make(cpu).result_path("tolias-thesis/2.md") == "results/tolias-thesis/2.md"
+    monkeypatch.chdir(tmp_path)
+    config.make_results_dir(config.results_dir(smoke))
+    config.make_results_dir(config.results_dir(cpu))
+    assert (tmp_path / "results/smoke/.gitignore").read_text().splitlines()[-1] == "*"
+    assert not (tmp_path / "results/.gitignore").exists()            # the committed folder stays in git
+
+
+def test_an_unknown_committed_scale_is_named_with_its_file_and_key(tmp_path):
+    for item in ("params.yaml", "pipeline"):
+        (shutil.copytree if (REPO / item).is_dir() else shutil.copy)(REPO / item, tmp_path / item)
+    text = (tmp_path / "params.yaml").read_text()
+    (tmp_path / "params.yaml").write_text(text.replace("committed_scale: cpu ", "committed_scale: cpux", 1))
+    with pytest.raises(config.ConfigError, match=r"params.yaml: committed_scale: unknown scale 'cpux'"):
+        config.load(tmp_path / "params.yaml", {"scale": "smoke"})

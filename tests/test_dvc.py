@@ -312,7 +312,8 @@ def _declared_table_sidecars() -> set[str]:
     from nlpbench import plan
     return {f for scale in ("smoke", "cpu", "paper")
             for t in plan.make(config.load(REPO / "params.yaml", {"scale": scale})).targets.values()
-            if t.section == "tables" for f in t.files if f.endswith(".json")}
+            if t.section == "tables" for f in map(f"{config.RESULTS.as_posix()}/{{}}".format, t.files)
+            if f.endswith(".json")}
 
 
 def test_dvc_metrics_show_lists_every_tables_json_sidecar(tmp_path):

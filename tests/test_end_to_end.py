@@ -83,7 +83,7 @@ def test_a_bad_measurement_declaration_is_refused_naming_the_file_and_key(tmp_pa
 def test_the_benchmarks_cite_the_records_that_name_them():
     measurements = records.load(REPO)
     assert records.record_files("tolias-thesis", "timing", measurements) == (
-        "results/tolias-thesis/end-to-end-ch6-five-seeds.json",)
+        "tolias-thesis/end-to-end-ch6-five-seeds.json",)
     assert records.record_files("shen-thesis", "squad-timing", measurements) == ()
     assert records.load(REPO / "no-such-checkout") == {}                      # no file: nothing declared
 

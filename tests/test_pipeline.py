@@ -25,8 +25,9 @@ def _cells(path: Path) -> dict[tuple[str, str], dict]:
 
 @pytest.mark.slow
 def test_smoke_dag_runs_from_download_to_tables(tmp_path, mirror_dir):
-    for item in ("Snakefile", "params.yaml", "overrides.yaml", "pipeline", "envs"):
+    for item in ("Snakefile", "params.yaml", "overrides.yaml", "pipeline", "envs", "results"):
         (shutil.copytree if (REPO / item).is_dir() else shutil.copy)(REPO / item, tmp_path / item)
+    committed = {p.relative_to(tmp_path): p.read_bytes() for p in (tmp_path / "results").rglob("*") if p.is_file()}
     # an extra experiment on en-10k, whose task-3 training file the offline mirror lacks
     params = inline_declarations(tmp_path)          # the homes as one mapping, to cut down
     # one memnet table of each kind (per-task table, joint table, ablation with column overrides, the game); the
@@ -59,8 +60,12 @@ def test_smoke_dag_runs_from_download_to_tables(tmp_path, mirror_dir):
     done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1800)
     logs = "\n".join(p.read_text() for p in (tmp_path / "logs").rglob("*.log")) if (tmp_path / "logs").exists() else ""
     assert done.returncode == 0, done.stderr[-3000:] + logs[-3000:]
+    # a trial scale writes beside the committed tables, never over them (params.yaml committed_scale)
+    after = {p.relative_to(tmp_path): p.read_bytes() for p in (tmp_path / "results").rglob("*") if p.is_file()}
+    assert {p: b for p, b in after.items() if Path("results/smoke") not in p.parents} == committed
+    assert (tmp_path / "results/smoke/.gitignore").read_text().splitlines()[-1] == "*"
 
-    results = tmp_path / "results"
+    results = tmp_path / "results" / "smoke"
     with open(results / "index.csv", newline="") as f:
         index = list(csv.DictReader(f))
     assert len(index) == 39 and list(index[0]) == ["source", "table", "title", "status", "path"]
@@ -351,8 +356,8 @@ def test_a_new_end_to_end_record_makes_its_benchmark_stale(tmp_path):
 def test_a_benchmark_cites_the_end_to_end_records_of_its_source_and_nothing_else():
     from nlpbench import config, plan
     targets = plan.make(config.load(REPO / "params.yaml")).targets
-    assert targets["shen-thesis/dmn-timing"].reads == ("results/shen-thesis/end-to-end-dmn-thesis-epochs.json",)
-    assert targets["tolias-thesis/timing"].reads == ("results/tolias-thesis/end-to-end-ch6-five-seeds.json",)
+    assert targets["shen-thesis/dmn-timing"].reads == ("shen-thesis/end-to-end-dmn-thesis-epochs.json",)
+    assert targets["tolias-thesis/timing"].reads == ("tolias-thesis/end-to-end-ch6-five-seeds.json",)
     assert targets["shen-thesis/squad-timing"].reads == ()                  # it cites no measurement
     assert all(not t.reads for t in targets.values() if not t.on_demand)    # a table never waits on a record
 
@@ -364,7 +369,7 @@ def test_a_plan_of_fewer_tables_than_a_measurement_names_still_builds():
     params = config.load(REPO / "params.yaml")
     params["tables"]["tolias-thesis"] = {k: v for k, v in params["tables"]["tolias-thesis"].items() if k == "2"}
     targets = plan.make(params).targets
-    assert targets["tolias-thesis/timing"].reads == ("results/tolias-thesis/end-to-end-ch6-five-seeds.json",)
+    assert targets["tolias-thesis/timing"].reads == ("tolias-thesis/end-to-end-ch6-five-seeds.json",)
 
 
 RULES_WITH_A_NAME = '''
@@ -378,7 +383,8 @@ NAME = {name!r}
 SET = "--set " + shlex.quote("scale=smoke")
 SCALE = "smoke"
 PARAMS = {{"scale": SCALE, "tables": {{"tolias-thesis": {{NAME: {{"family": "memnet"}}}}}}}}
-_target = Target("tables", "tolias-thesis", NAME, files=(f"results/{{NAME}}.md",), groups=(NAME,))
+_target = Target("tables", "tolias-thesis", NAME, files=(f"{{NAME}}.md",), groups=(NAME,))
+RESULTS = "results"
 PLAN = nb_plan.Plan({{NAME: DataStep(NAME, f"data/{{NAME}}.ready")}},
                     {{NAME: TrainGroup(NAME, f"runs/{{NAME}}.json", needs=(NAME,))}},
                     {{_target.key: _target}}, {{NAME: "memnet", _target.key: "memnet"}})

@@ -107,7 +107,7 @@ def test_the_figures_read_the_tables_runs_and_bad_declarations_are_named():
     assert len(targets["shen-thesis/fig5.2-loss"].groups) == 8
     assert gid("trilinear", "O_1") in targets["shen-thesis/fig5.2-loss"].groups           # RIG_1
     assert set(targets["shen-thesis/figA.1-loss"].groups) == set(targets["shen-thesis/A.1"].groups)
-    assert targets["shen-thesis/fig4.2"].files == ("results/shen-thesis/fig4.2.png", "results/shen-thesis/fig4.2.csv")
+    assert targets["shen-thesis/fig4.2"].files == ("shen-thesis/fig4.2.png", "shen-thesis/fig4.2.csv")
     all_groups = set(sg.all_configs(params))
     assert all(set(targets[f"shen-thesis/{n}"].groups) <= all_groups for n in FIGURES)   # no training of their own
     with pytest.raises(ConfigError, match=r"shen-thesis/fig4\.4\.yaml: panels\.O_1: table 4.3 has no cell \('nope', 'O_1 / EM'\)"):

@@ -103,11 +103,12 @@ def test_costs_label_the_training_jobs_threads_not_the_refreshing_process(tmp_pa
     logs = tmp_path / "logs"
     logs.mkdir()
     (logs / f"{gid}.benchmark.tsv").write_text("s\th:m:s\tmax_rss\n42.5\t0:00:42\t100\n")
-    monkeypatch.chdir(tmp_path)                     # results/costs.tsv is written under the working directory
+    monkeypatch.chdir(tmp_path)             # results/smoke/costs.tsv is written under the working directory
     monkeypatch.setattr(torch, "get_num_threads", lambda: 7)
     cli.main(["--params", str(REPO / "params.yaml"), "--set", "scale=smoke", "--set", "device=cpu",
               "costs", "--logs", str(logs)])
-    assert status.read_costs(tmp_path / status.COSTS)[gid]["device"].endswith(", 1 threads)")
+    assert status.read_costs(tmp_path / "results/smoke/costs.tsv")[gid]["device"].endswith(", 1 threads)")
+    assert not (tmp_path / status.COSTS).exists()         # a trial scale leaves the committed costs alone
     assert "costs --threads {TRAIN_THREADS:q}" in (REPO / "Snakefile").read_text()
 
 

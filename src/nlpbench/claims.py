@@ -46,6 +46,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
+from collections.abc import Callable
 
 from nlpbench import tables
 from nlpbench.notes import NoteError, TableCells, split_ref
@@ -434,15 +435,33 @@ def still_learning(selected_epoch: int, epochs_trained: int) -> bool:
     return selected_epoch > epochs_trained - math.ceil(epochs_trained / 10)
 
 
-def _learning_cells(c: dict, table: str, cells: TableCells, column: str | None) -> list[str]:
-    """The cells a claim compares (only `column`'s, for a kind judged column by column) whose runs stopped while
-    still learning, each as "ROW: COLUMN (seeds ...)"."""
+def _learning_cells(c: dict, table: str, cells: TableCells, column: str | None,
+                    rows_where: Callable[[str], bool] = lambda row: True) -> list[str]:
+    """The cells a claim compares (only `column`'s, for a kind judged column by column; only the rows
+    `rows_where` keeps) whose runs stopped while still learning, each as "ROW: COLUMN (seeds ...)"."""
     from nlpbench import judging
     rows, columns = compared_cells(c, table)
     columns = (column,) if column else columns
     return [f"{row}: {col} (seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))})"
             for (t, row, col), seeds in sorted(cells.still_learning.items())
-            if t == table and seeds and judging.compares(rows, columns, row, col)]
+            if t == table and seeds and rows_where(row) and judging.compares(rows, columns, row, col)]
+
+
+def _at_budget(c: dict, table: str, cells: TableCells, column: str | None, at_budget: dict[str, str]) -> str:
+    """The words for the rows a claim compares that train for the document's own number of updates rather than
+    until they converge (a home's `judged_at_budget`: row -> why): the learning check does not hold them back,
+    and the sentence says so, with the seeds still learning there."""
+    from nlpbench import judging
+    rows, columns = compared_cells(c, table)
+    columns = (column,) if column else columns
+    out = []
+    for row, why in at_budget.items():
+        if not any(judging.compares(rows, columns, row, col) for col in columns):
+            continue
+        learning = _learning_cells(c, table, cells, column, lambda r: r == row)
+        out.append(f" {row} is compared at the document's budget, not at convergence: {why.rstrip('.')}"
+                   + (f" (still learning there: {', '.join(learning)})." if learning else "."))
+    return "".join(out)
 
 
 def category(verdict: str | None, table_status: str, needs_data: bool = False, claims_testable: bool = False) -> str:
@@ -496,12 +515,16 @@ def with_seeds(verdict: str, held: int, n: int) -> tuple[str, str]:
 
 
 def judged(claims: list[dict], table: str, cells: TableCells, table_status: str, needs_data: bool = False,
-           not_comparable: str | None = None, claims_testable: bool = False) -> list[dict]:
+           not_comparable: str | None = None, claims_testable: bool = False,
+           at_budget: dict[str, str] | None = None) -> list[dict]:
     """One record per claim line (per column for the kinds judged column by column): the document's sentence, what
     is compared, the verdict category on our numbers, and the generated sentence with the numbers. A claim that
     declares itself `untestable` (no data of ours can test it) or `unresolved` (the document's own numbers cannot
     decide it: a gap inside its own run-to-run spread or its best-of-N protocol) is not judged: its line gives the
-    reason, an unresolved one with the document's numbers it compares."""
+    reason, an unresolved one with the document's numbers it compares. Where the claims are judged between our own
+    cells (`claims_testable`), a claim whose runs had not converged is untestable, except in the rows `at_budget`
+    names (row -> why), which train the document's own number of updates and are compared there."""
+    at_budget = at_budget or {}
     out = []
     for c in claims:
         kind = c["kind"]
@@ -539,8 +562,12 @@ def judged(claims: list[dict], table: str, cells: TableCells, table_status: str,
             if verdict == NOT_HOLD and printed is not None and not printed[0].startswith("holds"):
                 sentence += (f" As in {printed_label(cells.source)}: the document's own table does not bear the "
                              "claim out either.")
-            learning = (_learning_cells(c, table, cells, subject if kind in PER_COLUMN else None)
-                        if claims_testable and verdict not in (UNTESTABLE, NEEDS_DATA) else [])
+            column = subject if kind in PER_COLUMN else None
+            judged_here = claims_testable and verdict not in (UNTESTABLE, NEEDS_DATA)
+            learning = (_learning_cells(c, table, cells, column, lambda row: row not in at_budget)
+                        if judged_here else [])
+            if judged_here and not learning:
+                sentence += _at_budget(c, table, cells, column, at_budget)
             if learning:                    # judged between our own cells only where their runs converged
                 verdict = UNTESTABLE
                 sentence += (" Untestable at this scale: the runs had not converged (validation chose an epoch "

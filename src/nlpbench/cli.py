@@ -66,8 +66,13 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
     print(f"nlpbench: warning: {message}{where}", file=file or sys.stderr)
 
 
-def _paths(args) -> Paths:
-    return Paths(Path(args.data), Path(args.runs), Path(args.results))
+def _results(args, params: dict) -> Path:
+    """--results, else the chosen scale's folder (config.results_dir: results/ for the committed scale)."""
+    return Path(args.results) if args.results else config.make_results_dir(config.results_dir(params))
+
+
+def _paths(args, params: dict) -> Paths:
+    return Paths(Path(args.data), Path(args.runs), _results(args, params))
 
 
 def _threads(args) -> None:
@@ -103,7 +108,7 @@ def cmd_data(args) -> None:
         if owner == "core":
             print(shared.prepare(step, Path(args.data), mirror))
         else:
-            print(registry.get(owner).prepare(step, params, _paths(args), mirror))
+            print(registry.get(owner).prepare(step, params, _paths(args, params), mirror))
 
 
 def in_order(data: dict) -> list[str]:
@@ -137,14 +142,14 @@ def cmd_train(args) -> None:
         if args.again:
             clock.unlink(missing_ok=True)                # trained again from the start: timed afresh
         with job_clock.JobClock(clock) as timed:
-            timed.take_over(train(args.group, params, _paths(args), resolve_device(params["device"])))
+            timed.take_over(train(args.group, params, _paths(args, params), resolve_device(params["device"])))
 
 
 def cmd_table(args) -> None:
     from nlpbench import build
     params = _params(args)
-    out = build.table(params, args.source, args.table, _paths(args), allow_empty=args.allow_empty)
-    print("wrote " + ", ".join(str(v) for v in out.values()) + " (`nlpbench index` refreshes results/index.csv)")
+    out = build.table(params, args.source, args.table, _paths(args, params), allow_empty=args.allow_empty)
+    print("wrote " + ", ".join(str(v) for v in out.values()) + " (`nlpbench index` refreshes the index)")
 
 
 def cmd_output(args) -> None:
@@ -154,14 +159,14 @@ def cmd_output(args) -> None:
     if d.decl.get("at_scale", params["scale"]) != params["scale"]:   # e.g. the benchmark: defined at paper scale
         params = _params(args, scale=d.decl["at_scale"])
     _threads(args)
-    print("wrote " + ", ".join(str(v) for v in build.output(params, args.source, args.name, _paths(args))))
+    print("wrote " + ", ".join(str(v) for v in build.output(params, args.source, args.name, _paths(args, params))))
 
 
 def cmd_judge(args) -> None:
     from nlpbench import rejudge
     from nlpbench.results_index import write_index
     params = _params(args)
-    results = Path(args.results)
+    results = _results(args, params)
     judged = rejudge.judge_all(Path(args.params), params, results, args.tables or None, force=args.force)
     for source, name, old, new in judged:
         print(f"{source}/{name}: {new}" + ("" if new == old else f" (was: {old})"))
@@ -171,14 +176,16 @@ def cmd_judge(args) -> None:
 
 def cmd_index(args) -> None:
     from nlpbench.results_index import write_index
-    write_index(Path(args.results))
-    print(f"wrote {Path(args.results) / 'index.csv'} and README.md")
+    results = _results(args, _params(args))
+    write_index(results)
+    print(f"wrote {results / 'index.csv'} and README.md")
 
 
 def cmd_report(args) -> None:
     from nlpbench.report import write_report
-    out = Path(args.out) if args.out else Path(args.results) / "report.html"
-    print(f"wrote {write_report(Path(args.results), out)}")
+    results = _results(args, _params(args))
+    out = Path(args.out) if args.out else results / "report.html"
+    print(f"wrote {write_report(results, out)}")
 
 
 def cmd_plan(args) -> None:
@@ -207,9 +214,10 @@ def cmd_costs(args) -> None:
     from nlpbench import plan, status
     from nlpbench.provenance import device_label, resolve_device
     params = _params(args)
+    path = config.make_results_dir(_results(args, params)) / status.COSTS.name
     n = status.refresh_costs(plan.make(params), params["scale"],
-                             device_label(resolve_device(params["device"]), args.threads), Path(args.logs))
-    print(f"{status.COSTS}: {n} group cost(s) refreshed from {args.logs}/*.benchmark.tsv")
+                             device_label(resolve_device(params["device"]), args.threads), Path(args.logs), path)
+    print(f"{path}: {n} group cost(s) refreshed from {args.logs}/*.benchmark.tsv")
 
 
 def cmd_check(args) -> None:
@@ -224,11 +232,11 @@ def cmd_end_to_end(args) -> None:
     from nlpbench.timing import end_to_end
     params = _params(args)
     if args.compare:
-        end_to_end.compare_again(params, args.name, Path(args.compare), Path(args.results), Path(args.runs),
+        end_to_end.compare_again(params, args.name, Path(args.compare), _results(args, params), Path(args.runs),
                                  repo=Path.cwd())
         return
     with stop_signals.raised():          # a signal stops snakemake's jobs and deletes the scratch clone
-        end_to_end.measure(params, args.name, Path.cwd(), Path(args.results), Path(args.runs), Path(args.logs),
+        end_to_end.measure(params, args.name, Path.cwd(), _results(args, params), Path(args.runs), Path(args.logs),
                            keep_runs=Path(args.keep_runs) if args.keep_runs else None)
 
 
@@ -279,7 +287,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="override a parameter, e.g. --set scale=smoke (repeatable)")
     parser.add_argument("--data", default="data", help="data directory (default data/)")
     parser.add_argument("--runs", default="runs", help="runs directory (default runs/)")
-    parser.add_argument("--results", default="results", help="results directory (default results/)")
+    parser.add_argument("--results", help="results directory (default results/ at params.yaml's committed_scale, "
+                                           "results/<scale>/ at any other)")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("data", help="prepare data steps: download (or copy from a mirror), verify, derive")
     p.add_argument("steps", nargs="*", metavar="step", help="a step id (`nlpbench plan` lists them), e.g. babi")

@@ -300,6 +300,32 @@ def resolve_scale(params: dict, where: str) -> str:
     return scale
 
 
+RESULTS = Path("results")     # the committed scale's tables, in git
+
+
+def results_dir(params: dict) -> Path:
+    """Where the chosen scale's tables, outputs, index and job costs go: results/ for the committed scale
+    (`committed_scale`, in git), results/<scale>/ for any other, so that a trial (the smoke scale, a paper-scale
+    run on a cluster) never rewrites the committed tables. The folder of a trial ignores itself in git
+    (make_results_dir)."""
+    scale = params["scale"]
+    if scale == params["committed_scale"]:
+        return RESULTS
+    check_name(scale, "scale")
+    return RESULTS / scale
+
+
+def make_results_dir(results: Path) -> Path:
+    """`results` made where absent; a trial scale's folder (one under results/) gets a .gitignore of its own
+    that keeps all of it out of git."""
+    results.mkdir(parents=True, exist_ok=True)
+    if results.resolve().parent == RESULTS.resolve():
+        ignore = results / ".gitignore"
+        if not ignore.exists():
+            ignore.write_text("# a trial scale's results (params.yaml committed_scale): not in git\n*\n")
+    return results
+
+
 SECTIONS = ("tables", "outputs")     # the declarations, one home each under pipeline/<section>/<source>/<name>.yaml
 BY_SCALE = "by_scale"                # a home's own keys at other scales
 
@@ -412,6 +438,9 @@ def load(path: str | Path = "params.yaml", overrides: dict | None = None, overri
         params["device"] = user.pop("device")
     scale = resolve_scale(params, str(path))
     params["scale"] = scale
+    if params["committed_scale"] not in params["scales"]:
+        raise ConfigError(f"{path}: committed_scale: unknown scale {params['committed_scale']!r} "
+                          f"(known: {', '.join(params['scales'])})")
     for key, value in params["scales"][scale].items():
         set_dotted(params, key, value, f"{path}: scales.{scale}")
     for (section, source, name), (file, by_scale) in homes.items():

@@ -80,11 +80,12 @@ class Target:
     section: str                       # "tables" | "outputs"
     source: str
     name: str
-    files: tuple[str, ...]             # what it writes, relative to the repository
+    files: tuple[str, ...]             # what it writes, under the results folder (Plan.result_path)
     groups: tuple[str, ...] = ()       # training groups whose runs it reads
     needs: tuple[str, ...] = ()        # data steps it reads directly
     on_demand: bool = False            # built only when asked for by name (a benchmark), never by `all`
-    reads: tuple[str, ...] = ()        # committed files it cites (a benchmark's end-to-end records): a new one reruns it
+    reads: tuple[str, ...] = ()        # files it cites, under the results folder (a benchmark's end-to-end records):
+                                       # a new one reruns it
     study: bool = False                # a study behind the documents' tables (its home says `study: true`): built by
                                        # `snakemake studies`, not by `all` (set by nlpbench.plan from the declaration)
 

@@ -23,6 +23,11 @@ class Plan:
     groups: dict[str, TrainGroup]        # group id -> group
     targets: dict[str, Target]           # "source/name" -> target
     owner: dict[str, str]                # step, group or target id -> family name ("core" for shared data)
+    results: str = "results"             # the scale's results folder (config.results_dir)
+
+    def result_path(self, file: str) -> str:
+        """A target's file (Target.files, Target.reads) as a path of the repository: under the results folder."""
+        return (Path(self.results) / file).as_posix()
 
     def family_of(self, item: str) -> str:
         return self.owner[item]
@@ -42,11 +47,12 @@ class Plan:
         return str(rundirs.run_dir(rundirs.RUNS, f"_tables/{scale}/{target.source}") / f"{target.name}.done")
 
     def report_copies(self, target: Target, scale: str) -> list[tuple[str, str]]:
-        """(file under results/, its copy beside the marker) for the target's pages, tables and figures: the
+        """(file under the results folder, its copy beside the marker) for the target's pages, tables and figures: the
         copies are what `snakemake --report` shows (a rule's outputs; the committed files are none, see
         pipeline/targets.smk)."""
         beside = Path(self.marker(target, scale)).parent
-        return [(f, str(beside / Path(f).name)) for f in target.files if f.endswith((".md", ".csv", ".png"))]
+        return [(self.result_path(f), str(beside / Path(f).name)) for f in target.files
+                if f.endswith((".md", ".csv", ".png"))]
 
 
 def rule_name(kind: str, key: str) -> str:
@@ -63,7 +69,7 @@ def _add(into: dict, owner: dict, item, key: str, family: str) -> None:
 
 
 def make(params: dict) -> Plan:
-    plan = Plan({}, {}, {}, {})
+    plan = Plan({}, {}, {}, {}, config.results_dir(params).as_posix())
     families: list[Family] = registry.families_in(params)
     for fam in families:
         for step in fam.data_steps(params):
@@ -99,7 +105,8 @@ def _check_names_and_paths(plan: Plan, scale: str) -> None:
     for target in plan.targets.values():
         config.check_name(target.source, f"{target.section} source")
         config.check_name(target.name, f"{target.section}.{target.source}")
-        for path in (*target.files, plan.marker(target, scale), *(c for _, c in plan.report_copies(target, scale))):
+        for path in (*map(plan.result_path, target.files), plan.marker(target, scale),
+                     *(c for _, c in plan.report_copies(target, scale))):
             io.inside(project, path)
 
 

@@ -59,6 +59,17 @@ def read_costs(path: Path = COSTS) -> dict[str, dict]:
     return {r["group"]: r for r in rows}
 
 
+def scale_costs(params: dict) -> dict[str, dict]:
+    """The measured costs a plan of the chosen scale goes by: the committed results/costs.tsv, and over it a trial
+    scale's own (results/<scale>/costs.tsv, where `nlpbench costs` writes at that scale)."""
+    from nlpbench.config import results_dir
+    costs = read_costs(COSTS)
+    trial = results_dir(params) / COSTS.name
+    if trial != COSTS:
+        costs.update(read_costs(trial))
+    return costs
+
+
 def _seconds_text(seconds: float) -> str:
     """A job's seconds as costs.tsv holds them."""
     return f"{seconds:.1f}"
@@ -284,7 +295,7 @@ def parts_eta(params: dict, plan: Plan, device: str, cores: int | None = None) -
     """One line each for the documents' tables (`snakemake`) and the studies behind them (`snakemake studies`):
     how many, the groups they read that are not trained yet, and the wall time those take here (a group both
     read counts with the documents)."""
-    costs, jobs = read_costs(), parallel_jobs(device, cores)
+    costs, jobs = scale_costs(params), parallel_jobs(device, cores)
     documents = plan.groups_of(plan.part(study=False))
     studies = [g for g in plan.groups_of(plan.part(study=True)) if g not in set(documents)]
     lines = []
@@ -301,7 +312,7 @@ def report(params: dict, plan: Plan, device: str, cores: int | None = None, per_
            this_run: list[str] | None = None) -> str:
     """The plan of the chosen scale: what is done, what is left per family and table, and the ETA (of the groups
     `this_run` trains, when a run asked for part of the scale; else of everything left)."""
-    costs = read_costs()
+    costs = scale_costs(params)
     jobs = parallel_jobs(device, cores)
     todo = [g for g, grp in plan.groups.items() if not is_done(grp.done)] if this_run is None else this_run
     est = estimate(plan, todo, params["scale"], costs)

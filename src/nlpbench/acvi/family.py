@@ -62,12 +62,12 @@ class AcviFamily:
     def targets(self, params: dict) -> list[Target]:
         out = []
         for d in config.declared(params, "tables", self.name):
-            base = f"results/{d.source}/{d.name}"
+            base = f"{d.source}/{d.name}"
             groups = tuple(r.run_id for r in ag.active(params, ag.table_runs(params, d.decl)))
             out.append(Target("tables", d.source, d.name, (f"{base}.md", f"{base}.csv", f"{base}.json"), groups,
                               self._needs(params, d.decl)))
         for d in config.declared(params, "outputs", self.name):
-            base = f"results/{d.source}/{d.name}"
+            base = f"{d.source}/{d.name}"
             kind = d.decl["kind"]
             groups = tuple(r.run_id for r in ag.active(params, ag.table_runs(params, d.decl)))
             needs = ("acvi-cnndm-mirror",) + self._needs(params, d.decl) if kind == "qualitative" else ()

@@ -37,10 +37,10 @@ class DMNFamily:
     def targets(self, params: dict) -> list[Target]:
         out = []
         for d in config.declared(params, "tables", self.name):
-            base = f"results/{d.source}/{d.name}"
+            base = f"{d.source}/{d.name}"
             files = (f"{base}.md", f"{base}.csv", f"{base}.json")
             if d.decl.get("figure"):
-                files += (f"results/{d.source}/{table_figure(d.decl['figure'])}",)
+                files += (f"{d.source}/{table_figure(d.decl['figure'])}",)
             groups = tuple(dg.job_id(g, item) for g in dg.table_groups(params, d.name) for item in g.items)
             out.append(Target("tables", d.source, d.name, files, groups))
         return out

@@ -18,8 +18,8 @@ SOURCE = "tolias-thesis"
 
 
 def _files(d: Declared) -> tuple[str, ...]:
-    """What a declaration writes under results/ (relative to the repository)."""
-    base = f"results/{d.source}/{d.name}"
+    """What a declaration writes, under the results folder."""
+    base = f"{d.source}/{d.name}"
     kind = d.decl.get("kind", "table")
     if d.section == "tables" and kind != "game":
         return (f"{base}.md", f"{base}.csv", f"{base}.json")

@@ -47,20 +47,20 @@ class SquadFamily:
     def targets(self, params: dict) -> list[Target]:
         out = []
         for d in config.declared(params, "tables", self.name):
-            base = f"results/{d.source}/{d.name}"
+            base = f"{d.source}/{d.name}"
             files = (f"{base}.md", f"{base}.csv", f"{base}.json")
-            files += tuple(f"results/{d.source}/{f}" for f in declared_figures(d.decl))
+            files += tuple(f"{d.source}/{f}" for f in declared_figures(d.decl))
             groups = tuple(sg.group_id(params, c) for c in sg.table_configs(params, d.name))
             out.append(Target("tables", d.source, d.name, files, groups, ("squad",)))
         for d in config.declared(params, "outputs", self.name):
             if d.decl["kind"] == "heatmap":
                 groups = tuple(sg.group_id(params, c) for c in sg.heatmap_configs(d.decl))
-                out.append(Target("outputs", d.source, d.name, (f"results/{d.source}/fig{d.name}.png",), groups,
+                out.append(Target("outputs", d.source, d.name, (f"{d.source}/fig{d.name}.png",), groups,
                                   ("squad", "squad-vectors")))
             elif d.decl["kind"] in ("histogram", "loss_curves"):     # Figure 4.2; Figures 4.4, 5.2, A.1
                 configs = (sg.heatmap_configs(d.decl) if d.decl["kind"] == "histogram"
                            else sg.loss_configs(params, d.decl))
-                files = (f"results/{d.source}/{d.name}.png", f"results/{d.source}/{d.name}.csv")
+                files = (f"{d.source}/{d.name}.png", f"{d.source}/{d.name}.csv")
                 out.append(Target("outputs", d.source, d.name, files,
                                   tuple(dict.fromkeys(sg.group_id(params, c) for c in configs)),
                                   ("squad", "squad-vectors") if d.decl["kind"] == "histogram" else ("squad",)))

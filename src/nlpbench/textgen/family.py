@@ -38,14 +38,14 @@ class TextgenFamily:
     def targets(self, params: dict) -> list[Target]:
         out = []
         for d in config.declared(params, "tables", self.name):
-            base = f"results/{d.source}/{d.name}"
+            base = f"{d.source}/{d.name}"
             runs = tgg.active(params, tgg.table_runs(params, d.name))
             out.append(Target("tables", d.source, d.name, (f"{base}.md", f"{base}.csv", f"{base}.json"),
                               tuple(r.run_id for n in runs for r in tgg.run_seeds(params, n))))
         for d in config.declared(params, "outputs", self.name):
             runs = tgg.active(params, tgg.output_runs(params, d.name))
             corpora = sorted({tgg.make_run(params, n).corpus for n in runs})
-            out.append(Target("outputs", d.source, d.name, (str(tgc.output_file(params, d.name)),),
+            out.append(Target("outputs", d.source, d.name, (tgc.output_file(params, d.name, "").as_posix(),),
                               tuple(r.run_id for n in runs for r in tgg.run_seeds(params, n)), tuple(corpora)))
         return out
 

@@ -82,11 +82,10 @@ def shown_by(source: str, benchmark: str, measurements: dict[str, dict]) -> list
             if decl["source"] == source and decl["benchmark"] == benchmark]
 
 
-def record_files(source: str, benchmark: str, measurements: dict[str, dict], results: str = "results"
-                 ) -> tuple[str, ...]:
-    """Where the records a benchmark shows go, measured or not: what it reads. Unchecked (unlike declaration),
-    so that a plan of fewer tables than a measurement names still builds."""
-    return tuple(record_path(Path(results), source, name).as_posix()
+def record_files(source: str, benchmark: str, measurements: dict[str, dict]) -> tuple[str, ...]:
+    """Where the records a benchmark shows go, measured or not, under the results folder: what it reads.
+    Unchecked (unlike declaration), so that a plan of fewer tables than a measurement names still builds."""
+    return tuple(record_path(Path(), source, name).as_posix()
                  for name in shown_by(source, benchmark, measurements))
 
 

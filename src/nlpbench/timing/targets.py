@@ -42,7 +42,7 @@ class Timing:
         measurements, out = records.load(), []
         for d in config.declared(params, "outputs", self.name):
             suffixes, needs = BENCHMARKS[d.decl["measures"]]
-            files = tuple(f"results/{d.source}/{d.name}{s}" for s in suffixes)
+            files = tuple(f"{d.source}/{d.name}{s}" for s in suffixes)
             out.append(Target("outputs", d.source, d.name, files, (), needs, bool(d.decl.get("on_demand", True)),
                               records.record_files(d.source, d.name, measurements)))
         return out
