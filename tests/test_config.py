@@ -733,3 +733,11 @@ def test_an_unknown_committed_scale_is_named_with_its_file_and_key(tmp_path):
     (tmp_path / "params.yaml").write_text(text.replace("committed_scale: cpu ", "committed_scale: cpux", 1))
     with pytest.raises(config.ConfigError, match=r"params.yaml: committed_scale: unknown scale 'cpux'"):
         config.load(tmp_path / "params.yaml", {"scale": "smoke"})
+
+
+def test_a_row_judged_at_budget_that_the_table_lacks_is_named_with_its_home(params_file):
+    home = params_file.parent / "pipeline" / "tables" / "bahuleyan-thesis" / "4.2.yaml"
+    home.write_text(home.read_text().replace("      SGD-tanh-3000: \"it trains", "      SGD-tanh-300: \"it trains", 1))
+    said = r"bahuleyan-thesis/4\.2\.yaml: judged_at_budget: 'SGD-tanh-300' is no row of the table"
+    with pytest.raises(config.ConfigError, match=said):
+        registry.load(params_file, {"scale": "cpu"})

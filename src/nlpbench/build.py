@@ -82,10 +82,6 @@ def declared_claims(d: config.Declared, cells: notes.TableCells | None, result: 
     if not d.decl.get("claims"):
         return []
     claims.check(d.decl["claims"], d.name, cells, d.at("claims"))
-    unknown = sorted(set(d.decl.get("judged_at_budget") or {}) - set(result.spec.rows))
-    if unknown:
-        raise config.ConfigError(f"{d.at('judged_at_budget')}: {unknown[0]!r} is no row of the table "
-                                 f"(rows: {', '.join(map(str, result.spec.rows))})")
     return claims.judged(d.decl["claims"], d.name, cells, result.status, result.count("needs_data") > 0,
                          result.spec.rules.comparable, bool(d.decl.get("claims_testable")),
                          d.decl.get("judged_at_budget"))

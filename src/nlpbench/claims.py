@@ -685,6 +685,10 @@ def check_declared(params: dict, family: str) -> None:
         for i, note in enumerate(d.decl.get("notes") or []):
             fill(note, d.name, cells, d.at(f"notes.{i}"))
         check(d.decl.get("claims") or [], d.name, cells, d.at("claims"))
+        unknown = sorted(set(d.decl.get("judged_at_budget") or {}) - set(cells.rows[d.name]))
+        if unknown:
+            raise config.ConfigError(f"{d.at('judged_at_budget')}: {unknown[0]!r} is no row of the table "
+                                     f"(rows: {', '.join(cells.rows[d.name])})")
 
 
 # -- claims on a measured output (a benchmark's ratios, the fitted dofs): read from its CSV ----------------------
