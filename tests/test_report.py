@@ -46,11 +46,12 @@ def test_markdown_headings_paragraphs_lists_and_inline_marks():
 def test_markdown_pipe_tables_with_escaped_pipes_and_alignment():
     out = markdown_to_html("| Table | Mean \\|Δ\\| | Files |\n|---|---:|:---:|\n"
                            "| 2 | 2.55 | [md](tolias-thesis/2.md) |\n| 6 | 14.43 |\n")
-    assert ('<tr><th>Table</th><th style="text-align: right">Mean |Δ|</th>'
-            '<th style="text-align: center">Files</th></tr>') in out
-    assert ('<tr><td>2</td><td style="text-align: right">2.55</td>'
-            '<td style="text-align: center"><a href="tolias-thesis/2.md">md</a></td></tr>') in out
-    assert '<tr><td>6</td><td style="text-align: right">14.43</td><td style="text-align: center"></td></tr>' in out
+    assert ('<tr>\n<th>Table</th>\n<th style="text-align:right">Mean |Δ|</th>\n'
+            '<th style="text-align:center">Files</th>\n</tr>') in out
+    assert ('<tr>\n<td>2</td>\n<td style="text-align:right">2.55</td>\n'
+            '<td style="text-align:center"><a href="tolias-thesis/2.md">md</a></td>\n</tr>') in out
+    assert ('<tr>\n<td>6</td>\n<td style="text-align:right">14.43</td>\n<td style="text-align:center"></td>\n'
+            '</tr>') in out
     assert out.count("<table>") == 1 and out.count("<tr>") == 3
 
 
@@ -116,7 +117,7 @@ def test_report_pages_follow_the_index_and_its_links_jump_inside_the_page(tmp_pa
     assert page.count(_uri(PNG + b"1")) == 1
     section_fig2 = page[page.index('id="doc/fig2"'):page.index('id="doc/3"')]
     assert "<h1>fig2 — Curves</h1>" in section_fig2 and _uri(PNG + b"2") in section_fig2
-    assert f'<img src="{_uri(PNG + b"2")}" alt="inline">' in page[page.index('id="doc/3"'):]
+    assert f'<img src="{_uri(PNG + b"2")}" alt="inline" />' in page[page.index('id="doc/3"'):]
     assert "not linked" not in page and "<script" not in page and "&lt;script&gt;x()&lt;/script&gt;" in page
 
 
@@ -235,7 +236,7 @@ def test_snakemake_report_at_the_smoke_scale_holds_each_table(tmp_path, mirror_d
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
 
-    results = tmp_path / "results"
+    results = tmp_path / "results" / "smoke"             # a trial scale's folder (params.yaml committed_scale)
     page = (results / "report.html").read_text(encoding="utf-8")
     assert page.index('<section id="index">') < page.index('<section class="page" id="tolias-thesis/2">')
     built = [r for r in _index_rows(results) if r["path"]]

@@ -6,11 +6,10 @@ A figure the index links (results/<source>/*.png) is embedded, as a data URI, on
 whose line links it (a figure-only output gets a page of its own); links to other files (CSVs) stay links to the
 files, relative to where the page is written.
 
-The Markdown those files use is converted by `markdown_to_html`, a small subset of GitHub's: ATX headings,
-paragraphs, bullet and numbered lists, fenced code, pipe tables (`\\|` in a cell, `---:` / `:---:` alignment),
-**bold**, *italic*, `code`, [links](...) and ![images](...). Everything else is text: every character from a
-results file is HTML-escaped, and a link or image whose address names a scheme other than http(s) or mailto is
-dropped (its text kept), so nothing a results file holds can inject markup or script into the page.
+The Markdown of those files is converted by markdown-it-py (CommonMark with GitHub's pipe tables) with raw HTML
+off: every character from a results file is HTML-escaped, and a link or image whose address names a scheme other
+than http(s) or mailto is dropped (its text kept), so nothing a results file holds can inject markup or script
+into the page.
 """
 
 from __future__ import annotations
@@ -24,6 +23,9 @@ from pathlib import Path
 from typing import Callable
 from urllib.parse import quote
 
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
+
 from nlpbench.io import write_text
 
 INDEX = "README.md"
@@ -35,7 +37,7 @@ class ReportError(ValueError):
     """The report cannot be built from this results directory (the message names the file and the remedy)."""
 
 
-# -- Markdown subset -> HTML -------------------------------------------------------------------------------
+# -- Markdown -> HTML ---------------------------------------------------------------------------------------
 
 def safe_href(href: str) -> str | None:
     """`href` when following it cannot run anything: relative paths, #anchors, http(s) and mailto; else None."""
@@ -45,171 +47,81 @@ def safe_href(href: str) -> str | None:
     return href
 
 
-_INLINE = re.compile(
-    r"\\(?P<esc>[\\`*_{}\[\]()#+\-.!|<>~])"                           # a backslash escape
-    r"|(?P<ticks>`+)(?P<code>.+?)(?P=ticks)"                          # `code`
-    r"|!\[(?P<alt>[^\]]*)\]\((?P<src>[^()\s]*)\)"                     # ![alt](src)
-    r"|\[(?P<label>(?:\\.|[^\]\\])*)\]\((?P<href>[^()\s]*)\)"         # [label](href)
-    r"|\*\*(?![\s*])(?P<bold>.+?)(?<![\s*])\*\*"                      # **bold**
-    r"|(?<![\w*])\*(?![\s*])(?P<em>.+?)(?<![\s*])\*(?![\w*])"        # *italic*
-)
-
-
 def _attr(value: str) -> str:
     return html.escape(value, quote=True)
+
+
+def _parser() -> MarkdownIt:
+    """CommonMark with GitHub's pipe tables. Raw HTML is text (escaped); every address is kept as written (the
+    parser's own check and percent-encoding are off), for the caller's `href` and `src` to judge and rewrite."""
+    md = MarkdownIt("commonmark", {"html": False}).enable("table")
+    md.validateLink = lambda url: True
+    md.normalizeLink = lambda url: url
+    return md
+
+
+_MD = _parser()
+
+
+def _with_addresses(tokens: list[Token], href: Callable[[str], str | None],
+                    src: Callable[[str], str | None]) -> list[Token]:
+    """Inline tokens with each link's and image's address mapped by `href` / `src`; where that gives None, the
+    link is dropped (its text kept) and the image becomes its alt text."""
+    out: list[Token] = []
+    dropped: list[bool] = []            # per open link: whether it is dropped
+    for token in tokens:
+        if token.type == "link_open":
+            target = href(str(token.attrGet("href") or ""))
+            dropped.append(target is None)
+            if target is None:
+                continue
+            token.attrSet("href", target)
+        elif token.type == "link_close":
+            if dropped.pop():
+                continue
+        elif token.type == "image":
+            target = src(str(token.attrGet("src") or ""))
+            if target is None:
+                alt = Token("text", "", 0)
+                alt.content = _MD.renderer.renderInlineAsText(token.children or [], _MD.options, {})
+                out.append(alt)
+                continue
+            token.attrSet("src", target)
+        out.append(token)
+    return out
 
 
 def inline_html(text: str, href: Callable[[str], str | None] = safe_href,
                 src: Callable[[str], str | None] = safe_href) -> str:
     """One line (or paragraph) of Markdown text as HTML; `href` and `src` map a link's or an image's address
     to the one written (None: the link is dropped, its text kept)."""
-    out, pos = [], 0
-    for m in _INLINE.finditer(text):
-        out.append(html.escape(text[pos:m.start()], quote=False))
-        pos = m.end()
-        if m.group("esc") is not None:
-            out.append(html.escape(m.group("esc"), quote=False))
-        elif m.group("code") is not None:
-            code = m.group("code")
-            code = code[1:-1] if len(code) > 2 and code[0] == code[-1] == " " else code
-            out.append(f"<code>{html.escape(code, quote=False)}</code>")
-        elif m.group("src") is not None:
-            target = src(m.group("src"))
-            alt = m.group("alt")
-            out.append(f'<img src="{_attr(target)}" alt="{_attr(alt)}">' if target is not None
-                       else html.escape(alt, quote=False))
-        elif m.group("href") is not None:
-            label = inline_html(m.group("label"), href, src)
-            target = href(m.group("href"))
-            out.append(f'<a href="{_attr(target)}">{label}</a>' if target is not None else label)
-        elif m.group("bold") is not None:
-            out.append(f"<strong>{inline_html(m.group('bold'), href, src)}</strong>")
-        else:
-            out.append(f"<em>{inline_html(m.group('em'), href, src)}</em>")
-    out.append(html.escape(text[pos:], quote=False))
-    return "".join(out)
+    tokens = _MD.parseInline(text)
+    for token in tokens:
+        token.children = _with_addresses(token.children or [], href, src)
+    return _MD.renderer.render(tokens, _MD.options, {})
 
 
-_HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
-_BULLET = re.compile(r"^ {0,3}[-*+][ \t]+(.*)$")
-_ORDERED = re.compile(r"^ {0,3}(\d{1,9})[.)][ \t]+(.*)$")
-_DELIMITER = re.compile(r"^ *\|? *:?-+:? *(\| *:?-+:? *)*\|? *$")
+def markdown_to_html(text: str, href: Callable[[str], str | None] = safe_href,
+                     src: Callable[[str], str | None] = safe_href) -> str:
+    """Markdown (CommonMark and pipe tables) as an HTML fragment; `href` and `src` as in `inline_html`."""
+    tokens = _MD.parse(text)
+    for token in tokens:
+        if token.type == "inline":
+            token.children = _with_addresses(token.children or [], href, src)
+    return _MD.renderer.render(tokens, _MD.options, {})
+
+
 _PIPE = re.compile(r"(?<!\\)\|")
 
 
 def split_row(line: str) -> list[str]:
-    """The cells of a pipe-table row: split at the pipes that are not escaped (`\\|` stays in its cell)."""
+    """The cells of a pipe-table row of the index: split at the pipes that are not escaped."""
     row = line.strip()
     if row.startswith("|"):
         row = row[1:]
     if row.endswith("|") and not row.endswith("\\|"):
         row = row[:-1]
     return [cell.strip() for cell in _PIPE.split(row)]
-
-
-_STYLE = {None: "", **{a: f' style="text-align: {a}"' for a in ("left", "center", "right")}}
-
-
-def _alignment(cell: str) -> str | None:
-    cell = cell.strip()
-    if cell.startswith(":") and cell.endswith(":"):
-        return "center"
-    if cell.endswith(":"):
-        return "right"
-    if cell.startswith(":"):
-        return "left"
-    return None
-
-
-def _is_table_start(lines: list[str], i: int) -> bool:
-    return "|" in lines[i] and i + 1 < len(lines) and "|" in lines[i + 1] and bool(_DELIMITER.match(lines[i + 1]))
-
-
-def _starts_block(lines: list[str], i: int) -> bool:
-    line = lines[i]
-    return bool(not line.strip() or _HEADING.match(line) or _FENCE.match(line) or _BULLET.match(line)
-                or _ORDERED.match(line) or _is_table_start(lines, i))
-
-
-def _table(lines: list[str], i: int, inline: Callable[[str], str]) -> tuple[str, int]:
-    header = split_row(lines[i])
-    aligns = [_alignment(c) for c in split_row(lines[i + 1])]
-    aligns = (aligns + [None] * len(header))[:len(header)]
-
-    def row(cells: list[str], tag: str) -> str:
-        cells = (cells + [""] * len(header))[:len(header)]
-        return "<tr>" + "".join(f"<{tag}{_STYLE[a]}>{inline(c)}</{tag}>" for c, a in zip(cells, aligns)) + "</tr>"
-
-    out = ["<table>", "<thead>", row(header, "th"), "</thead>", "<tbody>"]
-    i += 2
-    while i < len(lines) and lines[i].strip() and "|" in lines[i] and not (
-            _HEADING.match(lines[i]) or _FENCE.match(lines[i])):
-        out.append(row(split_row(lines[i]), "td"))
-        i += 1
-    out += ["</tbody>", "</table>"]
-    return "\n".join(out), i
-
-
-def _list(lines: list[str], i: int, inline: Callable[[str], str]) -> tuple[str, int]:
-    ordered = _ORDERED.match(lines[i]) is not None
-    marker = _ORDERED if ordered else _BULLET
-    start = int(_ORDERED.match(lines[i]).group(1)) if ordered else 1
-    items: list[list[str]] = []
-    while i < len(lines):
-        m = marker.match(lines[i])
-        if m:
-            items.append([m.group(m.lastindex)])
-            i += 1
-        elif lines[i].strip() and not _starts_block(lines, i):       # a continuation line of the item
-            items[-1].append(lines[i].strip())
-            i += 1
-        elif not lines[i].strip() and i + 1 < len(lines) and marker.match(lines[i + 1]):
-            i += 1                                                      # a blank line between items
-        else:
-            break
-    tag = "ol" if ordered else "ul"
-    opening = f'<ol start="{start}">' if ordered and start != 1 else f"<{tag}>"
-    body = "\n".join(f"<li>{inline(chr(10).join(item))}</li>" for item in items)
-    return f"{opening}\n{body}\n</{tag}>", i
-
-
-def markdown_to_html(text: str, href: Callable[[str], str | None] = safe_href,
-                     src: Callable[[str], str | None] = safe_href) -> str:
-    """The Markdown subset of the module docstring as an HTML fragment; `href` and `src` as in `inline_html`."""
-    def inline(t: str) -> str:
-        return re.sub(r"(?: {2,}|\\)\n", "<br>\n", inline_html(t, href, src))
-
-    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    out, i = [], 0
-    while i < len(lines):
-        line = lines[i]
-        if not line.strip():
-            i += 1
-        elif fence := _FENCE.match(line):
-            end = i + 1
-            while end < len(lines) and not lines[end].lstrip().startswith(fence.group(1)):
-                end += 1
-            out.append("<pre><code>" + html.escape("\n".join(lines[i + 1:end]), quote=False) + "</code></pre>")
-            i = end + 1
-        elif heading := _HEADING.match(line):
-            level = len(heading.group(1))
-            out.append(f"<h{level}>{inline(heading.group(2) or '')}</h{level}>")
-            i += 1
-        elif _is_table_start(lines, i):
-            block, i = _table(lines, i, inline)
-            out.append(block)
-        elif _BULLET.match(line) or _ORDERED.match(line):
-            block, i = _list(lines, i, inline)
-            out.append(block)
-        else:
-            para = [line.strip() if not line.endswith("  ") else line.lstrip()]
-            i += 1
-            while i < len(lines) and not _starts_block(lines, i):
-                para.append(lines[i].lstrip())
-                i += 1
-            out.append(f"<p>{inline(chr(10).join(para))}</p>")
-    return "\n".join(out) + "\n"
 
 
 # -- the report ------------------------------------------------------------------------------------------

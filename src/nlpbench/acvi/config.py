@@ -31,8 +31,8 @@ EXTERNAL = {
         "GoogLeNet pool5 frame features, 24 x 1024 per clip (Yao et al. 2015, "
         "https://github.com/yaoli/arctic-capgen-vid); the mirror has the split lists only. Set acvi.data.msvd_dir "
         "to a directory holding captions/<one>.csv (the MSR Video Description Corpus CSV with its header: VideoID, "
-        "Start, End, ..., Language, Description) and features/<clip>.npy (float32 24 x 1024 per clip, <clip> = "
-        "<VideoID>_<Start>_<End> as in the split lists, or its vidN name); docs/acvi.md")),
+        "Start, End, ..., Language, Description) and features/<clip>.npy (float32 24 x 1024 per clip, `<clip>` = "
+        "`<VideoID>_<Start>_<End>` as in the split lists, or its vidN name); docs/acvi.md")),
     "acvi-duc2004": ("duc2004", "duc2004_dir", (
         "DUC 2004 task 1 (500 documents, 4 human summaries each) is licensed by NIST: request it at "
         "https://duc.nist.gov/data.html (Past DUC data, agreement forms), then set acvi.data.duc2004_dir to the "
