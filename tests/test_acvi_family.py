@@ -169,11 +169,11 @@ def test_supplying_the_cnndm_stories_makes_the_cnndm_runs_trainable(tmp_path):
 def test_the_benchmark_times_each_attention_and_projects_the_schedule(tmp_path):
     import torch
     torch.set_num_threads(1)
-    from nlpbench.timing.acvi import benchmark
     params = load("smoke")
-    d = config.declaration(params, "outputs", "tolias-thesis", "acvi-timing")
-    d = config.Declared(d.section, d.source, d.name, {**d.decl, "steps": 1, "articles": 1})
-    md, csv_path = benchmark(params, d, tmp_path / "data", tmp_path / "results")
+    params["outputs"]["tolias-thesis"]["acvi-timing"].update(steps=1, articles=1)
+    md, csv_path, sidecar = build.output(params, "tolias-thesis", "acvi-timing",
+                                         Paths(tmp_path / "data", tmp_path / "runs", tmp_path / "results"))
+    assert json.loads(sidecar.read_text())["files"] == [md.name, csv_path.name] == ["acvi-timing.md", "acvi-timing.csv"]
     rows = list(csv.DictReader(csv_path.open()))
     assert {r["attention"] for r in rows} == {"asa", "acvi_thesis", "acvi_paper"}
     assert all(float(r["sec_per_iter"]) > 0 for r in rows)

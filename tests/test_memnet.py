@@ -543,14 +543,19 @@ def test_dofs_by_role_under_either_tying():
 def test_the_timing_benchmark_runs_and_writes_its_ratios(babi_root, tmp_path, monkeypatch):
     """`nlpbench output tolias-thesis timing` end to end on two tasks and a few steps (timings are not
     asserted: the benchmark prints them; this checks that every row it reports is measured)."""
-    from nlpbench import config
+    from nlpbench import build, config
+    from nlpbench.family import Paths
     from nlpbench.timing import memnet as bench
     monkeypatch.setattr(bench, "INFERENCE_REPEATS", 1)
     monkeypatch.setattr(bench, "SINGLE_QUESTIONS", 2)
-    params = config.load(Path(__file__).parents[1] / "params.yaml", {"scale": "smoke"})
+    params = config.load(Path(__file__).parents[1] / "params.yaml", {"scale": "smoke", "device": "cpu"})
     params["tables"]["tolias-thesis"][bench.DELTA_20]["rows"] = [1, 2, 20]   # the smoke scale's subset keeps 1, 20
     params["memnet"]["seeds"] = [0, 1, 2]        # Table 2's seeds (ten at the cpu scale): a group of its own
-    md = bench.main(params, babi_root, tmp_path / "results" / "tolias-thesis", steps=2, device="cpu")["md"].read_text()
+    params["outputs"]["tolias-thesis"]["timing"]["steps"] = 2
+    written = build.output(params, "tolias-thesis", "timing", Paths(babi_root.parent, tmp_path / "runs",
+                                                                    tmp_path / "results"))
+    assert [p.name for p in written] == ["timing.md", "timing.csv", "timing.output.json"]
+    md = written[0].read_text()
     for quantity in ("S = 10 / S = 1, draws batched", "S = 10 / S = 1, draws shared by the questions",
                      "S = 10 / S = 1, shared draws, whole sentence table", "t-MEM-NN / MemN2N, 2 runs together",
                      "t-MEM-NN (gamma) / MemN2N, 2 runs together", "MemN2N, speed-up over the plain loop",

@@ -197,10 +197,10 @@ def test_the_smoke_scale_builds_every_table_end_to_end(tmp_path, mirror_dir):
     cited = {r["row"]: r for r in csv.DictReader(open(paths.results / "shen-thesis" / "3.1.csv", newline=""))
              if r["column"] == "Original Model / EM"}
     assert cited["SAN"]["paper"] == "76.2" and cited["SAN"]["status"] == "cited"
-    heatmap = fam.output("shen-thesis", "4.6", params, paths)[0]      # Figures 4.5/4.6 from the best seeds
+    heatmap = build.output(params, "shen-thesis", "4.6", paths)[0]     # Figures 4.5/4.6 from the best seeds
     assert heatmap == paths.results / "shen-thesis" / "fig4.6.png" and heatmap.stat().st_size > 5000
     # Figure 4.2 (histograms of S) and the loss curves of Figures 4.4, 5.2 and A.1, from the same runs
-    png, table = fam.output("shen-thesis", "fig4.2", params, paths)
+    png, table, _ = build.output(params, "shen-thesis", "fig4.2", paths)
     assert png.stat().st_size > 5000 and table == paths.results / "shen-thesis" / "fig4.2.csv"
     bars = list(csv.DictReader(open(table, newline="")))
     assert {(r["output"], r["similarity"]) for r in bars} == {
@@ -212,14 +212,15 @@ def test_the_smoke_scale_builds_every_table_end_to_end(tmp_path, mirror_dir):
     cosine = [r for r in bars if r["similarity"] == "cosine" and int(r["count"])]
     assert -1 - 1e-4 <= min(float(r["bin_left"]) for r in cosine) and max(float(r["bin_right"]) for r in cosine) <= 1 + 1e-4
     for name, n_lines in (("fig4.4", 10), ("fig5.2-loss", 8), ("figA.1-loss", 8)):
-        png, table = fam.output("shen-thesis", name, params, paths)
+        png, table, _ = build.output(params, "shen-thesis", name, paths)
         assert png.stat().st_size > 5000
         rows = list(csv.DictReader(open(table, newline="")))
         assert len({(r["panel"], r["line"]) for r in rows}) == n_lines
         assert {r["seed"] for r in rows} == {"0", "1", "mean"}
-    from nlpbench.timing.squad import benchmark      # the timing benchmark times each model it names
-    bench = benchmark(params, {"steps": 1, "scales": ["smoke"], "models": ["baseline", "bidaf", "dcn", "qanet"]},
-                      "shen-thesis", "squad-timing", paths).read_text()
+    # the timing benchmark times each model it names
+    params["outputs"]["shen-thesis"]["squad-timing"].update(steps=1, scales=["smoke"],
+                                                            models=["baseline", "bidaf", "dcn", "qanet"])
+    bench = build.output(params, "shen-thesis", "squad-timing", paths)[0].read_text()
     assert all(f"| {m} | smoke |" in bench for m in ("baseline", "bidaf", "dcn", "qanet"))
     record = json.loads((paths.results / "shen-thesis" / "squad-timing.output.json").read_text())
     assert record["kind"] == "benchmark" and record["files"] == ["squad-timing.md"]   # the index lists it

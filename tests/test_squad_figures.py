@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from nlpbench import config, plan, registry
+from nlpbench import build, config, plan, registry
 from nlpbench.config import ConfigError
+from nlpbench.family import Paths
 from nlpbench.squad import figures
 from nlpbench.squad import groups as sg
 from nlpbench.squad.model import ModelConfig
@@ -75,8 +76,8 @@ def test_loss_curves_have_a_series_per_configuration_and_seed(tmp_path):
     assert t["mean"][0] == pytest.approx((100 + 99 + 98 + 1 + 1 + 1) / 6) and t["high"][0] == 99.0
     assert set(by[("O_1", "T-trilinear")]["seeds"]) == {1} and not by[("O_1", "FNN")]["seeds"]
     assert not by[("O_2", "trilinear")]["seeds"]                               # O_2 is another configuration
-    paths = figures.draw_loss_curves(params, decl, "shen-thesis", "fig4.4", tmp_path, tmp_path / "results")
-    rows = list(csv.DictReader(open(paths[1], newline="")))
+    png, table, _ = build.output(params, "shen-thesis", "fig4.4", Paths(tmp_path, tmp_path, tmp_path / "results"))
+    rows = list(csv.DictReader(open(table, newline="")))
     assert {(r["line"], r["seed"]) for r in rows} == {("trilinear", "0"), ("trilinear", "3"), ("trilinear", "mean"),
                                                       ("T-trilinear", "1"), ("T-trilinear", "mean")}
     side = json.loads((tmp_path / "results" / "shen-thesis" / "fig4.4.output.json").read_text())
@@ -90,7 +91,7 @@ def test_a_loss_figure_with_every_line_at_the_paper_scale_only_says_so_without_a
     params["tables"]["shen-thesis"]["A.1"]["trained_rows"] = []          # as a scale that trains none of its rows
     decl = params["outputs"]["shen-thesis"]["figA.1-loss"]
     assert figures.loss_curve_data(params, decl, tmp_path) == []
-    figures.draw_loss_curves(params, decl, "shen-thesis", "figA.1-loss", tmp_path, tmp_path / "results")
+    build.output(params, "shen-thesis", "figA.1-loss", Paths(tmp_path, tmp_path, tmp_path / "results"))
     assert not [w for w in recwarn if "legend" in str(w.message)]
     side = json.loads((tmp_path / "results" / "shen-thesis" / "figA.1-loss.output.json").read_text())
     assert side["status"] == "0 of 0 lines drawn"
@@ -142,7 +143,8 @@ def test_the_heatmaps_register_their_figure_with_the_results_index(tmp_path, mon
         return {"S": torch.rand(1, p.shape[1], q.shape[1])}
     monkeypatch.setattr(x, "load_best_seed", lambda params, cfg, *rest: None if cfg.similarity == "general-3"
                         else (model, 1, 12.5))
-    out = x.draw_heatmaps(params, decl, "shen-thesis", "4.6", tmp_path, tmp_path, tmp_path / "results")
-    side = json.loads((tmp_path / "results" / "shen-thesis" / "4.6.output.json").read_text())
+    out, sidecar = build.output(params, "shen-thesis", "4.6", Paths(tmp_path, tmp_path, tmp_path / "results"))
+    assert sidecar == tmp_path / "results" / "shen-thesis" / "4.6.output.json"
+    side = json.loads(sidecar.read_text())
     assert side["files"] == [out.name] == ["fig4.6.png"] and side["kind"] == "figure" and side["scale"] == "smoke"
     assert side["status"] == "4 of 6 configurations drawn" and side["note"] == "a test question at scale smoke"

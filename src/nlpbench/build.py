@@ -1,6 +1,7 @@
 """From a family's answers to files under results/: one table (its cells rendered beside the paper's numbers)
-or one other output. The one place that writes a table, whatever its family. The index (results/index.csv and
-README.md) is written only by `nlpbench index`, so that tables built side by side never race on it."""
+or one other output. The one place that writes a table or an output's index sidecar, whatever its family. The
+index (results/index.csv and README.md) is written only by `nlpbench index`, so that tables built side by side
+never race on it."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 from nlpbench import claims, config, io, judging, notes, paper, registry, results_index, tables
 from nlpbench.config import ConfigError
-from nlpbench.family import Paths, declared_figures
+from nlpbench.family import OutputPage, Paths, declared_figures
 
 NO_VALUE = ("not_run", "cited", "not_applicable", "paper_only")   # cell statuses that say nothing was trained for the cell
 
@@ -40,13 +41,18 @@ def table(params: dict, source: str, name: str, paths: Paths, allow_empty: bool 
     with io.staged(paths.results) as stage:
         out = tables.write_table(result, stage)
         for i, draw in enumerate(parts.after):        # figures are drawn from the staged CSV
-            out[f"figure{i or ''}"] = draw(stage)
+            drawn = draw(stage)
+            if isinstance(drawn, OutputPage):          # a figure the index lists on its own, named after its file
+                figure = Path(drawn.files[0])
+                write_sidecar(stage, source, figure.stem, drawn, params)
+                drawn = stage / source / figure
+            out[f"figure{i or ''}"] = drawn
         if (source, name) not in {(r["source"], r["table"]) for r in paper.reference_index()}:
             # an addition the documents never ran: listed in the index as such
-            results_index.register_output(stage, source, name, d.decl.get("title", name),
-                                          "study" if d.decl.get("study") else "addition",
-                                          [out["md"].name, out["csv"].name],
-                                          f"{result.count('ok')} of {len(result.lines)} cells run", params["scale"])
+            page = OutputPage(d.decl.get("title", name), "study" if d.decl.get("study") else "addition",
+                              (out["md"].name, out["csv"].name),
+                              f"{result.count('ok')} of {len(result.lines)} cells run")
+            write_sidecar(stage, source, name, page, params)
     return {key: paths.results / path.relative_to(stage) for key, path in out.items()}
 
 
@@ -88,11 +94,21 @@ def declared_claims(d: config.Declared, cells: notes.TableCells | None, result: 
 
 
 def output(params: dict, source: str, name: str, paths: Paths) -> list[Path]:
+    """Build one output: its family writes its files under results/<source>/ and describes them, and its sidecar
+    results/<source>/<name>.output.json is written from that (its claims judged into it); returns the files, then
+    the sidecar."""
     d = config.declaration(params, "outputs", source, name)
     io.inside(paths.results, paths.results / source / name)
-    out = registry.get(d.family).output(source, name, params, paths)
+    page = registry.get(d.family).output(source, name, params, paths)
+    sidecar = write_sidecar(paths.results, source, name, page, params)
     judge_output_claims(d, paths.results, params)
-    return out
+    return [paths.results / source / f for f in page.files] + [sidecar]
+
+
+def write_sidecar(results: Path, source: str, name: str, page: OutputPage, params: dict) -> Path:
+    """Write an output's index sidecar, results/<source>/<name>.output.json, from its page; returns its path."""
+    return results_index.register_output(results, source, name, page.title, page.kind, page.files, page.status,
+                                         page.scale or params["scale"], page.note)
 
 
 def studies_only_groups(params: dict, but: str) -> dict[str, list[str]]:

@@ -5,6 +5,7 @@ speak only to this (through nlpbench.registry), never to a family's own modules.
     data step  -> prepared data on disk (its `output` is written last)
     group      -> trained runs, each with its own checkpoint and metrics.json (`done` is written last)
     target     -> the cells of one table (TableParts, written by nlpbench.tables) or another output's files
+                  and their description (OutputPage, which the core writes to the index sidecar)
 """
 
 from __future__ import annotations
@@ -94,6 +95,19 @@ class Target:
         return f"{self.source}/{self.name}"
 
 
+@dataclass(frozen=True)
+class OutputPage:
+    """What an output wrote, as the index lists it: nlpbench.build writes it to the output's sidecar,
+    results/<source>/<name>.output.json (nlpbench.results_index.register_output)."""
+
+    title: str
+    kind: str                          # one of results_index.OUTPUT_KINDS
+    files: tuple[str, ...]             # what it wrote, relative to results/<source>/
+    status: str                        # a short free text: "generated", "not run at this scale", ...
+    note: str = ""
+    scale: str | None = None           # the scale the index names, where not params.yaml's chosen one
+
+
 @dataclass
 class TableParts:
     """The cells of one table and what is printed around them; nlpbench.tables renders and writes it."""
@@ -102,7 +116,9 @@ class TableParts:
     cells: list[Cell]
     provenance: dict
     notes: list[str]
-    after: list[Callable[[Path], Path]] = field(default_factory=list)   # drawn from the written CSV (figures)
+    # figures drawn from the written CSV: each returns its file, or the page of a figure the index lists on its
+    # own (under its file's name: fig6.8.png -> fig6.8)
+    after: list[Callable[[Path], Path | OutputPage]] = field(default_factory=list)
 
 
 class Family(Protocol):
@@ -130,4 +146,6 @@ class Family(Protocol):
 
     def table(self, source: str, name: str, params: dict, paths: Paths) -> TableParts: ...
 
-    def output(self, source: str, name: str, params: dict, paths: Paths) -> list[Path]: ...
+    def output(self, source: str, name: str, params: dict, paths: Paths) -> OutputPage:
+        """Write an output that is not a table (a qualitative table, a figure, a benchmark) under
+        results/<source>/; returns its page, which the core writes to the index."""

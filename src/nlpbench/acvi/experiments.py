@@ -17,12 +17,12 @@ import statistics
 from datetime import datetime, timezone
 from pathlib import Path
 
-from nlpbench import config, io, paper, results_index, tables
+from nlpbench import config, io, paper, tables
 from nlpbench.acvi import config as ac
 from nlpbench.acvi import groups as ag
 from nlpbench.data.fetch import FetchError
 from nlpbench.data.prepared import prepared_output, verified_output
-from nlpbench.family import TableParts
+from nlpbench.family import OutputPage, TableParts
 from nlpbench.provenance import code_commit
 
 SCALE_TEXT = {
@@ -394,17 +394,17 @@ def table_parts(params: dict, source: str, name: str, data_root: Path, runs_root
 
 # -- outputs ---------------------------------------------------------------------------------------------------
 
-def output(params: dict, source: str, name: str, data_root: Path, runs_root: Path, results_dir: Path) -> list[Path]:
+def output(params: dict, source: str, name: str, data_root: Path, runs_root: Path, results_dir: Path) -> OutputPage:
     d = config.declaration(params, "outputs", source, name)
     kind = d.decl["kind"]
     if kind == "phases":
-        return [phases_table(params, d, results_dir)]
+        return phases_table(params, d, results_dir)
     if kind == "qualitative":
-        return [qualitative(params, d, data_root, runs_root, results_dir)]
+        return qualitative(params, d, data_root, runs_root, results_dir)
     raise ValueError(f"{d.at('kind')}: unknown acvi output kind {kind!r}")
 
 
-def phases_table(params: dict, d, results_dir: Path) -> Path:
+def phases_table(params: dict, d, results_dir: Path) -> OutputPage:
     """Thesis Table 19 (= paper Table 5) from acvi.train: what the pipeline runs, beside what it was told."""
     t = params["acvi"]["train"]
     lines = [f"# {paper.source_label(d.source)} — Table {d.name}: {d.decl['title']}", "",
@@ -426,12 +426,10 @@ def phases_table(params: dict, d, results_dir: Path) -> Path:
     lines += ["", "## Notes", ""] + [f"- {n}" for n in d.decl.get("notes") or ["none"]]
     path = results_dir / d.source / f"{d.name}.md"
     io.write_text(path, "\n".join(lines) + "\n")
-    results_index.register_output(results_dir, d.source, d.name, d.decl["title"], "summary", [path.name],
-                                  "generated from config", params["scale"])
-    return path
+    return OutputPage(d.decl["title"], "summary", (path.name,), "generated from config")
 
 
-def qualitative(params: dict, d, data_root: Path, runs_root: Path, results_dir: Path) -> Path:
+def qualitative(params: dict, d, data_root: Path, runs_root: Path, results_dir: Path) -> OutputPage:
     """Reference, lead-3 and the released pointer-generator summary of a few mirror articles, and the decoded
     examples each trained run saved (its metrics.json keeps its first few outputs)."""
     from nlpbench.acvi.data import read_prepared_cnndm
@@ -460,6 +458,4 @@ def qualitative(params: dict, d, data_root: Path, runs_root: Path, results_dir: 
     out += ["", "## Notes", ""] + [f"- {n}" for n in d.decl.get("notes") or ["none"]]
     path = results_dir / d.source / f"{d.name}.md"
     io.write_text(path, "\n".join(out) + "\n")
-    results_index.register_output(results_dir, d.source, d.name, d.decl["title"], "qualitative table",
-                                  [path.name], "generated", params["scale"])
-    return path
+    return OutputPage(d.decl["title"], "qualitative table", (path.name,), "generated")

@@ -7,12 +7,10 @@ A group is one run (one seed) that this scale can train (acvi.groups.active). Ta
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from nlpbench import config
 from nlpbench.acvi import config as ac
 from nlpbench.acvi import groups as ag
-from nlpbench.family import DataStep, JobSize, Paths, TableParts, Target, TrainGroup
+from nlpbench.family import DataStep, JobSize, OutputPage, Paths, TableParts, Target, TrainGroup
 
 
 def _parts(decl: dict) -> list[dict]:
@@ -89,7 +87,7 @@ class AcviFamily:
         from nlpbench.acvi.experiments import table_parts
         return table_parts(params, source, name, paths.data, paths.runs)
 
-    def output(self, source: str, name: str, params: dict, paths: Paths) -> list[Path]:
+    def output(self, source: str, name: str, params: dict, paths: Paths) -> OutputPage:
         from nlpbench.acvi.experiments import output
         return output(params, source, name, paths.data, paths.runs, paths.results)
 

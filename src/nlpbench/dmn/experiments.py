@@ -25,14 +25,14 @@ from typing import Callable
 
 import torch
 
-from nlpbench import checkpoints, config, io, paper, results_index, run_record, rundirs, tables
+from nlpbench import checkpoints, config, io, paper, run_record, rundirs, tables
 from nlpbench.data import babi
 from nlpbench.data.fetch import FetchError, PreparedDataChanged
 from nlpbench.dmn import fact_order
 from nlpbench.dmn.groups import (ENSEMBLE_MEMBERS, FF_DMN_ONLY, HASH_NEUTRAL, SOURCE, DMNGroup, _kind,
                                  _tasks_in_scale, all_datasets, base_settings, column_groups, dmn_tables, job_done,
                                  job_id, reports_validation, table_groups, table_rows)
-from nlpbench.family import TableParts, table_figure
+from nlpbench.family import OutputPage, TableParts, table_figure
 from nlpbench.provenance import code_commit, device_label, now_utc
 
 MODEL_LABEL = {"dmn+": "DMN+", "modmn+": "MoDMN+", "ff-dmn": "ff-DMN"}
@@ -595,9 +595,9 @@ def table_parts(params: dict, table: str, runs_root: Path, data_root: Path | Non
 
 # -- figures --------------------------------------------------------------------------------------------------
 
-def draw_figure(params: dict, table: str, figure: str, results_dir: Path) -> Path:
+def draw_figure(params: dict, table: str, figure: str, results_dir: Path) -> OutputPage:
     """Grouped bars of a pattern table, read back from its CSV: x = test pattern, one bar per trained network;
-    left panel reproduced, right panel the thesis's numbers (Figures 6.3, 6.4, 6.8)."""
+    left panel reproduced, right panel the thesis's numbers (Figures 6.3, 6.4, 6.8); the index lists it on its own."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -632,7 +632,5 @@ def draw_figure(params: dict, table: str, figure: str, results_dir: Path) -> Pat
     with io.atomic_path(out) as tmp:
         fig.savefig(tmp, format="png", dpi=110)
     plt.close(fig)
-    results_index.register_output(results_dir, SOURCE, f"fig{figure}", title + f" (from {table}.csv)", "figure",
-                                  [out.name, csv_path.name], "generated" if n_ok else "not run at this scale",
-                                  params["scale"])
-    return out
+    return OutputPage(title + f" (from {table}.csv)", "figure", (out.name, csv_path.name),
+                      "generated" if n_ok else "not run at this scale")

@@ -4,11 +4,9 @@ one model on one kind of data (items x seeds); tables 6.2-6.7 read them and draw
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from nlpbench import claims, config
 from nlpbench.dmn import groups as dg
-from nlpbench.family import DataStep, JobSize, Paths, TableParts, Target, TrainGroup, table_figure
+from nlpbench.family import DataStep, JobSize, OutputPage, Paths, TableParts, Target, TrainGroup, table_figure
 
 
 def _x():
@@ -60,7 +58,7 @@ class DMNFamily:
     def table(self, source: str, name: str, params: dict, paths: Paths) -> TableParts:
         return _x().table_parts(params, name, paths.runs, paths.data)
 
-    def output(self, source: str, name: str, params: dict, paths: Paths) -> list[Path]:
+    def output(self, source: str, name: str, params: dict, paths: Paths) -> OutputPage:
         raise config.ConfigError(f"{config.where(params, f'outputs.{source}.{name}')}: the dmn family builds "
                                  "tables only")
 

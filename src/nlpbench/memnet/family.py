@@ -7,11 +7,10 @@ tables 3-5, the fitted dofs, Figure 16 and the Table 18 transcript.
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 
 from nlpbench import claims, config, rundirs
 from nlpbench.config import ConfigError, Declared
-from nlpbench.family import DataStep, JobSize, Paths, TableParts, Target, TrainGroup
+from nlpbench.family import DataStep, JobSize, OutputPage, Paths, TableParts, Target, TrainGroup
 from nlpbench.memnet import groups as mg
 
 SOURCE = "tolias-thesis"
@@ -118,21 +117,21 @@ class MemNetFamily:
         from nlpbench.memnet.experiments import table_parts
         return table_parts(params, d, paths.runs)
 
-    def output(self, source: str, name: str, params: dict, paths: Paths) -> list[Path]:
+    def output(self, source: str, name: str, params: dict, paths: Paths) -> OutputPage:
         d = config.declaration(params, "outputs", source, name)
         kind = d.decl["kind"]
         if kind == "attention":
             from nlpbench.memnet.qualitative import attention_table
-            return [attention_table(params, d, paths.data / "babi", paths.runs, paths.results)]
+            return attention_table(params, d, paths.data / "babi", paths.runs, paths.results)
         if kind == "dof":
             from nlpbench.memnet.qualitative import dof_summary
-            return [dof_summary(params, paths.runs, paths.results)]
+            return dof_summary(params, paths.runs, paths.results)
         if kind == "test_error_figure":
             from nlpbench.memnet.qualitative import test_error_figure
-            return [test_error_figure(params, d, paths.runs, paths.results)]
+            return test_error_figure(params, d, paths.runs, paths.results)
         if kind == "transcript":
             from nlpbench.memnet.game import write_transcript
-            return [write_transcript(params, paths.runs, paths.results)]
+            return write_transcript(params, paths.runs, paths.results)
         raise ConfigError(f"{d.at('kind')}: unknown memnet output kind {kind!r}")
 
 

@@ -14,8 +14,8 @@ from typing import Callable
 
 import torch
 
-from nlpbench import io, paper, results_index, rundirs, tables
-from nlpbench.family import TableParts
+from nlpbench import io, paper, rundirs, tables
+from nlpbench.family import OutputPage, TableParts
 from nlpbench.memnet.groups import GameGroup, game_groups
 from nlpbench.data import babi
 from nlpbench.memnet import guess_number as gn
@@ -216,7 +216,7 @@ def game_table_parts(params: dict, table: str, runs_root: Path) -> TableParts:
     return TableParts(spec, cells, provenance, notes)
 
 
-def write_transcript(params: dict, runs_root: Path, results_dir: Path) -> Path:
+def write_transcript(params: dict, runs_root: Path, results_dir: Path) -> OutputPage:
     """Table 18: one test game of t-MEM-NN (range 0-100, 1k training examples) in the thesis's format."""
     game = params["memnet"]["game"]
     t = game["transcript"]
@@ -238,7 +238,5 @@ def write_transcript(params: dict, runs_root: Path, results_dir: Path) -> Path:
               "(tests/test_guess_number.py); this one is our model's.\n\n")
     out = Path(results_dir) / "tolias-thesis" / "18.md"
     io.write_text(out, header + text)
-    results_index.register_output(results_dir, "tolias-thesis", "18", "Table 18: a t-MEM-NN test game of "
-                                  "guess-the-number (range 0-100)", "transcript", ["18.md"], "generated",
-                                  params["scale"])
-    return out
+    return OutputPage("Table 18: a t-MEM-NN test game of guess-the-number (range 0-100)", "transcript", ("18.md",),
+                      "generated")

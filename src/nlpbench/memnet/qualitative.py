@@ -8,10 +8,11 @@ import statistics
 from datetime import datetime, timezone
 from pathlib import Path
 
-from nlpbench import config, io, results_index, rundirs
+from nlpbench import config, io, rundirs
 from nlpbench.config import Declared
 from nlpbench.memnet.groups import Group, all_groups, column_key, declaration_groups, dof_by_role
 from nlpbench.data import babi
+from nlpbench.family import OutputPage
 from nlpbench.memnet.experiments import select_run
 from nlpbench.paper import paper_file
 from nlpbench.provenance import code_commit
@@ -38,7 +39,7 @@ def _selected_run_dir(params: dict, runs_root: Path, group: Group, task: int, me
     return group.run_dir(runs_root, task, select_run(found, metric, params["memnet"]["tie_break"])["seed"])
 
 
-def attention_table(params: dict, d: Declared, data_root: Path, runs_root: Path, results_dir: Path) -> Path:
+def attention_table(params: dict, d: Declared, data_root: Path, runs_root: Path, results_dir: Path) -> OutputPage:
     """Table 3, 4 or 5: the fact each model attends to most on each hop, against the supporting facts.
 
     `d` names the task, the story (0-based question index into the en-1k test file) and the table
@@ -56,8 +57,7 @@ def attention_table(params: dict, d: Declared, data_root: Path, runs_root: Path,
         io.write_text(out, f"# Table {table}: attention per hop, task {task}\n\nNot run: task {task} is not "
                            f"trained at scale `{params['scale']}` (task_subset).\n")
         io.write_text(out.with_suffix(".csv"), "row,column,reproduced,paper,supporting_or_right,note\n")
-        _register_attention(results_dir, table, task, story, params["scale"], "not run at this scale")
-        return out
+        return _attention_page(table, task, story, "not run at this scale")
     for column, (model, metric, S) in COLUMNS.items():
         run_dir = _selected_run_dir(params, runs_root, groups[model], task, metric)
         pred = RunPredictor(run_dir)
@@ -105,17 +105,15 @@ def attention_table(params: dict, d: Declared, data_root: Path, runs_root: Path,
     for r in rows_csv:
         csv_lines.append(",".join(f'"{x}"' if isinstance(x, str) else str(x) for x in r))
     io.write_text(out.with_suffix(".csv"), "\n".join(csv_lines) + "\n")
-    _register_attention(results_dir, table, task, story, params["scale"], "generated")
-    return out
+    return _attention_page(table, task, story, "generated")
 
 
-def _register_attention(results_dir: Path, table: str, task: int, story: int, scale: str, status: str) -> None:
-    results_index.register_output(results_dir, "tolias-thesis", table, f"Table {table}: attention per hop, task "
-                                  f"{task} story #{story} (en-1k test)", "qualitative table",
-                                  [f"{table}.md", f"{table}.csv"], status, scale)
+def _attention_page(table: str, task: int, story: int, status: str) -> OutputPage:
+    return OutputPage(f"Table {table}: attention per hop, task {task} story #{story} (en-1k test)",
+                      "qualitative table", (f"{table}.md", f"{table}.csv"), status)
 
 
-def dof_summary(params: dict, runs_root: Path, results_dir: Path) -> Path:
+def dof_summary(params: dict, runs_root: Path, results_dir: Path) -> OutputPage:
     """§6.5.5: nu_A, nu_B, nu_C of every trained t-MEM-NN run, against the claim nu_A, nu_B <= 5, nu_C <= 20."""
     rows, seen = [], set()
     for group in all_groups(params).values():
@@ -164,14 +162,11 @@ def dof_summary(params: dict, runs_root: Path, results_dir: Path) -> Path:
         ok = all(d[n] <= limits[n] for n in limits)
         csv_lines.append(f"{gid},{task},{seed},{d['A']:.4f},{d['B']:.4f},{d['C']:.4f},{ok}")
     io.write_text(out.with_suffix(".csv"), "\n".join(csv_lines) + "\n")
-    results_index.register_output(results_dir, "tolias-thesis", "dof", "§6.5.5: fitted degrees of freedom of every "
-                                  "t-MEM-NN run against the claim nu_A, nu_B <= 5, nu_C <= 20", "summary",
-                                  ["dof.md", "dof.csv"], f"claim holds in {total_ok} of {len(rows)} runs",
-                                  params["scale"])
-    return out
+    return OutputPage("§6.5.5: fitted degrees of freedom of every t-MEM-NN run against the claim nu_A, nu_B <= 5, "
+                      "nu_C <= 20", "summary", ("dof.md", "dof.csv"), f"claim holds in {total_ok} of {len(rows)} runs")
 
 
-def test_error_figure(params: dict, d: Declared, runs_root: Path, results_dir: Path) -> Path:
+def test_error_figure(params: dict, d: Declared, runs_root: Path, results_dir: Path) -> OutputPage:
     """Figure 16: test error per epoch of each column's run (one execution), from its history.json."""
     import matplotlib
     matplotlib.use("Agg")
@@ -207,7 +202,5 @@ def test_error_figure(params: dict, d: Declared, runs_root: Path, results_dir: P
     plt.close(fig)
     lines = ["epoch,column,test_error"] + [f"{e},{c},{v:.2f}" for c, pts in curves.items() for e, v in pts]
     io.write_text(out.with_suffix(".csv"), "\n".join(lines) + "\n")
-    results_index.register_output(results_dir, d.source, d.name, f"Figure {d.name.removeprefix('fig')}:"
-                                  f" test error per epoch, task {task}", "figure", [out.name, out.with_suffix('.csv').name],
-                                  "generated" if curves else "not run at this scale", params["scale"])
-    return out
+    return OutputPage(f"Figure {d.name.removeprefix('fig')}: test error per epoch, task {task}", "figure",
+                      (out.name, out.with_suffix(".csv").name), "generated" if curves else "not run at this scale")

@@ -18,9 +18,9 @@ import time
 import warnings
 from pathlib import Path
 
-from nlpbench import claims, io, paper, results_index, rundirs, tables
+from nlpbench import claims, io, paper, rundirs, tables
 from nlpbench.config import ConfigError
-from nlpbench.family import TableParts, table_figure
+from nlpbench.family import OutputPage, TableParts, table_figure
 from nlpbench.provenance import code_commit, now_utc
 from nlpbench.squad.groups import (MODEL_NAMES, SOURCE, Config, all_configs, cell_part, cells_of, data_id, group_id,
                                    group_settings, heatmap_configs, row_names, run_dir, table_configs, tables_of)
@@ -373,7 +373,7 @@ def _find_question(built: dict, question: str) -> dict | None:
 
 
 def draw_heatmaps(params: dict, decl: dict, source: str, name: str, data_root: Path, runs_root: Path,
-                  results_root: Path) -> Path:
+                  results_root: Path) -> OutputPage:
     """S = [phi(h_i, u_j)] of the thesis's example (§4.3.2, our choice: "What day was the game played on?", Super Bowl 50)
     for each similarity under O_1 (top row) and O_2 (bottom row), from the best seed (max EM) of each configuration;
     passage words within `window` tokens of the gold answer. Where the question is not in this scale's data, the
@@ -432,8 +432,5 @@ def draw_heatmaps(params: dict, decl: dict, source: str, name: str, data_root: P
         with io.atomic_path(out) as tmp:
             fig.savefig(tmp, format="png", dpi=90)
     plt.close(fig)
-    results_index.register_output(results_root, source, name, decl.get("title", f"Figure {name}: attention "
-                                  "similarity S of one question, best seed of each configuration"), "figure",
-                                  [out.name], f"{drawn} of {len(configs)} configurations drawn", params["scale"],
-                                  note=where)
-    return out
+    title = decl.get("title", f"Figure {name}: attention similarity S of one question, best seed of each configuration")
+    return OutputPage(title, "figure", (out.name,), f"{drawn} of {len(configs)} configurations drawn", note=where)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from nlpbench import config, rundirs
 from nlpbench.config import ConfigError
-from nlpbench.family import DataStep, JobSize, Paths, TableParts, Target, TrainGroup, declared_figures
+from nlpbench.family import DataStep, JobSize, OutputPage, Paths, TableParts, Target, TrainGroup, declared_figures
 from nlpbench.squad import groups as sg
 
 
@@ -92,10 +92,10 @@ class SquadFamily:
     def table(self, source: str, name: str, params: dict, paths: Paths) -> TableParts:
         return _x().table_parts(params, name, paths.runs, paths.data)
 
-    def output(self, source: str, name: str, params: dict, paths: Paths) -> list[Path]:
+    def output(self, source: str, name: str, params: dict, paths: Paths) -> OutputPage:
         d = config.declaration(params, "outputs", source, name)
         if d.decl["kind"] == "heatmap":
-            return [_x().draw_heatmaps(params, d.decl, source, name, paths.data, paths.runs, paths.results)]
+            return _x().draw_heatmaps(params, d.decl, source, name, paths.data, paths.runs, paths.results)
         if d.decl["kind"] == "histogram":
             from nlpbench.squad.figures import draw_histograms
             return draw_histograms(params, d.decl, source, name, paths.data, paths.runs, paths.results)

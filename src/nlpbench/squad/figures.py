@@ -11,8 +11,8 @@ Declared under outputs.shen-thesis (family squad):
                      that cell reads. A line is the mean over the seeds of the batch loss (history.json step_loss)
                      in blocks of ceil(steps / `points`) optimizer steps, with the band from the lowest to the
                      highest seed.
-Each writes results/<source>/<name>.png and <name>.csv (the plotted numbers) atomically, and registers the figure
-with the results index (<name>.output.json, its note saying what a line or a bar is). The names are fig<number>
+Each writes results/<source>/<name>.png and <name>.csv (the plotted numbers) atomically, and returns the figure's
+page for the results index (<name>.output.json, its note saying what a line or a bar is). The names are fig<number>
 (fig5.2-loss and figA.1-loss: fig5.2.png and figA.1.png are the box plots of Tables 5.3 and A.1).
 """
 
@@ -23,8 +23,9 @@ import io as _io
 import math
 from pathlib import Path
 
-from nlpbench import config, io, results_index
+from nlpbench import config, io
 from nlpbench.config import ConfigError
+from nlpbench.family import OutputPage
 from nlpbench.squad import experiments as x
 from nlpbench.squad import groups as sg
 from nlpbench.squad.groups import loss_lines
@@ -119,7 +120,7 @@ def histogram_data(params: dict, decl: dict, data_root: Path, runs_root: Path) -
 
 
 def draw_histograms(params: dict, decl: dict, source: str, name: str, data_root: Path, runs_root: Path,
-                    results_root: Path) -> list[Path]:
+                    results_root: Path) -> OutputPage:
     """Figure 4.2: one histogram of S per similarity (columns) and output formation (rows)."""
     import matplotlib
     matplotlib.use("Agg")
@@ -154,12 +155,11 @@ def draw_histograms(params: dict, decl: dict, source: str, name: str, data_root:
                   results_root, source, name)
     plt.close(fig)
     drawn = sum(p["scores"] is not None for p in data["panels"])
-    results_index.register_output(
-        results_root, source, name, decl.get("title", f"{name}: histograms of the similarity scores"),
-        "figure", [q.name for q in paths], f"{drawn} of {len(data['panels'])} configurations drawn", params["scale"],
+    return OutputPage(
+        decl.get("title", f"{name}: histograms of the similarity scores"), "figure", tuple(q.name for q in paths),
+        f"{drawn} of {len(data['panels'])} configurations drawn",
         note=f"S entries of {sample}, from the best seed (max EM) of each configuration; bins shared within an "
              "output formation (row). The thesis does not say which output formation: O_1 read, O_2 saved too.")
-    return list(paths)
 
 
 # -- Figures 4.4, 5.2, A.1: training-loss curves ---------------------------------------------------------------
@@ -201,7 +201,8 @@ def loss_curve_data(params: dict, decl: dict, runs_root: Path, where: str = "out
     return out
 
 
-def draw_loss_curves(params: dict, decl: dict, source: str, name: str, runs_root: Path, results_root: Path) -> list[Path]:
+def draw_loss_curves(params: dict, decl: dict, source: str, name: str, runs_root: Path,
+                     results_root: Path) -> OutputPage:
     """A loss-curve figure: one panel per declared panel, one line per configuration (seed mean, min-max band)."""
     import matplotlib
     matplotlib.use("Agg")
@@ -247,10 +248,9 @@ def draw_loss_curves(params: dict, decl: dict, source: str, name: str, runs_root
     paths = _save(fig, _csv_text(["panel", "line", "group", "seed", "step", "loss"], rows), results_root, source, name)
     plt.close(fig)
     drawn = sum(bool(line["seeds"]) for line in lines)
-    results_index.register_output(
-        results_root, source, name, decl.get("title", f"{name}: training-loss curves"), "figure",
-        [p.name for p in paths], f"{drawn} of {len(lines)} lines drawn", params["scale"],
+    return OutputPage(
+        decl.get("title", f"{name}: training-loss curves"), "figure", tuple(p.name for p in paths),
+        f"{drawn} of {len(lines)} lines drawn",
         note=f"Each line: one configuration (the runs its table cell reads), the mean over its seeds of the batch "
              f"loss averaged in blocks of {block} optimizer steps (x = the block's last step); the band spans the "
              "lowest and highest seed. The CSV has every seed's block means and the mean.")
-    return list(paths)

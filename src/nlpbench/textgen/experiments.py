@@ -12,10 +12,10 @@ from pathlib import Path
 
 import torch
 
-from nlpbench import claims, config, io, paper, results_index, tables
+from nlpbench import claims, config, io, paper, tables
 from nlpbench.textgen.prep import TextRules, preprocess
 from nlpbench.provenance import code_commit, resolve_device
-from nlpbench.family import TableParts
+from nlpbench.family import OutputPage, TableParts
 from nlpbench.textgen.config import SOURCE, tg_outputs, tg_tables
 from nlpbench.textgen.groups import TextRun, make_run, run_seeds
 
@@ -139,7 +139,7 @@ def reading_notes(params: dict, names: list[str]) -> list[str]:
 
 # -- quantitative tables ---------------------------------------------------------------------------------
 
-def output(params: dict, key: str, data_root: Path, runs_root: Path, results_dir: Path) -> Path:
+def output(params: dict, key: str, data_root: Path, runs_root: Path, results_dir: Path) -> OutputPage:
     """A qualitative table or a figure, by its name under outputs.bahuleyan-thesis."""
     if tg_outputs(params)[key]["kind"] in ("iterations", "epochs"):
         return figure(params, key, runs_root, results_dir)
@@ -222,8 +222,8 @@ def _text(tokens: list[str]) -> str:
     return " ".join(tokens) if tokens else "(empty)"
 
 
-def qualitative(params: dict, key: str, data_root: Path, runs_root: Path, results_dir: Path) -> Path:
-    """One qualitative table (kind prior | interpolation | conditional) as Markdown, registered in the index."""
+def qualitative(params: dict, key: str, data_root: Path, runs_root: Path, results_dir: Path) -> OutputPage:
+    """One qualitative table (kind prior | interpolation | conditional) as Markdown."""
     from nlpbench.textgen.train import load_run_model
 
     spec = tg_outputs(params)[key]
@@ -299,10 +299,8 @@ def qualitative(params: dict, key: str, data_root: Path, runs_root: Path, result
     out += ["", "## Notes", ""] + [f"- {n}" for n in (spec.get("notes") or ["none"])]
     path = Path(results_dir) / SOURCE / f"{name}.md"
     io.write_text(path, "\n".join(out) + "\n")
-    results_index.register_output(results_dir, SOURCE, name, spec["title"], "qualitative table", [path.name],
-                                  f"generated ({len(runs)} of {len(runs) + len(missing)} models)" if missing
-                                  else "generated", params["scale"])
-    return path
+    return OutputPage(spec["title"], "qualitative table", (path.name,),
+                      f"generated ({len(runs)} of {len(runs) + len(missing)} models)" if missing else "generated")
 
 
 # -- figures -------------------------------------------------------------------------------------------------
@@ -329,7 +327,7 @@ def _smooth(values: list[float], window: int) -> list[float]:
     return out
 
 
-def figure(params: dict, key: str, runs_root: Path, results_dir: Path) -> Path:
+def figure(params: dict, key: str, runs_root: Path, results_dir: Path) -> OutputPage:
     """A training-curve figure: per-iteration logs (kind iterations) or per-epoch validation metrics (epochs)."""
     import matplotlib
     matplotlib.use("Agg")
@@ -373,7 +371,5 @@ def figure(params: dict, key: str, runs_root: Path, results_dir: Path) -> Path:
     with io.atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=110)
     plt.close(fig)
-    results_index.register_output(results_dir, SOURCE, name, spec["title"], "figure", [path.name],
-                                  f"{drawn} of {len(spec['runs'])} runs drawn", scale,
-                                  note=spec.get("note", ""))
-    return path
+    return OutputPage(spec["title"], "figure", (path.name,), f"{drawn} of {len(spec['runs'])} runs drawn",
+                      spec.get("note", ""))

@@ -5,11 +5,9 @@ them."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from nlpbench import config
 from nlpbench.config import ConfigError
-from nlpbench.family import DataStep, JobSize, Paths, TableParts, Target, TrainGroup
+from nlpbench.family import DataStep, JobSize, OutputPage, Paths, TableParts, Target, TrainGroup
 from nlpbench.textgen import config as tgc
 from nlpbench.textgen import groups as tgg
 
@@ -77,9 +75,9 @@ class TextgenFamily:
         from nlpbench.textgen.experiments import table_parts
         return table_parts(params, name, paths.runs)
 
-    def output(self, source: str, name: str, params: dict, paths: Paths) -> list[Path]:
+    def output(self, source: str, name: str, params: dict, paths: Paths) -> OutputPage:
         from nlpbench.textgen.experiments import output
-        return [output(params, name, paths.data, paths.runs, paths.results)]
+        return output(params, name, paths.data, paths.runs, paths.results)
 
 
 TEXTGEN = TextgenFamily()

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import torch
 
-from nlpbench import config, io, paper, results_index
+from nlpbench import config, io, paper
+from nlpbench.family import OutputPage
 from nlpbench.provenance import code_commit, device_label, resolve_device
 
 from nlpbench.acvi.batching import make_batch, to_device
@@ -37,7 +38,7 @@ def projection_note(train: dict, device: str) -> str:
             f"({train['phases'][-1][0]:,} + {train['coverage_iters']:,} coverage). Measured {where}.")
 
 
-def benchmark(params: dict, d: config.Declared, data_root: Path, results_dir: Path) -> list[Path]:
+def benchmark(params: dict, d: config.Declared, data_root: Path, results_dir: Path) -> OutputPage:
     """Times `steps` training iterations per (attention, phase) after one warm-up step, and the decoding of
     `articles` random 400-token sources (beam 5, K samples for ACVI). Random token ids of the configured vocabulary
     size: the cost does not depend on the words."""
@@ -101,6 +102,4 @@ def benchmark(params: dict, d: config.Declared, data_root: Path, results_dir: Pa
     csv_path = results_dir / d.source / f"{d.name}.csv"
     io.write_text(csv_path, "\n".join(csv) + "\n")
     io.write_text(md, "\n".join(out) + "\n")
-    results_index.register_output(results_dir, d.source, d.name, "acvi timing benchmark", "benchmark",
-                                  [md.name, csv_path.name], "measured", params["scale"])
-    return [md, csv_path]
+    return OutputPage("acvi timing benchmark", "benchmark", (md.name, csv_path.name), "measured")

@@ -23,12 +23,12 @@ from pathlib import Path
 import torch
 from torch.nn import functional as F
 
-from nlpbench import io, results_index, rundirs
+from nlpbench import io, rundirs
 from nlpbench.data import babi
 from nlpbench.dmn import groups as dg
 from nlpbench.dmn.experiments import model_config
 from nlpbench.dmn.train import DMNTrainConfig, DMNTrainer, batch_of, build_data
-from nlpbench.family import Paths
+from nlpbench.family import OutputPage, Paths
 from nlpbench.provenance import code_commit, device_label
 from nlpbench.status import job_seconds
 from nlpbench.timing import records
@@ -147,7 +147,7 @@ def render(steps: list[dict], costs: list[dict], provenance: dict, notes: list[s
     return md, buf.getvalue()
 
 
-def benchmark(params: dict, decl: dict, source: str, name: str, paths: Paths) -> Path:
+def benchmark(params: dict, decl: dict, source: str, name: str, paths: Paths) -> OutputPage:
     load = os.getloadavg()[0]
     t0 = time.perf_counter()
     steps = measure_steps(params, paths.data / "babi", decl.get("steps", 10))
@@ -181,9 +181,7 @@ def benchmark(params: dict, decl: dict, source: str, name: str, paths: Paths) ->
     out = paths.results / source
     io.write_text(out / f"{name}.md", md)
     io.write_text(out / f"{name}.csv", csv_text)
-    results_index.register_output(paths.results, source, name, "Timing benchmark of the DMN family: the model's "
-                                  "training step beside a plain padded one, and the cost of the DMN tables",
-                                  "benchmark", [f"{name}.md", f"{name}.csv"],
-                                  f"measured on {provenance['device']}", params["scale"])
     print(md)
-    return out / f"{name}.md"
+    return OutputPage("Timing benchmark of the DMN family: the model's training step beside a plain padded one, and "
+                      "the cost of the DMN tables", "benchmark", (f"{name}.md", f"{name}.csv"),
+                      f"measured on {provenance['device']}")

@@ -22,8 +22,9 @@ from typing import Callable
 import torch
 from torch.nn import functional as F
 
-from nlpbench import config, io, results_index
+from nlpbench import config, io
 from nlpbench.data import babi
+from nlpbench.family import OutputPage
 from nlpbench.memnet.groups import declaration_groups, declared_tasks, memnet_settings
 from nlpbench.memnet.data import gather, padded_split
 from nlpbench.memnet.model import MemN2N
@@ -486,7 +487,7 @@ def render(rows: list[tuple], provenance: dict, notes: list[str]) -> tuple[str, 
     return md, buf.getvalue()
 
 
-def main(params: dict, data_root: Path, out_dir: Path, steps: int, device: str) -> dict[str, Path]:
+def main(params: dict, data_root: Path, out_dir: Path, steps: int, device: str) -> OutputPage:
     load = os.getloadavg()[0]
     t0 = time.perf_counter()
     m = measure(params, data_root, steps, device)
@@ -576,9 +577,6 @@ def main(params: dict, data_root: Path, out_dir: Path, steps: int, device: str) 
     paths = {"md": Path(out_dir) / "timing.md", "csv": Path(out_dir) / "timing.csv"}
     io.write_text(paths["md"], md)
     io.write_text(paths["csv"], csv_text)
-    results_index.register_output(Path(out_dir).parent, Path(out_dir).name, "timing", "Timing benchmark (§6.4.4, "
-                                  "§6.5.2): ratios measured on this machine beside the thesis's", "benchmark",
-                                  ["timing.md", "timing.csv"], f"measured on {provenance['device']}", "paper")
     print("\n".join(f"{k}: {v}" for k, v in provenance.items()))
     width, section = max(len(q) for _, q, *_ in rows), None
     for sec, q, v, p, unit, _ in rows:
@@ -587,4 +585,5 @@ def main(params: dict, data_root: Path, out_dir: Path, steps: int, device: str) 
             section = sec
         print(f"  {q:<{width}}  {_fmt(v, unit):>9} {unit:<2}" + (f"  (paper {p})" if p is not None else ""))
     print(f"wrote {paths['md']} and {paths['csv']}")
-    return paths
+    return OutputPage("Timing benchmark (§6.4.4, §6.5.2): ratios measured on this machine beside the thesis's",
+                      "benchmark", ("timing.md", "timing.csv"), f"measured on {provenance['device']}", scale="paper")

@@ -15,8 +15,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from nlpbench import config, io, results_index, rundirs
-from nlpbench.family import Paths
+from nlpbench import config, io, rundirs
+from nlpbench.family import OutputPage, Paths
 from nlpbench.provenance import code_commit, device_label, now_utc, resolve_device
 
 PAPER_TRAIN_QUESTIONS = 87_599     # SQuAD v1.1 train
@@ -84,7 +84,7 @@ def time_scale(params: dict, scale_params: dict, steps: int, device: str, items:
             "epochs": tc.epochs}
 
 
-def benchmark(params: dict, decl: dict, source: str, name: str, paths: Paths) -> Path:
+def benchmark(params: dict, decl: dict, source: str, name: str, paths: Paths) -> OutputPage:
     from nlpbench.squad import experiments as x
     from nlpbench.squad import groups as sg
     from nlpbench.squad.data import load_prepared
@@ -133,8 +133,6 @@ def benchmark(params: dict, decl: dict, source: str, name: str, paths: Paths) ->
     lines += [f"- {n}" for n in decl.get("notes") or []]
     out = paths.results / source / f"{name}.md"
     io.write_text(out, "\n".join(lines) + "\n")
-    results_index.register_output(paths.results, source, name, "squad timing benchmark: training throughput and "
-                                  "device-hours of each model at each scale", "benchmark", [out.name],
-                                  f"measured on {device_label(device)}", params["scale"])
     io.write_json(rundirs.run_dir(paths.runs, "_bench") / f"{name}.json", results)
-    return out
+    return OutputPage("squad timing benchmark: training throughput and device-hours of each model at each scale",
+                      "benchmark", (out.name,), f"measured on {device_label(device)}")

@@ -8,11 +8,9 @@ new measurement makes it stale. The benchmark modules are imported only when one
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from nlpbench import config
 from nlpbench.config import ConfigError
-from nlpbench.family import DataStep, Paths, TableParts, Target, TrainGroup
+from nlpbench.family import DataStep, OutputPage, Paths, TableParts, Target, TrainGroup
 from nlpbench.timing import records
 
 # measured family -> (what its benchmark writes beside results/<source>/<name>, the data steps it reads)
@@ -56,21 +54,20 @@ class Timing:
     def table(self, source: str, name: str, params: dict, paths: Paths) -> TableParts:
         raise ConfigError(f"{source} {name}: a timing benchmark is an output (`nlpbench output {source} {name}`)")
 
-    def output(self, source: str, name: str, params: dict, paths: Paths) -> list[Path]:
+    def output(self, source: str, name: str, params: dict, paths: Paths) -> OutputPage:
         d = config.declaration(params, "outputs", source, name)
         measures = d.decl["measures"]
         if measures == "memnet":
             from nlpbench.provenance import resolve_device
             from nlpbench.timing import memnet
-            out = memnet.main(params, paths.data / "babi", paths.results / source, d.decl.get("steps", 500),
-                              resolve_device(params["device"]))
-            return list(out.values())
+            return memnet.main(params, paths.data / "babi", paths.results / source, d.decl.get("steps", 500),
+                               resolve_device(params["device"]))
         if measures == "dmn":
             from nlpbench.timing import dmn
-            return [dmn.benchmark(params, d.decl, source, name, paths)]
+            return dmn.benchmark(params, d.decl, source, name, paths)
         if measures == "squad":
             from nlpbench.timing import squad
-            return [squad.benchmark(params, d.decl, source, name, paths)]
+            return squad.benchmark(params, d.decl, source, name, paths)
         if measures == "acvi":
             from nlpbench.timing import acvi
             return acvi.benchmark(params, d, paths.data, paths.results)
