@@ -401,3 +401,19 @@ def test_embeddings_do_not_depend_on_the_hash_seed() -> None:
     digests = {p.communicate()[0] for p in procs}
     assert all(p.returncode == 0 for p in procs)
     assert len(digests) == 1, digests
+
+
+@pytest.mark.parametrize("corpus, split, says", [
+    ("dialog", "grouped", "split by film, no film in two splits"),
+    ("qg", "grouped", "split by SQuAD article, no article in two splits"),
+    ("dialog", "valid", "training on 90% of the authors' validation pairs"),
+])
+def test_a_tables_data_line_names_the_mirror_split_its_runs_trained_on(corpus, split, says):
+    """The provenance's data line follows the corpus's mirror_split: a table of runs re-split by film or article
+    never says they trained on 90 % of the validation pairs."""
+    from nlpbench.textgen.experiments import _data_line
+    params = registry.load(REPO / "params.yaml", {"scale": "cpu", f"textgen.corpora.{corpus}.mirror_split": split})
+    metrics = [{"corpus": corpus, "corpus_version": "mirror", "train_examples": 100, "test_examples": 10,
+                "vocab_size": 5000, "iterations": 40}]
+    line = _data_line(params, metrics)
+    assert says in line and line.startswith(f"{corpus}: MIRROR DATA"), line

@@ -70,18 +70,28 @@ def _data_line(params: dict, metrics: list[dict]) -> str:
             parts.append(f"{corpus}: official data, {m['train_examples']:,} training examples, "
                          f"{m['test_examples']:,} test")
             continue
-        what = {"snli": "the mirror's 5,000-sentence SNLI sample split 3,500 / 500 / 1,000 (thesis: an 80k subset "
-                        "of SNLI 1.0 split 78k/1k/1k)",
-                "qg": "no Du et al. training file in the mirror: training on 90% of the official validation split "
-                      "(thesis: ~70k training pairs), testing on the official Du et al. test split",
-                "dialog": "no Cornell training file in the mirror: training on 90% of the authors' validation pairs "
-                          "(thesis: 180k training pairs), testing on the authors' test pairs"}[corpus]
+        what = MIRROR_DATA[(corpus, params["textgen"]["corpora"][corpus].get("mirror_split", "valid"))]
         lo, hi = min(x["iterations"] for x in ms), max(x["iterations"] for x in ms)
         updates = f"{lo:,}" if lo == hi else f"{lo:,} to {hi:,}"
         parts.append(f"{corpus}: MIRROR DATA ({what}); {m['train_examples']:,} training examples, "
                      f"{m['test_examples']:,} test examples, |V| = {m['vocab_size']:,} (thesis {PAPER[corpus][0]:,}); "
                      f"{updates} updates per run (thesis {PAPER[corpus][1]})")
     return "; ".join(parts)
+
+
+# what a corpus trains and tests on without its training file, per mirror_split (params.yaml textgen.corpora)
+MIRROR_DATA = {
+    ("snli", "valid"): "the mirror's 5,000-sentence SNLI sample split 3,500 / 500 / 1,000 (thesis: an 80k subset of "
+                       "SNLI 1.0 split 78k/1k/1k)",
+    ("qg", "valid"): "no Du et al. training file in the mirror: training on 90% of the official validation split "
+                     "(thesis: ~70k training pairs), testing on the official Du et al. test split",
+    ("qg", "grouped"): "no Du et al. training file in the mirror: the official validation and test pairs pooled and "
+                       "split by SQuAD article, no article in two splits (thesis: ~70k training pairs)",
+    ("dialog", "valid"): "no Cornell training file in the mirror: training on 90% of the authors' validation pairs "
+                         "(thesis: 180k training pairs), testing on the authors' test pairs",
+    ("dialog", "grouped"): "no Cornell training file in the mirror: the authors' validation and test pairs pooled "
+                           "and split by film, no film in two splits (thesis: 180k training pairs)",
+}
 
 
 # the thesis's vocabulary and number of updates per corpus (§4.6.3, §6.5.2), for the provenance of smaller scales
