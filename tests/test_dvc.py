@@ -249,9 +249,9 @@ def test_dvc_exp_run_regenerates_tables_and_keeps_its_runs(tmp_path, mirror_dir)
     assert (work / "params.yaml").read_bytes() == params_before
     assert yaml.safe_load((work / "overrides.yaml").read_text()) == {"scale": "smoke"}
     assert (work / "results" / "tolias-thesis" / "timing.md").exists()     # results/ is git's, not DVC's
-    assert (work / "results" / "tolias-thesis" / "2.md").exists()
-    assert "**scale**: smoke" in (work / "results" / "tolias-thesis" / "2.md").read_text()
-    assert (work / "results" / "index.csv").exists()
+    assert (work / "results" / "smoke" / "tolias-thesis" / "2.md").exists()
+    assert "**scale**: smoke" in (work / "results" / "smoke" / "tolias-thesis" / "2.md").read_text()
+    assert (work / "results" / "smoke" / "index.csv").exists()
     assert (work / "dvc.lock").exists()
     assert "up to date" in _run([DVC, "status"], work, env).stdout.lower()
     _run([DVC, "remote", "add", "-d", "lab", str(tmp_path / "remote")], work, env)

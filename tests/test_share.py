@@ -451,7 +451,7 @@ def test_pulled_runs_rebuild_the_table_in_a_fresh_clone_without_training(tmp_pat
     env = {**os.environ, "PATH": f"{BINDIR}{os.pathsep}{os.environ['PATH']}", "NLPBENCH_MIRROR": str(mirror_dir)}
     a = _trained_clone(tmp_path / "a", "2", env)
     _run(["dvc", "repro"], a, env)
-    table = Path("results/tolias-thesis/2.csv")
+    table = Path("results/smoke/tolias-thesis/2.csv")   # a trial scale: results/<scale>/
     assert (a / table).is_file() and any((a / "logs" / "train").glob("*.log"))
     remote = tmp_path / "lab-remote"
     _share(a, remote, env)
@@ -487,7 +487,7 @@ def test_runs_that_needed_no_data_step_are_shared_and_restored(tmp_path):
     _pull_and_restore(a, b, env)
     assert (b / "data").is_dir() and _up_to_date(b, env, "share")
     _run(["snakemake", "--cores", "1"], b, env)
-    assert not (b / "logs" / "train").exists() and (b / "results" / "tolias-thesis" / "16.md").is_file()
+    assert not (b / "logs" / "train").exists() and (b / "results" / "smoke" / "tolias-thesis" / "16.md").is_file()
     assert _up_to_date(b, env, "share"), _run(["dvc", "status", "share"], b, env).stdout
 
 
