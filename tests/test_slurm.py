@@ -202,6 +202,6 @@ def test_a_smoke_table_is_built_through_the_slurm_profile(slurm_cluster, tmp_pat
         assert _minutes(job["TimeLimit"]) == expected["runtime"], (rule, job["TimeLimit"])
         assert job["MinMemoryNode"] == f"{expected['mem_mb']}M", (rule, job["MinMemoryNode"])
         assert job["NumCPUs"] == "1", (rule, job["NumCPUs"])
-    md = (tmp_path / "results" / "tolias-thesis" / "16.md").read_text()
+    md = (tmp_path / "results" / "smoke" / "tolias-thesis" / "16.md").read_text()
     assert "**scale**: smoke" in md
     assert (tmp_path / "runs" / "_tables" / "smoke" / "tolias-thesis" / "16.done").exists()

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from project_repo import commit_all, project_repo
+from project_repo import commit_all, edit_params, project_repo
 
 from nlpbench import cli, clone, config, io, verify
 
@@ -100,9 +100,10 @@ def test_a_bad_request_is_a_message_with_exit_status_2(capsys):
 @pytest.mark.slow
 def test_a_clone_retrains_a_committed_smoke_table_bit_for_bit_and_an_edited_cell_is_reported(
         tmp_path, mirror_dir, monkeypatch):
-    def eager(params: dict) -> None:         # no kernels to build in a test
-        params["memnet"]["model"]["posterior_kernels"] = "eager"
-    repo = project_repo(tmp_path / "repo", eager)
+    def smoke_committed(params: dict) -> None:
+        params["memnet"]["model"]["posterior_kernels"] = "eager"      # no kernels to build in a test
+        params["committed_scale"] = "smoke"                            # its tables go to results/, in git
+    repo = project_repo(tmp_path / "repo", smoke_committed)
     env = {**os.environ, "NLPBENCH_MIRROR": str(mirror_dir),
            "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
     assert clone.snakemake(repo, env, ["table_tolias_thesis_2", "--cores", "1", "--resources", "gpu=1",
@@ -116,6 +117,9 @@ def test_a_clone_retrains_a_committed_smoke_table_bit_for_bit_and_an_edited_cell
     lines[1] = ",".join([*first[:2], "12.3456", *first[3:]])          # one committed cell that is not what it trains
     table.write_text("\n".join(lines) + "\n")
     commit_all(repo, "Table 2 at the smoke scale")
+    # the project moves its committed scale on: the smoke table, still in results/, rebuilds in results/smoke/
+    edit_params(repo / "params.yaml", lambda params: params.update(committed_scale="cpu"))
+    commit_all(repo, "cpu is the committed scale")
     monkeypatch.setenv("NLPBENCH_MIRROR", str(mirror_dir))
     out = []
     code = verify.verify(config.load(repo / "params.yaml"), repo, tmp_path / "logs", ["tolias-thesis/2"],

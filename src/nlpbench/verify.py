@@ -208,7 +208,8 @@ def verify(params: dict, repo: Path, logs: Path, targets: list[str],
                                                      "--config", *settings], run_log)
             if code != 0:
                 raise SystemExit(f"nlpbench verify: snakemake failed (exit {code}); see {run_log}")
-        rebuilt = {c.key: (results / f"{c.key}.csv").read_text() for c in chosen}
+        rebuilt = {c.key: (clone / config.results_dir(config.load(clone / "params.yaml", {"scale": c.scale}))
+                           / f"{c.key}.csv").read_text() for c in chosen}     # a trial scale builds in results/<scale>/
     kept = Path(logs) / "verify"
     for key, text in rebuilt.items():      # kept for a closer look, never outside logs/verify/
         path = kept / f"{key}.csv"
