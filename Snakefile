@@ -36,7 +36,7 @@ RESULTS = nb_config.results_dir(PARAMS).as_posix()   # results/ at the committed
 # What each job asks for (src/nlpbench/resources.py): a training job takes one GPU when params.yaml's `device` is
 # cuda (on any planning host, a CPU-only login node included) or auto on a host that runs its own jobs and has one.
 # On one machine as many run at once as it shows GPUs (`--resources gpu=N` to say otherwise), each on a device of its
-# own (src/nlpbench/gpu_slots.py). On a CPU a job takes one thread and no GPU, so `--cores N` trains N groups side by
+# own (src/nlpbench/runtime/gpu_slots.py). On a CPU a job takes one thread and no GPU, so `--cores N` trains N groups side by
 # side (docs/scales.md).
 # `gpu` is scoped local: on a cluster it is what one job asks of its node, never a count of the cluster's jobs at
 # once (Snakemake's default, global, would submit one GPU job at a time under `--resources gpu=1`).

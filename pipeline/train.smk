@@ -25,5 +25,5 @@ for _group in PLAN.groups.values():
         params:
             group=_group.id,
         shell:   # gpu_slots: the job's own device(s) among the machine's, or none when it requests none
-            "{PYTHON:q} -m nlpbench.gpu_slots {resources.gpu} -- nlpbench {SET} train {params.group:q} --threads {threads} "
+            "{PYTHON:q} -m nlpbench.runtime.gpu_slots {resources.gpu} -- nlpbench {SET} train {params.group:q} --threads {threads} "
             "> {log:q} 2>&1 || (tail -n 15 {log:q} >&2; exit 1)"

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from nlpbench import build, claims, config, plan, registry
+from nlpbench import config, plan, registry
+from nlpbench.results import build, claims
 from nlpbench.acvi import config as ac
 from nlpbench.acvi import groups as ag
 from nlpbench.data.fetch import FetchError

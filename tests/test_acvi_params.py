@@ -7,7 +7,7 @@ import csv
 from pathlib import Path
 
 from nlpbench import config
-from nlpbench.paper import paper_file
+from nlpbench.results.paper import paper_file
 from nlpbench.acvi import groups as ag
 from nlpbench.acvi.experiments import train_config
 from nlpbench.acvi.train import THESIS_PHASES

@@ -9,7 +9,7 @@ import pytest
 
 STEP = """
 import ctypes, sys, torch
-from nlpbench.allocator import keep_freed_memory
+from nlpbench.runtime.allocator import keep_freed_memory
 
 class MallInfo2(ctypes.Structure):
     _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
@@ -48,7 +48,8 @@ def test_a_large_tensor_comes_from_the_heap_and_stays_there_when_freed():
 
 
 def test_keep_freed_memory_is_set_by_the_commands_that_train(monkeypatch):
-    from nlpbench import allocator, cli
+    from nlpbench import cli
+    from nlpbench.runtime import allocator
     calls = []
     monkeypatch.setattr(allocator, "keep_freed_memory", lambda: calls.append(1) or True)
 

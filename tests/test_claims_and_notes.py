@@ -5,8 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from nlpbench import claims, config, notes, registry
-from nlpbench.tables import Cell
+from nlpbench import config, registry
+from nlpbench.results import claims, notes
+from nlpbench.results.tables import Cell
 
 REPO = Path(__file__).resolve().parents[1]
 

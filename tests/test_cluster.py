@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from nlpbench import gpu_slots, resources, status
+from nlpbench import resources, status
+from nlpbench.runtime import gpu_slots
 from nlpbench.family import TrainGroup
 
 REPO = Path(__file__).resolve().parents[1]
@@ -158,7 +159,7 @@ def test_a_job_waits_for_a_device_another_job_holds(tmp_path):
 
 def test_more_gpus_than_the_machine_shows_is_a_clear_error(tmp_path):
     env = _env(CUDA_VISIBLE_DEVICES="0", NLPBENCH_GPU_LOCKS=str(tmp_path / "locks"))
-    done = subprocess.run([sys.executable, "-m", "nlpbench.gpu_slots", "2", "--", "true"], env=env,
+    done = subprocess.run([sys.executable, "-m", "nlpbench.runtime.gpu_slots", "2", "--", "true"], env=env,
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and re.search(r"2 GPUs requested, this machine shows 1", done.stderr), done.stderr
 

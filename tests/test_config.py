@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from nlpbench import config, paper, plan, registry
-from nlpbench.io import OutputError
+from nlpbench import config, plan, registry
+from nlpbench.results import paper
+from nlpbench.runtime.io import OutputError
 from nlpbench.memnet import groups as mg
 from nlpbench.timing import records
 from project_repo import edit_params
@@ -120,7 +121,7 @@ def _committed_runs(md: Path) -> set[str]:
 
 
 def _claim_tables(params: dict, target) -> list[str]:
-    from nlpbench.notes import referenced_tables
+    from nlpbench.results.notes import referenced_tables
     return referenced_tables(params["tables"][target.source][target.name], target.name)
 
 
@@ -195,14 +196,13 @@ def test_the_core_imports_no_family_except_through_the_registry():
 
 
 def test_the_top_level_holds_only_the_core_and_one_folder_per_family():
-    core = {"__init__", "allocator", "build", "checkpoints", "claims", "cli", "clone", "config", "family",
-            "gpu_slots", "io", "job_clock", "json_shape", "judging", "notes", "paper", "plan", "progress", "provenance",
-            "registry", "rejudge", "report", "resources", "results_index", "run_record", "rundirs", "share", "share_pull",
-            "status", "stop_signals", "tables", "train_lock", "verify"}
+    # the pipeline's face; the table engine is the results wing, what a running job needs the runtime wing
+    core = {"__init__", "cli", "clone", "config", "family", "plan", "registry", "resources", "share", "share_pull",
+            "status", "verify"}
     assert {p.stem for p in PACKAGE.glob("*.py")} == core
     folders = {p.name for p in PACKAGE.iterdir() if p.is_dir() and p.name != "__pycache__"}
     assert folders == set(registry.FAMILIES) | set(registry.NOT_YET_WIRED) | {"data", "metrics", "nn",
-                                                                             "schema"}
+                                                                             "schema", "results", "runtime"}
 
 
 def test_the_readme_ablation_pastes_into_params_and_adds_its_groups_and_table(params_file):
@@ -352,9 +352,9 @@ def test_nlpbench_table_writes_nothing_outside_the_project_for_a_name_that_climb
 
 def test_a_table_built_from_an_unchecked_name_is_not_written_outside_the_results(tmp_path):
     """The core's own guard, behind the schema: every table file is checked to lie inside the results directory."""
-    from nlpbench import build
+    from nlpbench.results import build
     from nlpbench.family import Paths
-    from nlpbench.io import OutputError
+    from nlpbench.runtime.io import OutputError
     params = config.load(REPO / "params.yaml", {"scale": "smoke"})
     bad = "../../x"
     params["tables"]["tolias-thesis"][bad] = params["tables"]["tolias-thesis"]["2"]
@@ -367,7 +367,9 @@ def test_a_table_built_from_an_unchecked_name_is_not_written_outside_the_results
 def test_runs_data_and_results_linked_to_another_disk_are_written_through(tmp_path, monkeypatch, capsys):
     """runs/, data/ and results/ as links to a bigger disk: every command plans and writes through them, while a
     name in a configuration that climbs out with '..' or is an absolute path is still refused."""
-    from nlpbench import build, cli, io
+    from nlpbench import cli
+    from nlpbench.results import build
+    from nlpbench.runtime import io
     from nlpbench.family import Paths
     project, disk = tmp_path / "project", tmp_path / "bigger-disk"
     project.mkdir()

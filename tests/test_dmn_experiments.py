@@ -13,13 +13,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from nlpbench import config, io, run_record
-from nlpbench import build
+from nlpbench import config
+from nlpbench.runtime import io, run_record
+from nlpbench.results import build
 from nlpbench.dmn import experiments as dx
 from nlpbench.dmn import groups as dg
 from nlpbench.data.fetch import FetchError, PreparedDataChanged
 from nlpbench.family import Paths
-from nlpbench.results_index import write_index
+from nlpbench.results.results_index import write_index
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -121,7 +122,7 @@ def test_bad_declarations_are_named(params):
 
 
 def _build(params: dict, table: str, runs: Path, results: Path, data: Path) -> dict:
-    """The table as the pipeline builds it: the family's cells, written by the core (nlpbench.build)."""
+    """The table as the pipeline builds it: the family's cells, written by the core (nlpbench.results.build)."""
     return build.table(params, "shen-thesis", table, Paths(data=data, runs=runs, results=results))
 
 
@@ -357,7 +358,7 @@ def test_a_run_another_group_finished_with_the_same_configuration_is_taken_over_
                                                                                            monkeypatch):
     """A group that differs from another only in its seeds (a table given five seeds, a pilot's runs) takes over
     the runs they share: same model, data, item, seed and settings on a device of the same label."""
-    from nlpbench.provenance import device_label
+    from nlpbench.runtime.provenance import device_label
     trained = []
     monkeypatch.setattr(dx, "train_run", lambda g, item, seed, *a, **k: trained.append(seed) or
                         {"status": "ok", "train_wall_time_s": 2.0})

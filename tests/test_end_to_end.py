@@ -8,7 +8,8 @@ import pytest
 import yaml
 from project_repo import commit_all, project_repo
 
-from nlpbench import config, io
+from nlpbench import config
+from nlpbench.runtime import io
 from nlpbench.timing import end_to_end, records
 
 REPO = Path(__file__).resolve().parents[1]

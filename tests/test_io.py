@@ -1,4 +1,4 @@
-"""nlpbench.io: outputs get the umask's mode, and a failed write names the output it could not write."""
+"""nlpbench.runtime.io: outputs get the umask's mode, and a failed write names the output it could not write."""
 
 import errno
 import os
@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from nlpbench import cli, io
+from nlpbench import cli
+from nlpbench.runtime import io
 
 
 def _mode(path) -> int:
@@ -69,7 +70,7 @@ def _killed_writer(out) -> None:
     """A process killed inside an atomic write of out/checkpoint.pt (its temp file half written)."""
     import subprocess
     import sys
-    code = ("import os, signal, sys; from nlpbench import io\n"
+    code = ("import os, signal, sys; from nlpbench.runtime import io\n"
             "with io.atomic_path(sys.argv[1]) as tmp:\n"
             "    tmp.write_bytes(b'half a checkpoint')\n"
             "    os.kill(os.getpid(), signal.SIGKILL)\n")

@@ -1,4 +1,4 @@
-"""A training job's time over its attempts (nlpbench.job_clock): a killed job resumed goes on counting, a finished
+"""A training job's time over its attempts (nlpbench.runtime.job_clock): a killed job resumed goes on counting, a finished
 one starts again, `nlpbench costs` takes the clock where the benchmark timed only the last attempt."""
 
 import json
@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from nlpbench import config, io, job_clock, plan, status
-from nlpbench.job_clock import JobClock
+from nlpbench import config, plan, status
+from nlpbench.runtime import io, job_clock
+from nlpbench.runtime.job_clock import JobClock
 
 REPO = Path(__file__).resolve().parents[1]
 

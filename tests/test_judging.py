@@ -1,4 +1,4 @@
-"""The judging rule (nlpbench.judging) on hand-built cells and tables, and `nlpbench judge` on committed tables."""
+"""The judging rule (nlpbench.results.judging) on hand-built cells and tables, and `nlpbench judge` on committed tables."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from nlpbench import judging, rejudge
-from nlpbench.judging import Rules, judge_cell
-from nlpbench.tables import Cell, TableSpec, build_table, write_table
+from nlpbench.results import judging, rejudge
+from nlpbench.results.judging import Rules, judge_cell
+from nlpbench.results.tables import Cell, TableSpec, build_table, write_table
 
 REPO = Path(__file__).resolve().parents[1]
 COLS = ["Baseline / MemN2N", "t-MEM-NN / 1 sample", "t-MEM-NN / 10 samples"]
@@ -20,7 +20,7 @@ ROWS = [str(i) for i in range(1, 21)]
 
 
 def printed(table: str = "2") -> dict[tuple[str, str], float]:
-    from nlpbench.paper import reference_cells
+    from nlpbench.results.paper import reference_cells
     return {(c["row"], c["column"]): float(c["paper"]) for c in reference_cells("tolias-thesis", table)}
 
 
@@ -101,7 +101,7 @@ def test_a_claim_cell_outside_noise_keeps_a_table_from_plain_reproduced_and_is_n
 
 
 def test_the_cells_a_declared_claim_compares_are_its_tables_claim_cells():
-    from nlpbench import claims
+    from nlpbench.results import claims
     rows, columns = claims.compared_cells({"kind": "more_passes", "a": COLS[2], "b": "2:Baseline / MemN2N",
                                            "text": "x"}, "7")
     assert rows == judging.TASK_ROWS and columns == (COLS[2],)      # Table 2's column is Table 2's claim cell
@@ -120,7 +120,7 @@ def test_rescored_released_outputs_are_a_metric_check_not_a_reproduction():
             "columns": {"ROUGE / 1": {"metric": "rouge1"}, "ROUGE / 2": {"metric": "rouge2"}}}
     rules = Rules.from_declaration(decl)
     assert rules.rescored == {"seq2seq with SA", "pointer-generator + coverage: SA"}
-    from nlpbench.paper import reference_cells
+    from nlpbench.results.paper import reference_cells
     paper = {(c["row"], c["column"]): float(c["paper"]) for c in reference_cells("acvi-paper", "1")}
     rows, cols = list(decl["rows"]), list(decl["columns"])
     spec = TableSpec("acvi-paper", "1", "t", rows, cols, decimals=2, rules=rules)
@@ -139,7 +139,7 @@ def test_a_mixed_unit_table_reports_one_figure_per_unit_each_judged_in_its_unit(
     rules = Rules.from_declaration({"units": {"Entropy": "nats", "Distinct-1": "fraction", "Distinct-2": "fraction"}})
     spec = TableSpec("bahuleyan-thesis", "5.2", "t", ["Entropy", "Distinct-1", "Distinct-2"],
                      ["VAE with Bypass", "VAE without Bypass"], decimals=3, rules=rules)
-    from nlpbench.paper import reference_cells
+    from nlpbench.results.paper import reference_cells
     paper = {(c["row"], c["column"]): float(c["paper"]) for c in reference_cells("bahuleyan-thesis", "5.2")}
     # entropy 0.05 nat off (within 0.1), distinct 0.02 off (within 0.03)
     cells = [Cell(r, c, v + (0.05 if r == "Entropy" else 0.02)) for (r, c), v in paper.items()]
@@ -240,7 +240,7 @@ def test_judge_names_a_table_that_is_not_committed(tmp_path):
 
 def test_the_registers_gather_the_tables_claims_and_the_measured_outputs_claims(tmp_path):
     from nlpbench import registry
-    from nlpbench.results_index import write_index
+    from nlpbench.results.results_index import write_index
     results = _copy_results(tmp_path, ["2"])
     for name in ("timing.csv", "timing.md", "timing.output.json"):
         shutil.copy(REPO / "results" / "tolias-thesis" / name, results / "tolias-thesis" / name)
@@ -260,7 +260,7 @@ def test_an_additions_claims_join_the_register_as_proxies_only_where_they_stand_
     """acvi-qg's claims name the document's claim they stand in for (proxy_for): the register lists them under the
     document, marked, with their verdict; a reading pilot's claims (no proxy_for) stay in their own table."""
     from nlpbench import registry
-    from nlpbench.results_index import write_index
+    from nlpbench.results.results_index import write_index
     results = _copy_results(tmp_path, ["2", "acvi-qg", "pilot-position"])
     for name in ("acvi-qg", "pilot-position"):
         shutil.copy(REPO / "results" / "tolias-thesis" / f"{name}.output.json", results / "tolias-thesis")
@@ -278,7 +278,7 @@ def test_an_additions_claims_join_the_register_as_proxies_only_where_they_stand_
 
 def test_the_provenance_reads_in_one_order_whatever_order_it_was_stored_in():
     """A table judged again from its sidecar (whose JSON sorts the keys) writes its provenance as the build did."""
-    from nlpbench.tables import render_markdown
+    from nlpbench.results.tables import render_markdown
     cells = [Cell(r, c, v) for (r, c), v in printed().items()]
     built = {"scale": "cpu", "code commit": "abc1234", "device": "cpu (1 threads)", "training wall time": "3 min",
              "generated": "2026-11-28 19:36 UTC", "torch": "2.13.0+cpu", "a family's own key": "kept, last"}
@@ -290,7 +290,7 @@ def test_the_provenance_reads_in_one_order_whatever_order_it_was_stored_in():
 
 
 def test_the_register_prints_a_claims_numbers_whole_when_its_words_hold_a_parenthesis_and_a_colon(tmp_path):
-    from nlpbench.results_index import write_index
+    from nlpbench.results.results_index import write_index
     results = tmp_path / "results"
     (results / "acvi-paper").mkdir(parents=True)
     for ext in ("csv", "md", "json"):

@@ -430,7 +430,7 @@ def test_a_group_killed_between_its_runs_saves_completes_with_the_same_numbers(b
     holds both runs) to the numbers of an uninterrupted pass; it used to fail on every rerun with a size
     mismatch (the checkpoint's 2 runs loaded into a 1-run model)."""
     import yaml
-    from nlpbench import io
+    from nlpbench.runtime import io
     from nlpbench.memnet import experiments
     from nlpbench.memnet.groups import make_group, memnet_settings
 
@@ -467,7 +467,7 @@ def test_training_a_finished_group_again_retrains_every_run_to_the_same_numbers(
     training's, not the sum of both."""
     import time
     import yaml
-    from nlpbench import io
+    from nlpbench.runtime import io
     from nlpbench.memnet import experiments
     from nlpbench.memnet.groups import make_group, memnet_settings
 
@@ -543,7 +543,8 @@ def test_dofs_by_role_under_either_tying():
 def test_the_timing_benchmark_runs_and_writes_its_ratios(babi_root, tmp_path, monkeypatch):
     """`nlpbench output tolias-thesis timing` end to end on two tasks and a few steps (timings are not
     asserted: the benchmark prints them; this checks that every row it reports is measured)."""
-    from nlpbench import build, config
+    from nlpbench import config
+    from nlpbench.results import build
     from nlpbench.family import Paths
     from nlpbench.timing import memnet as bench
     monkeypatch.setattr(bench, "INFERENCE_REPEATS", 1)

@@ -4,7 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from nlpbench import build, claims, config, io, notes, registry
+from nlpbench import config, registry
+from nlpbench.results import build, claims, notes
+from nlpbench.runtime import io
 from nlpbench.family import Paths
 from nlpbench.memnet.experiments import table_parts
 from nlpbench.memnet.groups import declaration_groups

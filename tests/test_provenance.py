@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from nlpbench import provenance
+from nlpbench.runtime import provenance
 
 
 def test_code_commit_names_head_or_the_commit_a_copied_tree_declares(monkeypatch):

@@ -16,10 +16,10 @@ import pytest
 import yaml
 
 from nlpbench.cli import main
-from nlpbench.paper import reference_cells
-from nlpbench.report import markdown_to_html, render
-from nlpbench.results_index import register_output, write_index
-from nlpbench.tables import TableSpec, build_table, write_table
+from nlpbench.results.paper import reference_cells
+from nlpbench.results.report import markdown_to_html, render
+from nlpbench.results.results_index import register_output, write_index
+from nlpbench.results.tables import TableSpec, build_table, write_table
 from project_repo import inline_declarations
 
 REPO = Path(__file__).resolve().parents[1]

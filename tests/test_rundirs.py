@@ -1,5 +1,5 @@
 """Every family has the same faces: settings -> training groups in its groups.py, the family interface in its
-family.py, and every run directory from the one function of the core (nlpbench.rundirs.run_dir)."""
+family.py, and every run directory from the one function of the core (nlpbench.runtime.rundirs.run_dir)."""
 
 import io
 import tokenize
@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from nlpbench import registry, rundirs
+from nlpbench import registry
+from nlpbench.runtime import rundirs
 from nlpbench.config import ConfigError
 
-PACKAGE = Path(rundirs.__file__).resolve().parent
+PACKAGE = Path(rundirs.__file__).resolve().parents[1]      # src/nlpbench
 RUNS_NAMES = {"runs", "runs_root"}          # what the code calls the runs directory (Paths.runs, --runs)
 
 
@@ -70,11 +71,11 @@ def test_the_scan_finds_each_way_of_joining_the_runs_directory():
 def test_only_rundirs_joins_the_runs_directory_with_a_name():
     offenders = []
     for path in sorted(PACKAGE.rglob("*.py")):
-        if path == PACKAGE / "rundirs.py":
+        if path == PACKAGE / "runtime" / "rundirs.py":
             continue
         for line, what in run_path_joins(path.read_text()):
             offenders.append(f"{path.relative_to(PACKAGE)}:{line}: {what}")
-    assert not offenders, "run paths built outside nlpbench.rundirs (use rundirs.run_dir):\n" + "\n".join(offenders)
+    assert not offenders, "run paths built outside nlpbench.runtime.rundirs (use rundirs.run_dir):\n" + "\n".join(offenders)
 
 
 def test_run_dir_joins_the_names_of_a_run_id(tmp_path):

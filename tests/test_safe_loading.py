@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from nlpbench import checkpoints, cli, config
-from nlpbench.checkpoints import LoadError
-from nlpbench.io import OutputError
+from nlpbench import cli, config
+from nlpbench.runtime import checkpoints
+from nlpbench.runtime.checkpoints import LoadError
+from nlpbench.runtime.io import OutputError
 
 sys.path.insert(0, str(Path(__file__).parent))
 from squad_synthetic import marker_task  # noqa: E402
@@ -165,7 +166,7 @@ def test_acvi_msvd_features_refuse_a_planted_split_even_with_matching_checksums(
     """A shared prepared folder can carry a STATUS.json that records the planted file's own size and sha256."""
     from nlpbench.acvi.data import STATUS_FILE, read_msvd_split
     from nlpbench.data.prepared import file_records
-    from nlpbench.io import write_json
+    from nlpbench.runtime.io import write_json
     plant(tmp_path / "test.pt")
     write_json(tmp_path / STATUS_FILE, {"available": True, "files": file_records(tmp_path, ["test.pt"])})
     with refused(tmp_path / "test.pt", "; delete it and run the data step acvi-msvd again"):
@@ -208,7 +209,7 @@ def test_textgen_resuming_and_reading_a_model_refuse_planted_files(textgen_root,
     vectors = embeddings_path(params, run.corpus, other)
     plant(vectors)                       # with a record of its own size and sha256, as a shared folder could carry
     from nlpbench.data.prepared import file_records, output_status
-    from nlpbench.io import write_json
+    from nlpbench.runtime.io import write_json
     write_json(output_status(vectors), {"files": file_records(vectors.parent, [vectors.name])})
     with refused(vectors, "; delete it and run the data step embeddings-snli again"):
         train_run(run, params, data, other, log=lambda s: None)

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from nlpbench import io, share, share_pull
+from nlpbench import share, share_pull
+from nlpbench.runtime import io
 from project_repo import commit_all, project_repo
 
 BINDIR = Path(sys.executable).parent

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from nlpbench import build, config, plan, registry
+from nlpbench import config, plan, registry
+from nlpbench.results import build
 from nlpbench.config import ConfigError
 from nlpbench.family import Paths
 from nlpbench.squad import experiments as x
@@ -127,7 +128,7 @@ def test_a_cell_is_the_max_over_seeds_and_keeps_every_seed(tmp_path):
 def _claim_notes(params: dict, name: str, per_seed: dict, declared: list[dict] | None = None) -> list[str]:
     """The core's claim lines for table `name` (its own claims, or `declared`) judged on these per-seed values
     {(row, column): {seed: value}}."""
-    from nlpbench import claims, notes, tables
+    from nlpbench.results import claims, notes, tables
     decl = params["tables"]["shen-thesis"][name]
     cells = notes.TableCells("shen-thesis")
     cells.add(name, x.row_names(decl), list(decl["columns"]),
@@ -304,7 +305,7 @@ def test_at_cpu_table_4_2_judges_its_claims_though_its_level_is_not_the_thesiss(
 
 
 def test_a_run_stopped_while_still_learning_is_one_whose_chosen_epoch_is_in_the_last_tenth():
-    from nlpbench import claims
+    from nlpbench.results import claims
     assert claims.still_learning(10, 10) and not claims.still_learning(9, 10)
     assert claims.still_learning(19, 20) and claims.still_learning(20, 20) and not claims.still_learning(18, 20)
     assert claims.still_learning(1, 1) and not claims.still_learning(1, 2)
@@ -314,7 +315,7 @@ def test_a_claim_judged_at_a_scale_not_the_thesiss_waits_for_runs_that_converged
     """claims_testable judges orderings between our own cells only where their runs converged: a claim whose cells
     come from a run that validation picked at its last epoch (still learning) is untestable, naming the cells and
     seeds, and the table's JSON keeps which seeds, so that `nlpbench judge` reaches the same verdict."""
-    from nlpbench import rejudge
+    from nlpbench.results import rejudge
     params = load("cpu")
     for sim, base in (("trilinear", 30.0), ("bilinear", 20.0), ("cosine", 22.0)):
         for out, lift in (("O_1", 0.0), ("O_2", 5.0)):

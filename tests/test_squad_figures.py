@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from nlpbench import build, config, plan, registry
+from nlpbench import config, plan, registry
+from nlpbench.results import build
 from nlpbench.config import ConfigError
 from nlpbench.family import Paths
 from nlpbench.squad import figures

@@ -6,14 +6,14 @@ import pytest
 
 from nlpbench import config, plan, status
 from nlpbench.family import TrainGroup
-from nlpbench.progress import Progress, duration
+from nlpbench.runtime.progress import Progress, duration
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def test_progress_lines_count_epochs_and_project_the_rest(monkeypatch):
     clock = iter([0.0, 60.0, 60.0])
-    monkeypatch.setattr("nlpbench.progress.time.perf_counter", lambda: next(clock))
+    monkeypatch.setattr("nlpbench.runtime.progress.time.perf_counter", lambda: next(clock))
     p = Progress(total=10, start=4)            # a resumed run: 4 epochs were done before this process
     assert p.line(6) == "epoch 6/10, elapsed 1m00s, remaining ~2m00s"       # 30 s an epoch, 4 left
     assert p.line(4, at_most=True).endswith("remaining ?")

@@ -1,4 +1,4 @@
-"""The signals that end a command, as an exception (nlpbench.stop_signals): what `nlpbench verify` and
+"""The signals that end a command, as an exception (nlpbench.runtime.stop_signals): what `nlpbench verify` and
 `nlpbench end-to-end` clean up on (tests/test_verify.py sends them to a real verify)."""
 
 import os
@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from nlpbench import stop_signals
+from nlpbench.runtime import stop_signals
 
 
 @pytest.fixture

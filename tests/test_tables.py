@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from nlpbench.paper import reference_cells, reference_index
-from nlpbench.results_index import write_index
-from nlpbench.tables import Cell, TableSpec, build_table, render_markdown, write_table
+from nlpbench.results.paper import reference_cells, reference_index
+from nlpbench.results.results_index import write_index
+from nlpbench.results.tables import Cell, TableSpec, build_table, render_markdown, write_table
 
 COLS = ["Baseline / MemN2N", "t-MEM-NN / 1 sample", "t-MEM-NN / 10 samples"]
 ROWS = [str(i) for i in range(1, 21)]
@@ -300,7 +300,7 @@ def test_table_and_index_print_the_same_mean(tmp_path):
 
 
 def test_index_lists_registered_outputs(tmp_path):
-    from nlpbench.results_index import register_output
+    from nlpbench.results.results_index import register_output
     write_table(build_table(tolias2(), exact_cells(), {}, []), tmp_path)
     register_output(tmp_path, "tolias-thesis", "fig16", "Test error per epoch, task 11", "figure", ["fig16.png"],
                     "generated", "smoke")
@@ -345,7 +345,8 @@ def test_dof_summary_counts_each_run_once_and_judges_the_claim(tmp_path):
 def test_every_family_labels_smoke_tables_and_says_what_ok_means(tmp_path):
     """Smoke tables carry the note that their numbers mean nothing, whatever the family; the status line says
     that a counted cell has a value (nothing about being close to the paper)."""
-    from nlpbench import build, config
+    from nlpbench import config
+    from nlpbench.results import build
     from nlpbench.family import Paths
 
     params = config.load(Path(__file__).resolve().parents[1] / "params.yaml", {"scale": "smoke"})
@@ -359,7 +360,8 @@ def test_every_family_labels_smoke_tables_and_says_what_ok_means(tmp_path):
 
 
 def test_a_table_with_nothing_trained_never_replaces_an_existing_one(tmp_path):
-    from nlpbench import build, config
+    from nlpbench import config
+    from nlpbench.results import build
     from nlpbench.config import ConfigError
     from nlpbench.family import Paths
 
@@ -377,7 +379,7 @@ def test_a_table_with_nothing_trained_never_replaces_an_existing_one(tmp_path):
 
 
 def test_compare_seeds_judges_a_difference_against_the_larger_seed_sd():
-    from nlpbench.tables import compare_seeds
+    from nlpbench.results.tables import compare_seeds
     c = compare_seeds([10.0, 12.0], [5.0, 5.0])           # means 11 and 5, SDs 1.414 and 0
     assert c["diff"] == 6.0 and abs(c["spread"] - 2 ** 0.5) < 1e-12 and c["exceeds"]
     assert not compare_seeds([10.0, 16.0], [10.0, 10.0])["exceeds"]    # diff 3 inside SD 4.24
@@ -393,7 +395,9 @@ def test_a_table_whose_build_fails_midway_leaves_its_old_files_unchanged(tmp_pat
     import errno
     import os
 
-    from nlpbench import build, config, io
+    from nlpbench import config
+    from nlpbench.results import build
+    from nlpbench.runtime import io
     from nlpbench.family import Paths
     params = config.load(Path(__file__).resolve().parents[1] / "params.yaml", {"scale": "smoke"})
     paths = Paths(tmp_path / "data", tmp_path / "runs", tmp_path / "results")

@@ -271,7 +271,7 @@ def test_early_stopping_ends_a_run_patience_epochs_after_its_best(tiny, monkeypa
     """With train.patience p a run stops p epochs after its lowest validation loss, reports that epoch with its
     validation loss, records the epochs it trained, and so passes the learning check; one that improves to the
     last epoch is still learning."""
-    from nlpbench import claims
+    from nlpbench.results import claims
     from nlpbench.textgen import train as textgen_train
     from nlpbench.textgen.groups import make_run
 
@@ -320,7 +320,7 @@ def test_patience_needs_selection_by_validation() -> None:
 def test_each_run_trains_once_per_seed_and_a_cell_reports_the_seed_validation_chose(tmp_path: Path) -> None:
     """A run trains once per seed of textgen.seeds.<corpus>; a cell shows the seed of lowest validation loss (not
     the best test number), keeps every seed's value for the claims, and names the seeds still learning."""
-    from nlpbench import io
+    from nlpbench.runtime import io
     from nlpbench.textgen.experiments import _cell, selected_run
     from nlpbench.textgen.groups import make_run, run_seeds
 

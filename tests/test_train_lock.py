@@ -1,4 +1,4 @@
-"""One trainer per training job (nlpbench.train_lock): a second `nlpbench train` of a group being trained stops at
+"""One trainer per training job (nlpbench.runtime.train_lock): a second `nlpbench train` of a group being trained stops at
 once with one line naming the holder, and the lock never outlives its process."""
 
 import json
@@ -11,18 +11,19 @@ from pathlib import Path
 
 import pytest
 
-from nlpbench import cli, config, job_clock, plan, registry, train_lock
+from nlpbench import cli, config, plan, registry
+from nlpbench.runtime import job_clock, train_lock
 
 REPO = Path(__file__).resolve().parents[1]
 
 # a process of its own that takes the job's lock, says so, and holds it until it is killed
-HOLDER = ("import sys, time\nfrom nlpbench import train_lock\n"
+HOLDER = ("import sys, time\nfrom nlpbench.runtime import train_lock\n"
           "with train_lock.held(sys.argv[1], sys.argv[2]):\n"
           "    print('held', flush=True)\n"
           "    time.sleep(600)\n")
 
 # a process of its own that tries to take the job's lock and prints what it got
-TRY = ("import sys\nfrom nlpbench import train_lock\n"
+TRY = ("import sys\nfrom nlpbench.runtime import train_lock\n"
        "try:\n"
        "    with train_lock.held(sys.argv[1], sys.argv[2]):\n"
        "        print('took it')\n"

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from project_repo import commit_all, edit_params, project_repo
 
-from nlpbench import cli, clone, config, io, verify
+from nlpbench import cli, clone, config, verify
+from nlpbench.runtime import io
 
 REPO = Path(__file__).resolve().parents[1]
 

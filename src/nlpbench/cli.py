@@ -23,13 +23,14 @@ import sys
 import warnings
 from pathlib import Path
 
-from nlpbench import config, job_clock, registry, stop_signals, train_lock
-from nlpbench.checkpoints import LoadError
+from nlpbench import config, registry
+from nlpbench.runtime import job_clock, stop_signals, train_lock
+from nlpbench.runtime.checkpoints import LoadError
 from nlpbench.data.babi import BabiFormatError, MissingDataError
 from nlpbench.data.fetch import FetchError
 from nlpbench.family import Paths
-from nlpbench.io import InputError, OutputError
-from nlpbench.report import ReportError
+from nlpbench.runtime.io import InputError, OutputError
+from nlpbench.results.report import ReportError
 from nlpbench.share import ShareError
 
 
@@ -78,7 +79,7 @@ def _paths(args, params: dict) -> Paths:
 def _threads(args) -> None:
     """The CPU setup of the commands that train or time models: freed memory kept for reuse (allocator.py),
     and --threads."""
-    from nlpbench.allocator import keep_freed_memory
+    from nlpbench.runtime.allocator import keep_freed_memory
     keep_freed_memory()
     if getattr(args, "threads", 0):
         import torch
@@ -128,7 +129,7 @@ def in_order(data: dict) -> list[str]:
 
 def cmd_train(args) -> None:
     from nlpbench import plan, registry
-    from nlpbench.provenance import resolve_device
+    from nlpbench.runtime.provenance import resolve_device
     params = _params(args)
     p = plan.make(params)
     _known(p.groups, args.group, "training group", params)
@@ -146,14 +147,14 @@ def cmd_train(args) -> None:
 
 
 def cmd_table(args) -> None:
-    from nlpbench import build
+    from nlpbench.results import build
     params = _params(args)
     out = build.table(params, args.source, args.table, _paths(args, params), allow_empty=args.allow_empty)
     print("wrote " + ", ".join(str(v) for v in out.values()) + " (`nlpbench index` refreshes the index)")
 
 
 def cmd_output(args) -> None:
-    from nlpbench import build
+    from nlpbench.results import build
     params = _params(args)
     d = config.declaration(params, "outputs", args.source, args.name)
     if d.decl.get("at_scale", params["scale"]) != params["scale"]:   # e.g. the benchmark: defined at paper scale
@@ -163,8 +164,8 @@ def cmd_output(args) -> None:
 
 
 def cmd_judge(args) -> None:
-    from nlpbench import rejudge
-    from nlpbench.results_index import write_index
+    from nlpbench.results import rejudge
+    from nlpbench.results.results_index import write_index
     params = _params(args)
     results = _results(args, params)
     judged = rejudge.judge_all(Path(args.params), params, results, args.tables or None, force=args.force)
@@ -175,14 +176,14 @@ def cmd_judge(args) -> None:
 
 
 def cmd_index(args) -> None:
-    from nlpbench.results_index import write_index
+    from nlpbench.results.results_index import write_index
     results = _results(args, _params(args))
     write_index(results)
     print(f"wrote {results / 'index.csv'} and README.md")
 
 
 def cmd_report(args) -> None:
-    from nlpbench.report import write_report
+    from nlpbench.results.report import write_report
     results = _results(args, _params(args))
     out = Path(args.out) if args.out else results / "report.html"
     print(f"wrote {write_report(results, out)}")
@@ -190,7 +191,7 @@ def cmd_report(args) -> None:
 
 def cmd_plan(args) -> None:
     from nlpbench import plan, status
-    from nlpbench.provenance import resolve_device
+    from nlpbench.runtime.provenance import resolve_device
     params = _params(args)
     p = plan.make(params)
     print(f"scale {params['scale']}: {len(p.data)} data steps, {len(p.groups)} training groups, "
@@ -205,14 +206,14 @@ def cmd_plan(args) -> None:
 
 def cmd_status(args) -> None:
     from nlpbench import plan, status
-    from nlpbench.provenance import resolve_device
+    from nlpbench.runtime.provenance import resolve_device
     params = _params(args)
     print(status.report(params, plan.make(params), resolve_device(params["device"]), args.cores))
 
 
 def cmd_costs(args) -> None:
     from nlpbench import plan, status
-    from nlpbench.provenance import device_label, resolve_device
+    from nlpbench.runtime.provenance import device_label, resolve_device
     params = _params(args)
     path = config.make_results_dir(_results(args, params)) / status.COSTS.name
     n = status.refresh_costs(plan.make(params), params["scale"],
@@ -373,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--remote", help="pull: the DVC remote to fetch from (default: the one .dvc/config names)")
     p.set_defaults(func=cmd_share)
     args = parser.parse_args(argv)
-    from nlpbench.provenance import code_commit
+    from nlpbench.runtime.provenance import code_commit
     code_commit()                      # the commit of the code this process loaded, fixed before it runs
     try:
         with warnings.catch_warnings():

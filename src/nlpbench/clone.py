@@ -30,7 +30,7 @@ def head(repo: Path, what: str, log=print) -> tuple[str, bool]:
 @contextlib.contextmanager
 def scratch_clone(repo: Path, commit: str, mirror: str | None, prefix: str = "nlpbench-end-to-end-"):
     """A clean clone of `repo` at `commit` in a scratch directory, deleted afterwards however the block ends (an
-    error, or a stop signal under nlpbench.stop_signals.raised); yields the clone and the environment that runs the
+    error, or a stop signal under nlpbench.runtime.stop_signals.raised); yields the clone and the environment that runs the
     clone's own code (whatever nlpbench this interpreter has installed, an editable install's path included), with
     `mirror` for its data steps when one is set."""
     tmp = Path(tempfile.mkdtemp(prefix=prefix))
@@ -49,7 +49,7 @@ def scratch_clone(repo: Path, commit: str, mirror: str | None, prefix: str = "nl
 
 def _remove(directory: Path) -> None:
     """Delete a scratch directory, also when a stop signal breaks the deletion off midway: the first one raises
-    (nlpbench.stop_signals) and later ones are ignored, so a second pass finishes it before the signal goes on."""
+    (nlpbench.runtime.stop_signals) and later ones are ignored, so a second pass finishes it before the signal goes on."""
     try:
         shutil.rmtree(directory, ignore_errors=True)
     except BaseException:
@@ -84,7 +84,7 @@ def snakemake(clone: Path, env: dict, args: list[str], log_path: Path, timeout: 
     """Run snakemake with `args` in a scratch clone, its output to `log_path`; its exit status. However it ends,
     no job of it is left running: after `timeout` seconds snakemake and the jobs it started are stopped and the
     status is 124; so are they when this process is interrupted (Ctrl-C, or a stop signal under
-    nlpbench.stop_signals.raised) or fails, and any job left behind by a snakemake that ended is killed."""
+    nlpbench.runtime.stop_signals.raised) or fails, and any job left behind by a snakemake that ended is killed."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "w") as out:
         proc = subprocess.Popen([sys.executable, "-m", "snakemake", *args], cwd=clone, env=env, stdout=out,

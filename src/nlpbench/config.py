@@ -293,7 +293,7 @@ def resolve_scale(params: dict, where: str) -> str:
     cpu scale for a CPU."""
     scale = params["scale"]
     if scale == "auto":
-        from nlpbench.provenance import planned_device
+        from nlpbench.runtime.provenance import planned_device
         scale = "paper" if planned_device(params["device"]) == "cuda" else "cpu"
     if scale not in params["scales"]:
         raise ConfigError(f"{where}: scale: unknown scale {scale!r} (known: auto, {', '.join(params['scales'])})")

@@ -4,7 +4,7 @@ speak only to this (through nlpbench.registry), never to a family's own modules.
     params -> data steps, training groups, targets (tables and other outputs)
     data step  -> prepared data on disk (its `output` is written last)
     group      -> trained runs, each with its own checkpoint and metrics.json (`done` is written last)
-    target     -> the cells of one table (TableParts, written by nlpbench.tables) or another output's files
+    target     -> the cells of one table (TableParts, written by nlpbench.results.tables) or another output's files
                   and their description (OutputPage, which the core writes to the index sidecar)
 """
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Protocol
 
-from nlpbench.tables import Cell, TableSpec
+from nlpbench.results.tables import Cell, TableSpec
 
 
 @dataclass(frozen=True)
@@ -97,8 +97,8 @@ class Target:
 
 @dataclass(frozen=True)
 class OutputPage:
-    """What an output wrote, as the index lists it: nlpbench.build writes it to the output's sidecar,
-    results/<source>/<name>.output.json (nlpbench.results_index.register_output)."""
+    """What an output wrote, as the index lists it: nlpbench.results.build writes it to the output's sidecar,
+    results/<source>/<name>.output.json (nlpbench.results.results_index.register_output)."""
 
     title: str
     kind: str                          # one of results_index.OUTPUT_KINDS
@@ -110,7 +110,7 @@ class OutputPage:
 
 @dataclass
 class TableParts:
-    """The cells of one table and what is printed around them; nlpbench.tables renders and writes it."""
+    """The cells of one table and what is printed around them; nlpbench.results.tables renders and writes it."""
 
     spec: TableSpec
     cells: list[Cell]

@@ -11,7 +11,8 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from nlpbench import config, io, registry, rundirs
+from nlpbench import config, registry
+from nlpbench.runtime import io, rundirs
 from nlpbench.config import ConfigError
 from nlpbench.data.shared import SHARED_STEPS
 from nlpbench.family import DataStep, Family, Target, TrainGroup
@@ -112,7 +113,7 @@ def _check_names_and_paths(plan: Plan, scale: str) -> None:
 
 PACKAGE = Path(__file__).resolve().parent
 # the core modules that turn a family's cells into files (their code decides a table's content too)
-BUILDER_CORE = ("build.py", "tables.py", "paper.py", "results_index.py", "family.py")
+BUILDER_CORE = ("results/build.py", "results/tables.py", "results/paper.py", "results/results_index.py", "family.py")
 
 
 @functools.cache

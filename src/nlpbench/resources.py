@@ -30,9 +30,10 @@ from __future__ import annotations
 
 import math
 
-from nlpbench import gpu_slots, registry
+from nlpbench import registry
+from nlpbench.runtime import gpu_slots
 from nlpbench.family import JobSize
-from nlpbench.provenance import planned_device
+from nlpbench.runtime.provenance import planned_device
 
 CPU_TRAIN_THREADS = 1
 GPU_TRAIN_THREADS = 4

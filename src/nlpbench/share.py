@@ -30,7 +30,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from nlpbench.data.prepared import sha256_file
-from nlpbench.io import (STAGING_PREFIX, current_umask, read_json, remove_dead_staging, same_bytes, staged,
+from nlpbench.runtime.io import (STAGING_PREFIX, current_umask, read_json, remove_dead_staging, same_bytes, staged,
                          staging_dir, write_json)
 
 SNAPSHOT = Path("share")

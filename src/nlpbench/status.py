@@ -25,8 +25,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from nlpbench import io, job_clock
-from nlpbench.progress import duration
+from nlpbench.runtime import io, job_clock
+from nlpbench.runtime.progress import duration
 
 if TYPE_CHECKING:        # the plan is only passed in: the timing benchmarks read costs without loading it
     from nlpbench.plan import Plan
@@ -89,15 +89,15 @@ def write_costs(costs: dict[str, dict], path: Path = COSTS) -> None:
 
 
 BENCHMARK_SOURCE = "benchmark file of a pipeline run"
-CLOCK_SOURCE = "job clock over its resumed attempts (nlpbench.job_clock)"
-TAKEN_OVER_SOURCE = "job clock, with the training of the finished runs it took over (nlpbench.job_clock)"
+CLOCK_SOURCE = "job clock over its resumed attempts (nlpbench.runtime.job_clock)"
+TAKEN_OVER_SOURCE = "job clock, with the training of the finished runs it took over (nlpbench.runtime.job_clock)"
 
 
 def job_measurement(logs: Path, job: str) -> tuple[float, float | None, str] | None:
     """(wall seconds, peak resident memory in MB or None, source) of a training job from the `benchmark:` file
     Snakemake wrote for it (logs/train/<job>.benchmark.tsv; its last row), None where there is none. Where the job
     was killed and resumed, the benchmark timed its last attempt only: the job's clock beside it
-    (logs/train/<job>.clock.json, nlpbench.job_clock) gives the seconds of all its attempts, and of the training
+    (logs/train/<job>.clock.json, nlpbench.runtime.job_clock) gives the seconds of all its attempts, and of the training
     of runs it took over from another group (what a fresh clone spends on them)."""
     bench = Path(logs) / f"{job}.benchmark.tsv"
     if not bench.exists():

@@ -7,7 +7,7 @@ Each table is rebuilt at the scale its committed JSON records, on the CPU when i
 snakemake in the clone (its data steps, training groups and table rule, as a fresh checkout builds them). Every
 cell whose reproduced value differs from the committed one (as written in the CSV, or by more than the tolerance)
 is printed; exit status 0 when all agree, 1 when some differ. The clone is deleted afterwards, however verify ends
-(a stop signal stops snakemake's jobs first: nlpbench.stop_signals, under `nlpbench verify`); snakemake's log and
+(a stop signal stops snakemake's jobs first: nlpbench.runtime.stop_signals, under `nlpbench verify`); snakemake's log and
 the rebuilt CSVs are kept under logs/verify/.
 """
 
@@ -23,7 +23,8 @@ from typing import Callable
 
 import torch
 
-from nlpbench import config, io, plan, provenance, status
+from nlpbench import config, plan, status
+from nlpbench.runtime import io, provenance
 from nlpbench.clone import head, scratch_clone, snakemake
 
 

@@ -31,8 +31,8 @@ import torch
 from nlpbench.data import tsv
 from nlpbench.data.fetch import MIRROR_ENV, ChecksumError, FetchError, resolve_mirror
 from nlpbench.data.prepared import file_records, prepared_file
-from nlpbench import checkpoints
-from nlpbench.io import write_json, write_text
+from nlpbench.runtime import checkpoints
+from nlpbench.runtime.io import write_json, write_text
 
 from .tokenize import fix_missing_period, ptb_tokenize, split_sentences
 

@@ -17,13 +17,15 @@ import statistics
 from datetime import datetime, timezone
 from pathlib import Path
 
-from nlpbench import config, io, paper, tables
+from nlpbench import config
+from nlpbench.results import paper, tables
+from nlpbench.runtime import io
 from nlpbench.acvi import config as ac
 from nlpbench.acvi import groups as ag
 from nlpbench.data.fetch import FetchError
 from nlpbench.data.prepared import prepared_output, verified_output
 from nlpbench.family import OutputPage, TableParts
-from nlpbench.provenance import code_commit
+from nlpbench.runtime.provenance import code_commit
 
 SCALE_TEXT = {
     "paper": "the documents' settings",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from nlpbench.io import write_json
+from nlpbench.runtime.io import write_json
 from nlpbench.metrics.rouge import meteor, rouge_f1
 
 from .data import Article, lead_k, load_cnndm

@@ -26,8 +26,8 @@ from typing import Sequence
 
 import torch
 
-from nlpbench import checkpoints
-from nlpbench.io import read_json, write_json
+from nlpbench.runtime import checkpoints
+from nlpbench.runtime.io import read_json, write_json
 from nlpbench.metrics.rouge import meteor, rouge_f1
 from nlpbench.metrics.text import corpus_bleu
 

@@ -106,7 +106,7 @@ def train_video(settings: dict, out_dir, device: str = "cpu", log=print, splits:
     import time
     from pathlib import Path
 
-    from nlpbench.io import write_json
+    from nlpbench.runtime.io import write_json
     from nlpbench.metrics.rouge import caption_metrics
 
     from .beam import beam_search
@@ -114,7 +114,7 @@ def train_video(settings: dict, out_dir, device: str = "cpu", log=print, splits:
 
     out = Path(out_dir)
     if (out / "metrics.json").is_file():
-        from nlpbench.io import read_json
+        from nlpbench.runtime.io import read_json
         return read_json(out / "metrics.json")
     m, t, v = settings["model"], settings["train"], settings["video"]
     torch.manual_seed(t["seed"])

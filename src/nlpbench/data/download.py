@@ -35,7 +35,7 @@ from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
 from nlpbench.data.prepared import CHUNK, FetchError, sha256_file
-from nlpbench.io import OutputError
+from nlpbench.runtime.io import OutputError
 
 RETRIES = 5                 # attempts after the first, per request and per stalled transfer
 BACKOFF_S = 1.0             # waits of 0, 2, 4, 8, 16 s between the attempts (urllib3's backoff_factor)

@@ -22,7 +22,7 @@ from nlpbench.data.prepared import (CHUNK as _CHUNK, STATUS_FILE, FetchError, Pr
                                     sha256_file, verify_prepared)
 from nlpbench.data import tsv
 from nlpbench.data.download import ChecksumError, DownloadError, download
-from nlpbench.io import current_umask, read_json, write_json
+from nlpbench.runtime.io import current_umask, read_json, write_json
 
 MIRROR_ENV = "NLPBENCH_MIRROR"
 

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable, Iterator, Mapping
 
-from nlpbench.io import atomic_path, read_json, write_json
+from nlpbench.runtime.io import atomic_path, read_json, write_json
 
 STATUS_FILE = "STATUS.json"
 CHUNK = 1 << 20         # bytes read at a time when hashing a file
@@ -108,7 +108,7 @@ def verify_prepared(root: str | os.PathLike, step: str, files: Iterable[str] | N
     sha256 recorded there; return the status. `status`: the STATUS.json already read; `remedy`: what to do about a
     failure (default: delete `root` and run the data step `step` again); `written`: who wrote the files
     (check_file). The one check of every recorded file: prepared data and a trained run's files
-    (nlpbench.run_record) alike."""
+    (nlpbench.runtime.run_record) alike."""
     root = Path(root)
     if status is None:
         status = read_status(root, step, status_file)

@@ -8,7 +8,7 @@ Shen thesis ch. 6; §6.2-6.6 (the models §6.2, §6.4.2, §6.5.2, §6.6; trainin
   the job's summary last.
 * Tables (`build_table`): every declared column reads its runs (or, for the ensemble, averages the softmax
   outputs of the ff-DMN and DMN+ runs, eqs. 6.20-6.21); cited columns keep the printed numbers. The notes state
-  the readings used and what the scale cuts (the core judges the declared claims: nlpbench.claims).
+  the readings used and what the scale cuts (the core judges the declared claims: nlpbench.results.claims).
 """
 
 from __future__ import annotations
@@ -25,7 +25,9 @@ from typing import Callable
 
 import torch
 
-from nlpbench import checkpoints, config, io, paper, run_record, rundirs, tables
+from nlpbench import config
+from nlpbench.results import paper, tables
+from nlpbench.runtime import checkpoints, io, run_record, rundirs
 from nlpbench.data import babi
 from nlpbench.data.fetch import FetchError, PreparedDataChanged
 from nlpbench.dmn import fact_order
@@ -33,7 +35,7 @@ from nlpbench.dmn.groups import (ENSEMBLE_MEMBERS, FF_DMN_ONLY, HASH_NEUTRAL, SO
                                  _tasks_in_scale, all_datasets, base_settings, column_groups, dmn_tables, job_done,
                                  job_id, reports_validation, table_groups, table_rows)
 from nlpbench.family import OutputPage, TableParts, table_figure
-from nlpbench.provenance import code_commit, device_label, now_utc
+from nlpbench.runtime.provenance import code_commit, device_label, now_utc
 
 MODEL_LABEL = {"dmn+": "DMN+", "modmn+": "MoDMN+", "ff-dmn": "ff-DMN"}
 
@@ -124,7 +126,7 @@ def model_config(model: str, settings: dict) -> DMNConfig:
 
 def train_run(group: DMNGroup, item: str, seed: int, data_root: Path, dmn_data_root: Path, runs_root: Path,
               device: str = "cpu", log: Callable[[str], None] = print) -> dict:
-    """Train (or resume) one run and write its files; then their record (sizes and sha256, nlpbench.run_record)
+    """Train (or resume) one run and write its files; then their record (sizes and sha256, nlpbench.runtime.run_record)
     and metrics.json last. Returns the metrics."""
     from nlpbench.dmn.train import DMNTrainConfig, DMNTrainer, build_data
     from nlpbench.dmn.model import DMNConfig
@@ -184,7 +186,7 @@ def run_remedy(group: DMNGroup, item: str, seed: int, runs_root: Path) -> str:
 
 
 def read_run(group: DMNGroup, item: str, seed: int, runs_root: Path) -> dict:
-    """One run's metrics, its files checked against their record first (nlpbench.run_record.read_metrics)."""
+    """One run's metrics, its files checked against their record first (nlpbench.runtime.run_record.read_metrics)."""
     return run_record.read_metrics(group.run_dir(runs_root, item, seed), run_remedy(group, item, seed, runs_root))
 
 
@@ -193,7 +195,7 @@ def finished_twin(group: DMNGroup, item: str, seed: int, runs_root: Path, device
     """A finished run of another DMN group with exactly this run's configuration (model, data kind, item, seed and
     every setting) on a device of the same label: the same computation, so a group that differs from it only in
     its lists of seeds or items (a table given five seeds, a pilot's runs) takes it over (adopt_run) instead of
-    training it again. Only a run whose files pass the check a run's own get (nlpbench.run_record.verify: every
+    training it again. Only a run whose files pass the check a run's own get (nlpbench.runtime.run_record.verify: every
     file, metrics.json too, as its run recorded it) is taken over; one that fails is passed over with a line that
     names the file and why. None where there is none."""
     mine = {"model": group.model, "kind": group.kind, "item": item, "seed": seed,

@@ -23,7 +23,7 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from nlpbench import io
+from nlpbench.runtime import io
 from nlpbench.data.babi import Sample, parse_file
 from nlpbench.data.fetch import FetchError
 from nlpbench.data.prepared import read_status, remedy_for, verify_prepared
@@ -309,7 +309,7 @@ def write_dataset(out_dir: str | os.PathLike, splits: Mapping[str, Sequence[Samp
     """Write `<out_dir>/<split>.txt` (bAbI format) for each split, then `manifest.json` (format, params,
     per-split size, sha256 and each sample's origin `source`). Every file is written atomically and the
     manifest last, so a manifest means a complete data set; a file that already holds these bytes is left
-    untouched (nlpbench.io.atomic_path's keep_identical). Returns the manifest path."""
+    untouched (nlpbench.runtime.io.atomic_path's keep_identical). Returns the manifest path."""
     out = Path(out_dir)
     entries = {}
     for name, samples in splits.items():

@@ -4,7 +4,8 @@ one model on one kind of data (items x seeds); tables 6.2-6.7 read them and draw
 
 from __future__ import annotations
 
-from nlpbench import claims, config
+from nlpbench import config
+from nlpbench.results import claims
 from nlpbench.dmn import groups as dg
 from nlpbench.family import DataStep, JobSize, OutputPage, Paths, TableParts, Target, TrainGroup, table_figure
 

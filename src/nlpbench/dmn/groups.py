@@ -4,7 +4,7 @@
   configuration, one run per item and seed (the seeds: a table's own `seeds`, else `dmn.seeds_by_kind` of the
   kind, else `dmn.seeds`). Each run is a pure function of the group's settings, its item and its seed; its directory
   (`DMNGroup.run_dir`) holds a resumable checkpoint while it trains, then model.pt, config.json, history.json,
-  test_probs.pt, FILES.json (their sizes and sha256, metrics.json's too: nlpbench.run_record) and metrics.json
+  test_probs.pt, FILES.json (their sizes and sha256, metrics.json's too: nlpbench.runtime.run_record) and metrics.json
   (last). Runs shared between tables fall in one group.
 * Derived data ids (`all_datasets`): the fact-order patterns and the augmented set the groups read, named by a
   digest of the settings that shape them (nlpbench.dmn.experiments.make_dataset writes them).
@@ -22,8 +22,9 @@ import copy
 from dataclasses import dataclass
 from pathlib import Path
 
-from nlpbench import config, rundirs
-from nlpbench.notes import referenced_tables
+from nlpbench import config
+from nlpbench.runtime import rundirs
+from nlpbench.results.notes import referenced_tables
 from nlpbench.dmn import fact_order
 
 SOURCE = "shen-thesis"

@@ -20,9 +20,9 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from nlpbench import checkpoints
+from nlpbench.runtime import checkpoints
 from nlpbench.data.babi import Sample, Vocab, vectorize
-from nlpbench.progress import Progress
+from nlpbench.runtime.progress import Progress
 from nlpbench.dmn.model import DMN, DMNConfig
 
 PURPOSES = {"init": 0, "data": 1, "dropout": 2}

@@ -16,11 +16,12 @@ from typing import Callable
 
 import torch
 
-from nlpbench import checkpoints, io, paper, rundirs, tables
+from nlpbench.results import paper, tables
+from nlpbench.runtime import checkpoints, io, rundirs
 from nlpbench.config import Declared
 from nlpbench.family import TableParts
 from nlpbench.memnet.groups import MODELS, Group, column_key, declaration_groups, dof_by_role
-from nlpbench.provenance import code_commit, device_label
+from nlpbench.runtime.provenance import code_commit, device_label
 from nlpbench.data import babi
 from nlpbench.memnet.data import load_task_tensors
 from nlpbench.memnet.train import BayesConfig, GroupTrainer, Run, TrainConfig
@@ -247,7 +248,7 @@ def _reading_notes(params: dict, settings: dict, seeds: tuple[int, ...]) -> list
 
 def table_parts(params: dict, d: Declared, runs_root: Path) -> TableParts:
     """The cells of a bAbI table: per task and column, the run the validation set selects, and the notes on how
-    they were made (the core adds the declaration's claims and notes: nlpbench.build)."""
+    they were made (the core adds the declaration's claims and notes: nlpbench.results.build)."""
     exp = d.decl
     groups = declaration_groups(params, d)
     ref_title = {(r["source"], r["table"]): r["title"] for r in paper.reference_index()}

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import copy
 
-from nlpbench import claims, config, rundirs
+from nlpbench import config
+from nlpbench.results import claims
+from nlpbench.runtime import rundirs
 from nlpbench.config import ConfigError, Declared
 from nlpbench.family import DataStep, JobSize, OutputPage, Paths, TableParts, Target, TrainGroup
 from nlpbench.memnet import groups as mg
@@ -70,7 +72,7 @@ class MemNetFamily:
         """(groups, data steps) a declaration reads."""
         kind = d.decl.get("kind", "table")
         if kind in mg.BABI_KINDS:
-            from nlpbench.notes import referenced_tables      # claims and quoted numbers may read another table
+            from nlpbench.results.notes import referenced_tables      # claims and quoted numbers may read another table
             decls = [d] + [config.declaration(params, "tables", d.source, t) for t in referenced_tables(d.decl, d.name)]
             return tuple(dict.fromkeys(g.group_id for x in decls for g in mg.declaration_groups(params, x).values())), ()
         if kind in ("game", "transcript"):

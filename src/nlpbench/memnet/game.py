@@ -14,7 +14,8 @@ from typing import Callable
 
 import torch
 
-from nlpbench import io, paper, rundirs, tables
+from nlpbench.results import paper, tables
+from nlpbench.runtime import io, rundirs
 from nlpbench.family import OutputPage, TableParts
 from nlpbench.memnet.groups import GameGroup, game_groups
 from nlpbench.data import babi
@@ -22,7 +23,7 @@ from nlpbench.memnet import guess_number as gn
 from nlpbench.memnet.data import tensors_from_samples
 from nlpbench.memnet.experiments import (checkpointed_runs, execution_provenance, execution_record, save_run,
                                         select_run, train_together)
-from nlpbench.provenance import code_commit, device_label
+from nlpbench.runtime.provenance import code_commit, device_label
 from nlpbench.memnet.predict import RunPredictor
 from nlpbench.memnet.train import Run
 

@@ -13,7 +13,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from nlpbench import config, rundirs
+from nlpbench import config
+from nlpbench.runtime import rundirs
 from nlpbench.config import Declared
 
 # model name -> its fixed model settings: MemN2N, t-MEM-NN (Student-t posteriors, eqs. 48-62), and the

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from nlpbench import checkpoints
+from nlpbench.runtime import checkpoints
 from nlpbench.data import babi
 from nlpbench.memnet.data import TaskTensors, stack_sentences, stack_split
 from nlpbench.memnet.engine import GroupedMemNet

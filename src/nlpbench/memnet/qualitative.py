@@ -8,14 +8,15 @@ import statistics
 from datetime import datetime, timezone
 from pathlib import Path
 
-from nlpbench import config, io, rundirs
+from nlpbench import config
+from nlpbench.runtime import io, rundirs
 from nlpbench.config import Declared
 from nlpbench.memnet.groups import Group, all_groups, column_key, declaration_groups, dof_by_role
 from nlpbench.data import babi
 from nlpbench.family import OutputPage
 from nlpbench.memnet.experiments import select_run
-from nlpbench.paper import paper_file
-from nlpbench.provenance import code_commit
+from nlpbench.results.paper import paper_file
+from nlpbench.runtime.provenance import code_commit
 from nlpbench.memnet.predict import RunPredictor
 
 COLUMNS = {"MemN2N": ("memn2n", "point", 1), "t-MEM-NN / 1 sample": ("tmemnn", "S1", 1),

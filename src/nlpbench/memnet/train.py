@@ -18,8 +18,8 @@ from typing import Callable
 import torch
 from torch.nn import functional as F
 
-from nlpbench import checkpoints
-from nlpbench.progress import Progress
+from nlpbench.runtime import checkpoints
+from nlpbench.runtime.progress import Progress
 from nlpbench.memnet.data import TaskTensors, gather, stack_sentences, stack_split
 from nlpbench.memnet.engine import GroupedMemNet
 from nlpbench.memnet.model import MemN2N, MemNetConfig

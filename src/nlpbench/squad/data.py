@@ -32,7 +32,7 @@ from nlpbench.data.fetch import (
     sha256_file,
 )
 from nlpbench.data.prepared import STATUS_FILE, file_records, read_status as _read_status, verify_prepared
-from nlpbench.io import read_json, write_json
+from nlpbench.runtime.io import read_json, write_json
 
 URLS = {split: catalog.get(f"squad-{split}").url for split in ("train", "dev")}
 # git blob SHA-1s of the official files (nlpbench.data.catalog; `git hash-object FILE`).

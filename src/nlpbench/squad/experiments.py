@@ -18,10 +18,11 @@ import time
 import warnings
 from pathlib import Path
 
-from nlpbench import claims, io, paper, rundirs, tables
+from nlpbench.results import claims, paper, tables
+from nlpbench.runtime import io, rundirs
 from nlpbench.config import ConfigError
 from nlpbench.family import OutputPage, TableParts, table_figure
-from nlpbench.provenance import code_commit, now_utc
+from nlpbench.runtime.provenance import code_commit, now_utc
 from nlpbench.squad.groups import (MODEL_NAMES, SOURCE, Config, all_configs, cell_part, cells_of, data_id, group_id,
                                    group_settings, heatmap_configs, row_names, run_dir, table_configs, tables_of)
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nlpbench import config, rundirs
+from nlpbench import config
+from nlpbench.runtime import rundirs
 from nlpbench.config import ConfigError
 from nlpbench.family import DataStep, JobSize, OutputPage, Paths, TableParts, Target, TrainGroup, declared_figures
 from nlpbench.squad import groups as sg

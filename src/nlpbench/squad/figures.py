@@ -23,7 +23,8 @@ import io as _io
 import math
 from pathlib import Path
 
-from nlpbench import config, io
+from nlpbench import config
+from nlpbench.runtime import io
 from nlpbench.config import ConfigError
 from nlpbench.family import OutputPage
 from nlpbench.squad import experiments as x

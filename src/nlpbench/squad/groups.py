@@ -14,7 +14,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from nlpbench import claims, config, rundirs
+from nlpbench import config
+from nlpbench.results import claims
+from nlpbench.runtime import rundirs
 from nlpbench.config import ConfigError
 
 SOURCE = "shen-thesis"

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nlpbench import config, rundirs
+from nlpbench import config
+from nlpbench.runtime import rundirs
 
 SOURCE = "bahuleyan-thesis"
 CORPORA = ("snli", "qg", "dialog")

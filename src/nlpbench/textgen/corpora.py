@@ -55,7 +55,7 @@ from nlpbench.textgen.sources import (
     read_snli_zip,
     read_squad_question_articles,
 )
-from nlpbench.io import read_json, write_json
+from nlpbench.runtime.io import read_json, write_json
 
 SPLITS = ("train", "valid", "test")
 

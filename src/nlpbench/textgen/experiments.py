@@ -12,9 +12,11 @@ from pathlib import Path
 
 import torch
 
-from nlpbench import claims, config, io, paper, tables
+from nlpbench import config
+from nlpbench.results import claims, paper, tables
+from nlpbench.runtime import io
 from nlpbench.textgen.prep import TextRules, preprocess
-from nlpbench.provenance import code_commit, resolve_device
+from nlpbench.runtime.provenance import code_commit, resolve_device
 from nlpbench.family import OutputPage, TableParts
 from nlpbench.textgen.config import SOURCE, tg_outputs, tg_tables
 from nlpbench.textgen.groups import TextRun, make_run, run_seeds

@@ -20,7 +20,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from nlpbench import config, io
+from nlpbench import config
+from nlpbench.runtime import io
 from nlpbench.clone import head, scratch_clone, snakemake
 from nlpbench.plan import rule_name
 from nlpbench.status import job_seconds

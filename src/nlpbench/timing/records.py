@@ -11,7 +11,8 @@ from pathlib import Path
 
 import yaml
 
-from nlpbench import config, io
+from nlpbench import config
+from nlpbench.runtime import io
 from nlpbench.config import ConfigError
 
 FILE = Path("pipeline") / "end-to-end.yaml"      # relative to the repository

@@ -15,9 +15,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from nlpbench import config, io, rundirs
+from nlpbench import config
+from nlpbench.runtime import io, rundirs
 from nlpbench.family import OutputPage, Paths
-from nlpbench.provenance import code_commit, device_label, now_utc, resolve_device
+from nlpbench.runtime.provenance import code_commit, device_label, now_utc, resolve_device
 
 PAPER_TRAIN_QUESTIONS = 87_599     # SQuAD v1.1 train
 PAPER_TEST_QUESTIONS = 10_570      # SQuAD v1.1 dev

@@ -58,7 +58,7 @@ class Timing:
         d = config.declaration(params, "outputs", source, name)
         measures = d.decl["measures"]
         if measures == "memnet":
-            from nlpbench.provenance import resolve_device
+            from nlpbench.runtime.provenance import resolve_device
             from nlpbench.timing import memnet
             return memnet.main(params, paths.data / "babi", paths.results / source, d.decl.get("steps", 500),
                                resolve_device(params["device"]))

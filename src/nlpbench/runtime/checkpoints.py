@@ -17,7 +17,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from nlpbench import io
+from nlpbench.runtime import io
 
 DEFAULT_REMEDY = ("delete it and let nlpbench write it again (a checkpoint: training starts afresh; a run's model: "
                   "train its group again), or put back a copy from a source you trust")

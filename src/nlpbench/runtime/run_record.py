@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable
 
-from nlpbench import io
+from nlpbench.runtime import io
 from nlpbench.data.prepared import PreparedDataChanged, file_records, sha256_file, verify_prepared
 
 RECORD = "FILES.json"

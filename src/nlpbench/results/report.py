@@ -26,7 +26,7 @@ from urllib.parse import quote
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from nlpbench.io import write_text
+from nlpbench.runtime.io import write_text
 
 INDEX = "README.md"
 IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".gif": "image/gif"}

@@ -25,7 +25,7 @@ import warnings
 from pathlib import Path
 from typing import NamedTuple
 
-from nlpbench import io
+from nlpbench.runtime import io
 
 TRAIN_LOGS = Path("logs") / "train"      # the training rules' logs and `benchmark:` files (pipeline/train.smk)
 LONGEST_JOB = 366 * 24 * 3600.0        # a year: no job's attempts add up to more, so a clock that says more is wrong

@@ -23,7 +23,7 @@ import re
 import statistics
 from dataclasses import dataclass, field
 
-from nlpbench import paper, tables
+from nlpbench.results import paper, tables
 from nlpbench.config import ConfigError
 
 WHATS = ("ours", "paper", "delta")
@@ -90,7 +90,7 @@ class TableCells:
 
     def add(self, table: str, rows: list[str], columns: list[str], cells, decimals: int = 1,
             pass_threshold: float | None = None) -> None:
-        """One table: its rows, columns and cells (nlpbench.tables.Cell), with the printed numbers beside them;
+        """One table: its rows, columns and cells (nlpbench.results.tables.Cell), with the printed numbers beside them;
         `decimals`: the digits its values are quoted with (as the table prints them); `pass_threshold`: the score at
         which a task of it passes (its TableSpec's; None for a table without one)."""
         self.rows[table], self.columns[table] = list(rows), list(columns)

@@ -23,7 +23,7 @@ import warnings
 from pathlib import Path
 from typing import Iterator
 
-from nlpbench.io import OutputError
+from nlpbench.runtime.io import OutputError
 
 
 class GroupBeingTrained(Exception):

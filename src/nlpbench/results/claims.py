@@ -48,8 +48,8 @@ import math
 import statistics
 from collections.abc import Callable
 
-from nlpbench import tables
-from nlpbench.notes import NoteError, TableCells, split_ref
+from nlpbench.results import tables
+from nlpbench.results.notes import NoteError, TableCells, split_ref
 
 LOWER_IS_BETTER = ("Rounds",)      # metrics of the game tables where fewer is better (guesses to win)
 SPREAD_MARGIN = 5.0                # points: a spread counts as reduced only when it is this much smaller
@@ -105,7 +105,7 @@ def check(claims: list[dict], table: str, cells: TableCells, where: str) -> None
 def compared_cells(c: dict, table: str) -> tuple:
     """(rows, columns) of this table that a claim compares (judging.Rules.claim_cells): its `rows`, or by default
     every task row (every row for the kinds that read all rows), and the columns it names that are this table's."""
-    from nlpbench import judging
+    from nlpbench.results import judging
     if c["kind"] in PER_COLUMN:
         columns = _own_columns(c, table)
     else:
@@ -439,7 +439,7 @@ def _learning_cells(c: dict, table: str, cells: TableCells, column: str | None,
                     rows_where: Callable[[str], bool] = lambda row: True) -> list[str]:
     """The cells a claim compares (only `column`'s, for a kind judged column by column; only the rows
     `rows_where` keeps) whose runs stopped while still learning, each as "ROW: COLUMN (seeds ...)"."""
-    from nlpbench import judging
+    from nlpbench.results import judging
     rows, columns = compared_cells(c, table)
     columns = (column,) if column else columns
     return [f"{row}: {col} (seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))})"
@@ -451,7 +451,7 @@ def _at_budget(c: dict, table: str, cells: TableCells, column: str | None, at_bu
     """The words for the rows a claim compares that train for the document's own number of updates rather than
     until they converge (a home's `judged_at_budget`: row -> why): the learning check does not hold them back,
     and the sentence says so, with the seeds still learning there."""
-    from nlpbench import judging
+    from nlpbench.results import judging
     rows, columns = compared_cells(c, table)
     columns = (column,) if column else columns
     out = []
@@ -470,7 +470,7 @@ def category(verdict: str | None, table_status: str, needs_data: bool = False, c
     untestable otherwise, as it is where the table's scale is not comparable with the document, unless the table
     declares its claims testable there (`claims_testable`: the level of its cells is not the document's, but the
     orderings its claims state are judged between our own cells)."""
-    from nlpbench import judging
+    from nlpbench.results import judging
     if table_status == judging.NOT_COMPARABLE and not claims_testable:
         return UNTESTABLE
     if verdict is None:
@@ -674,7 +674,7 @@ def check_declared(params: dict, family: str) -> None:
     """Every note placeholder and every claim of a family's tables names a table, row and column that exist and a
     known kind (a family's check calls it, so that a typo stops the load, not the table's build)."""
     from nlpbench import config
-    from nlpbench.notes import fill, quotes, referenced_tables
+    from nlpbench.results.notes import fill, quotes, referenced_tables
     for d in config.declared(params, "tables", family):
         for i, note in enumerate(d.decl.get("notes") or []):
             try:

@@ -1,7 +1,7 @@
 """One GPU of its own for each training job on a machine with several.
 
 Snakemake counts GPUs (`--resources gpu=N` runs at most N GPU jobs at once) but does not say which device a job
-gets. A training rule runs its command through `python -m nlpbench.gpu_slots K -- COMMAND...` (a small process
+gets. A training rule runs its command through `python -m nlpbench.runtime.gpu_slots K -- COMMAND...` (a small process
 that imports no torch and stays beside the command): it claims K of the
 devices this machine shows (CUDA_VISIBLE_DEVICES where set, else `nvidia-smi -L`), each by an exclusive lock on a
 file, and runs COMMAND with CUDA_VISIBLE_DEVICES naming only those. The locks live as long as the command: a job
@@ -82,7 +82,7 @@ def claim(count: int, devices: list[str], locks: Path) -> tuple[list[str], list[
         for _, fd in got:
             os.close(fd)
         if not said:
-            print(f"nlpbench.gpu_slots: waiting for {count} free GPU(s) of {','.join(devices)}", file=sys.stderr)
+            print(f"nlpbench.runtime.gpu_slots: waiting for {count} free GPU(s) of {','.join(devices)}", file=sys.stderr)
             said = True
         time.sleep(POLL_SECONDS)
 
@@ -104,15 +104,15 @@ def run(count: int, command: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """python -m nlpbench.gpu_slots K -- COMMAND ARG...: COMMAND's exit status, or 2 with the reason."""
+    """python -m nlpbench.runtime.gpu_slots K -- COMMAND ARG...: COMMAND's exit status, or 2 with the reason."""
     argv = sys.argv[1:] if argv is None else argv
-    usage = "usage: python -m nlpbench.gpu_slots K -- COMMAND ARG... (K: the GPUs COMMAND needs, 0 for none)"
+    usage = "usage: python -m nlpbench.runtime.gpu_slots K -- COMMAND ARG... (K: the GPUs COMMAND needs, 0 for none)"
     try:
         if len(argv) < 2 or argv[1] != "--" or not argv[0].isdigit():
             raise SlotError(usage)
         return run(int(argv[0]), argv[2:])
     except SlotError as e:
-        print(f"nlpbench.gpu_slots: {e}", file=sys.stderr)
+        print(f"nlpbench.runtime.gpu_slots: {e}", file=sys.stderr)
         return 2
 
 

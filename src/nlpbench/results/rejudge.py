@@ -1,7 +1,7 @@
 """Judge committed tables again from the cells they store, without retraining: `nlpbench judge`.
 
 A table's verdicts (each cell within our noise or not, the table's status, its claims) depend only on its cells,
-the printed numbers and the judging rule (nlpbench.judging), so when the rule, an ε, a unit or a claim changes, the
+the printed numbers and the judging rule (nlpbench.results.judging), so when the rule, an ε, a unit or a claim changes, the
 tables are judged again from what `results/` holds: the cells, their per-seed values and the provenance stay as
 trained; the status, the Claims section, the CSV's noise column and the JSON's verdicts are rewritten.
 
@@ -18,10 +18,12 @@ import csv
 import warnings
 from pathlib import Path
 
-from nlpbench import build, config, io, notes, registry, tables
+from nlpbench import config, registry
+from nlpbench.results import build, notes, tables
+from nlpbench.runtime import io
 from nlpbench.config import ConfigError
 from nlpbench.family import drawn_figures
-from nlpbench.json_shape import NUMBER, Checker
+from nlpbench.results.json_shape import NUMBER, Checker
 
 
 def stored(results_dir: Path, source: str, name: str) -> tuple[dict, dict, list[tables.Cell], list[str]]:

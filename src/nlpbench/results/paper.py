@@ -11,7 +11,7 @@ import csv
 from functools import lru_cache
 from pathlib import Path
 
-PIPELINE = Path(__file__).resolve().parents[2] / "pipeline"    # the repository's declarations (src/ layout)
+PIPELINE = Path(__file__).resolve().parents[3] / "pipeline"    # the repository's declarations (src/ layout)
 REFERENCE_DIR = PIPELINE / "tables"
 
 SOURCE_LABELS: dict[str, str] = {

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from nlpbench.io import InputError
+from nlpbench.runtime.io import InputError
 
 NUMBER = (int, float)
 KIND_NAMES = {str: "text", list: "a list", dict: "a mapping", int: "a whole number", float: "a number",

@@ -14,11 +14,11 @@ from pathlib import Path
 
 from nlpbench.config import read_yaml
 from nlpbench.family import drawn_figures
-from nlpbench.io import read_json, write_json, write_text
-from nlpbench.paper import REFERENCE_DIR, reference_index, source_label
-from nlpbench.claims import VERDICTS, sentence_body
-from nlpbench.judging import ADDITION, in_unit, points_alone, status_kind
-from nlpbench.tables import TABLE_STATUSES
+from nlpbench.runtime.io import read_json, write_json, write_text
+from nlpbench.results.paper import REFERENCE_DIR, reference_index, source_label
+from nlpbench.results.claims import VERDICTS, sentence_body
+from nlpbench.results.judging import ADDITION, in_unit, points_alone, status_kind
+from nlpbench.results.tables import TABLE_STATUSES
 
 INDEX_COLUMNS = ["source", "table", "title", "status", "path"]
 CLAIM_COLUMNS = ["source", "table", "claim", "subject", "verdict", "sentence", "evidence"]
@@ -78,7 +78,7 @@ recorded at the top of its table.
 
 A cell is *within noise* when |Δ| is at most the unit's ε, or the printed value lies inside the range of our seeds
 widened by its rounding (ε: 3 points for accuracies and other percentages, 0.03 for scores in 0-1, 0.1 nat, half a
-round; `src/nlpbench/judging.py` says how each was chosen); twice the SD over our seeds does not count on its own,
+round; `src/nlpbench/results/judging.py` says how each was chosen); twice the SD over our seeds does not count on its own,
 since one failed seed inflates it. A value with a range beside it is the seed the table selects and the range of
 all our seeds. Status of a table:
 

@@ -8,7 +8,9 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from nlpbench import claims, config, io, judging, notes, paper, registry, results_index, tables
+from nlpbench import config, registry
+from nlpbench.results import claims, judging, notes, paper, results_index, tables
+from nlpbench.runtime import io
 from nlpbench.config import ConfigError
 from nlpbench.family import OutputPage, Paths, declared_figures
 
@@ -84,7 +86,7 @@ def declared_notes(d: config.Declared, cells: notes.TableCells | None) -> list[s
 
 
 def declared_claims(d: config.Declared, cells: notes.TableCells | None, result: tables.TableResult) -> list[dict]:
-    """The declaration's claims, each judged from the cells (nlpbench.claims.judged) given the table's status."""
+    """The declaration's claims, each judged from the cells (nlpbench.results.claims.judged) given the table's status."""
     if not d.decl.get("claims"):
         return []
     claims.check(d.decl["claims"], d.name, cells, d.at("claims"))

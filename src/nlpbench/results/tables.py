@@ -8,7 +8,7 @@ Output per table, under ``results/<source>/``:
   by ``results_index``, and by ``nlpbench judge``, which judges a committed table again without retraining and
   refuses to overwrite a CSV edited by hand).
 
-Whether a cell and a table reproduce the document is decided in one place, ``nlpbench.judging``.
+Whether a cell and a table reproduce the document is decided in one place, ``nlpbench.results.judging``.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nlpbench import judging
-from nlpbench.io import inside, write_json, write_text
-from nlpbench.paper import parse_paper, reference_cells, source_label
+from nlpbench.results import judging
+from nlpbench.runtime.io import inside, write_json, write_text
+from nlpbench.results.paper import parse_paper, reference_cells, source_label
 
 # "cited": a cell the document copied from other work; it keeps the printed number as a reference and is never
 # run here. "not_applicable": a "-" of the printed table (e.g. diversity of a deterministic decoder). Neither
@@ -139,7 +139,7 @@ class TableResult:
     flagged: list[Line]    # computed cells outside our noise
     status: str
     verdict: judging.TableVerdict | None = None
-    claims: list[dict] = field(default_factory=list)   # the declaration's claims, judged (nlpbench.claims.judged)
+    claims: list[dict] = field(default_factory=list)   # the declaration's claims, judged (nlpbench.results.claims.judged)
 
     @property
     def diffs(self) -> list[float]:
@@ -216,7 +216,7 @@ def counted(ln: Line) -> bool:
 
 
 def judge(spec: TableSpec, lines: list[Line], has_reference: bool) -> judging.TableVerdict:
-    """Each computed line's verdict (set on the line), then the table's (nlpbench.judging)."""
+    """Each computed line's verdict (set on the line), then the table's (nlpbench.results.judging)."""
     judged, claim_misses, rescored = [], [], []
     for ln in lines:
         ln.verdict = None
@@ -534,7 +534,7 @@ def render_markdown(result: TableResult) -> str:
         out.append(_md_row(cells))
     out += ["", "Δ = reproduced − paper, in the cell's unit. A value with a range beside it is the seed the table "
             "selects, and the range is that of all our seeds. Bold Δ: outside our noise, that is |Δ| above the unit's "
-            "ε, with the paper's value outside our seeds' range widened by its rounding (`nlpbench.judging` says how "
+            "ε, with the paper's value outside our seeds' range widened by its rounding (`nlpbench.results.judging` says how "
             "ε was chosen).", ""]
     if result.claims:
         out += ["## Claims", ""]
@@ -623,7 +623,7 @@ def summary(result: TableResult) -> dict:
 
 def write_table(result: TableResult, results_dir: Path) -> dict:
     """Write ``<source>/<table>.{csv,md,json}`` atomically (the JSON last); return their paths. Each must lie
-    inside `results_dir` (nlpbench.build writes the three together, with any figure, through io.staged)."""
+    inside `results_dir` (nlpbench.results.build writes the three together, with any figure, through io.staged)."""
     base = Path(results_dir) / result.spec.source
     paths = {ext: inside(results_dir, base / f"{result.spec.table}.{ext}") for ext in ("csv", "md", "json")}
     csv_text = render_csv(result)
