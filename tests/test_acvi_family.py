@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from nlpbench import config, plan, registry
-from nlpbench.results import build, claims
 from nlpbench.acvi import config as ac
 from nlpbench.acvi import groups as ag
 from nlpbench.data.fetch import FetchError
 from nlpbench.family import Paths
+from nlpbench.results import build, claims
 
 REPO = Path(__file__).resolve().parents[1]
 ACVI_TABLES = [("tolias-thesis", "20"), ("tolias-thesis", "25"), ("tolias-thesis", "26"), ("tolias-thesis", "acvi-qg"),

@@ -7,10 +7,10 @@ import csv
 from pathlib import Path
 
 from nlpbench import config
-from nlpbench.results.paper import paper_file
 from nlpbench.acvi import groups as ag
 from nlpbench.acvi.experiments import train_config
 from nlpbench.acvi.train import THESIS_PHASES
+from nlpbench.results.paper import paper_file
 
 REPO = Path(__file__).resolve().parents[1]
 PKG = REPO / "src" / "nlpbench"

@@ -7,16 +7,17 @@ import pytest
 
 from nlpbench import config, registry
 from nlpbench.results import claims, notes
+from nlpbench.results.cells import CellRefError, TableCells
 from nlpbench.results.tables import Cell
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def _cells(tables: dict, printed: dict | None = None, seeds: dict | None = None,
-           pass_threshold: float | None = 95.0) -> notes.TableCells:
+           pass_threshold: float | None = 95.0) -> TableCells:
     """tables: {table: {(row, column): value}} -> TableCells of an addition source (no printed reference), each
     table with `pass_threshold` (a bAbI task table's)."""
-    cells = notes.TableCells("nowhere")
+    cells = TableCells("nowhere")
     for t, grid in tables.items():
         rows = list(dict.fromkeys(r for r, _ in grid))
         cols = list(dict.fromkeys(c for _, c in grid))
@@ -37,7 +38,7 @@ def test_passes_count_at_the_tables_own_threshold_and_a_table_without_one_says_s
     note = "{passes ours 8:*:a}"
     assert notes.fill(note, "8", _cells(GRID, pass_threshold=50.0)) == "2 of 2"
     assert notes.fill(note, "8", _cells(GRID)) == "1 of 2"
-    with pytest.raises(notes.NoteError, match="Table 8 has no pass threshold"):
+    with pytest.raises(CellRefError, match="Table 8 has no pass threshold"):
         notes.fill(note, "8", _cells(GRID, pass_threshold=None))
     claim = [{"kind": "more_passes", "a": "a", "b": "b", "text": "a passes more"}]
     assert "2 tasks pass (1 2) against 1 (1)" in claims.lines(claim, "8", _cells(
@@ -71,7 +72,7 @@ def test_a_placeholder_naming_what_does_not_exist_is_a_named_error(note, message
 def test_a_task_the_scale_cut_reads_na_but_no_task_21():
     cells = _cells({"2": {("1", "a"): 99.0}})
     assert notes.fill("{ours 2:15:a}", "2", cells) == "n/a"
-    with pytest.raises(notes.NoteError, match="no row '21'"):
+    with pytest.raises(CellRefError, match="no row '21'"):
         notes.fill("{ours 2:21:a}", "2", cells)
 
 
@@ -321,7 +322,7 @@ def test_a_measured_claim_is_judged_on_its_outputs_csv():
            "it on task 4" in share["sentence"]
     [mixed] = claims.judge_measured([{**declared_apart[0], "studies_apart": False}], "dof", dofs, "x", {"layerwise": ["s"]})
     assert mixed["verdict"] == "does not hold" and "3 of 4" in mixed["sentence"]
-    with pytest.raises(notes.NoteError, match=r"outputs.x.timing.claims.0.column: the output has no column 'secs'"):
+    with pytest.raises(CellRefError, match=r"outputs.x.timing.claims.0.column: the output has no column 'secs'"):
         claims.judge_measured([{**declared[0], "column": "secs"}], "timing", BENCH, "outputs.x.timing.claims")
 
 

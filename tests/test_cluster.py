@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from nlpbench import resources, status
-from nlpbench.runtime import gpu_slots
 from nlpbench.family import TrainGroup
+from nlpbench.runtime import gpu_slots
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -4,15 +4,16 @@ run ids that the committed tables name, and the package's shape (families behind
 import ast
 import re
 import shutil
+import types
 from pathlib import Path
 
 import pytest
 import yaml
 
 from nlpbench import config, plan, registry
+from nlpbench.memnet import groups as mg
 from nlpbench.results import paper
 from nlpbench.runtime.io import OutputError
-from nlpbench.memnet import groups as mg
 from nlpbench.timing import records
 from project_repo import edit_params
 from yaml_bombs import DEEP, alias_bomb, alias_bomb_value
@@ -726,6 +727,19 @@ def test_a_trial_scale_writes_beside_the_committed_results_and_ignores_itself(tm
     config.make_results_dir(config.results_dir(cpu))
     assert (tmp_path / "results/smoke/.gitignore").read_text().splitlines()[-1] == "*"
     assert not (tmp_path / "results/.gitignore").exists()            # the committed folder stays in git
+
+
+def test_only_a_command_that_writes_results_makes_a_trial_scales_folder(tmp_path, monkeypatch):
+    """`nlpbench data` and `nlpbench train` at a trial scale make no results/<scale>/ where they run (a test run
+    from the checkout made one there); `table` and `output` make it, with its .gitignore."""
+    from nlpbench import cli
+    smoke = config.load(REPO / "params.yaml", {"scale": "smoke"})
+    args = types.SimpleNamespace(results=None, data="data", runs="runs")      # no --results
+    monkeypatch.chdir(tmp_path)
+    assert cli._paths(args, smoke).results == Path("results/smoke")
+    assert not (tmp_path / "results").exists()
+    cli._paths(args, smoke, writes_results=True)
+    assert (tmp_path / "results/smoke/.gitignore").is_file()
 
 
 def test_an_unknown_committed_scale_is_named_with_its_file_and_key(tmp_path):

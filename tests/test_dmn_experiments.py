@@ -14,13 +14,13 @@ import pytest
 import torch
 
 from nlpbench import config
-from nlpbench.runtime import io, run_record
-from nlpbench.results import build
+from nlpbench.data.fetch import FetchError, PreparedDataChanged
 from nlpbench.dmn import experiments as dx
 from nlpbench.dmn import groups as dg
-from nlpbench.data.fetch import FetchError, PreparedDataChanged
 from nlpbench.family import Paths
+from nlpbench.results import build
 from nlpbench.results.results_index import write_index
+from nlpbench.runtime import io, run_record
 
 REPO = Path(__file__).resolve().parents[1]
 

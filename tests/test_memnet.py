@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from nlpbench.memnet.data import load_task_tensors
-from nlpbench.memnet.train import BayesConfig, GroupTrainer, Run, TrainConfig, learning_rate
 from nlpbench.memnet.model import MemNetConfig, position_weights
+from nlpbench.memnet.train import BayesConfig, GroupTrainer, Run, TrainConfig, learning_rate
 
 
 # The readings these tests train under, where a test does not name its own: MemNetConfig's and TrainConfig's

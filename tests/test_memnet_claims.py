@@ -5,18 +5,19 @@ from pathlib import Path
 import pytest
 
 from nlpbench import config, registry
-from nlpbench.results import build, claims, notes
-from nlpbench.runtime import io
 from nlpbench.family import Paths
 from nlpbench.memnet.experiments import table_parts
 from nlpbench.memnet.groups import declaration_groups
+from nlpbench.results import build, claims, notes
+from nlpbench.results.cells import CellRefError, TableCells, split_ref
+from nlpbench.runtime import io
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _cells(ours: dict, printed: dict, columns: dict | None = None) -> notes.TableCells:
+def _cells(ours: dict, printed: dict, columns: dict | None = None) -> TableCells:
     """TableCells of tolias-thesis from {(table, row, column): value} dicts (rows and columns as they occur)."""
-    cells = notes.TableCells("tolias-thesis", dict(ours), dict(printed))
+    cells = TableCells("tolias-thesis", dict(ours), dict(printed))
     for key in list(ours) + list(printed):
         cells.rows.setdefault(key[0], [])
         cells.columns.setdefault(key[0], [])
@@ -50,7 +51,7 @@ def test_claim_lines_judge_our_cells_and_the_printed_ones():
 
 def test_table_2s_claim_holds_in_the_thesiss_own_numbers():
     """The printed Table 2 says what §6.4.2 says: t-MEM-NN (S = 10) passes 95% on more tasks than MemN2N."""
-    cells = notes.TableCells("tolias-thesis")
+    cells = TableCells("tolias-thesis")
     cells.add("2", [str(t) for t in range(1, 21)], ["Baseline / MemN2N", "t-MEM-NN / 10 samples"], [],
               pass_threshold=95.0)
     line = claims.lines([{"kind": "more_passes", "a": "t-MEM-NN / 10 samples", "b": "Baseline / MemN2N",
@@ -128,9 +129,9 @@ def test_numbers_in_notes_are_filled_from_the_cells():
             "Table 2 {ours 2:9:S10}; not run {ours 8:3}")
     assert notes.fill(note, "8", cells) == (
         "task 15: 99.4-100.0 against 70-74, +25.0 to +29.4 points; S1 alone 99.4; Table 2 85.0; not run n/a")
-    with pytest.raises(notes.NoteError, match=r"Table 8: note placeholder '\{ours 8:15:S5\}': Table 8 has no column 'S5'"):
+    with pytest.raises(CellRefError, match=r"Table 8: note placeholder '\{ours 8:15:S5\}': Table 8 has no column 'S5'"):
         notes.fill("{ours 8:15:S5}", "8", cells)
-    with pytest.raises(notes.NoteError, match="no table '9' of tolias-thesis"):
+    with pytest.raises(CellRefError, match="no table '9' of tolias-thesis"):
         notes.fill("{ours 9:15}", "8", cells)
     assert notes.referenced_tables({"notes": [note, "{paper 13:1}"], "claims": []}, "8") == ["13", "2"]
 
@@ -143,8 +144,8 @@ def test_a_table_quoting_another_tables_numbers_reads_its_runs():
 
 
 def test_a_column_whose_name_holds_a_colon_is_read_whole():
-    assert notes.split_ref("code (earlier reading: J = padded)", "pilot") == ("pilot", "code (earlier reading: J = padded)")
-    assert notes.split_ref("2:t-MEM-NN / 10 samples", "8") == ("2", "t-MEM-NN / 10 samples")
+    assert split_ref("code (earlier reading: J = padded)", "pilot") == ("pilot", "code (earlier reading: J = padded)")
+    assert split_ref("2:t-MEM-NN / 10 samples", "8") == ("2", "t-MEM-NN / 10 samples")
 
 
 @pytest.mark.parametrize("note, message", [
@@ -201,7 +202,7 @@ def test_the_game_claim_in_the_thesiss_own_numbers():
     """The printed Table 17 says what §6.6 says; the printed Table 16 ties the baseline at 100% success (1k)."""
     for table, verdict in (("17", "holds: better in 9 of 9 cells"),
                            ("16", "does not hold: better in 8 of 9 cells, tied in 1 (1k / Success)")):
-        cells = notes.TableCells("tolias-thesis")
+        cells = TableCells("tolias-thesis")
         cells.add(table, [], ["t-MEM-NN / 1 sample", "Baseline / MemN2N"], [])
         line = claims.lines([{"kind": "outperforms", "a": "t-MEM-NN / 1 sample", "b": "Baseline / MemN2N",
                               "text": "x"}], table, cells)[0]

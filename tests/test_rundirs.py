@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from nlpbench import registry
-from nlpbench.runtime import rundirs
 from nlpbench.config import ConfigError
+from nlpbench.runtime import rundirs
 
 PACKAGE = Path(rundirs.__file__).resolve().parents[1]      # src/nlpbench
 RUNS_NAMES = {"runs", "runs_root"}          # what the code calls the runs directory (Paths.runs, --runs)

@@ -10,9 +10,10 @@ import pytest
 import torch
 
 from nlpbench import config, plan, registry
-from nlpbench.results import build
 from nlpbench.config import ConfigError
 from nlpbench.family import Paths
+from nlpbench.results import build
+from nlpbench.results.cells import TableCells
 from nlpbench.squad import experiments as x
 from nlpbench.squad import groups as sg
 
@@ -128,9 +129,9 @@ def test_a_cell_is_the_max_over_seeds_and_keeps_every_seed(tmp_path):
 def _claim_notes(params: dict, name: str, per_seed: dict, declared: list[dict] | None = None) -> list[str]:
     """The core's claim lines for table `name` (its own claims, or `declared`) judged on these per-seed values
     {(row, column): {seed: value}}."""
-    from nlpbench.results import claims, notes, tables
+    from nlpbench.results import claims, tables
     decl = params["tables"]["shen-thesis"][name]
-    cells = notes.TableCells("shen-thesis")
+    cells = TableCells("shen-thesis")
     cells.add(name, x.row_names(decl), list(decl["columns"]),
               [tables.Cell(r, c, max(v.values()), seeds=v) for (r, c), v in per_seed.items()])
     return claims.lines(declared if declared is not None else decl.get("claims") or [], name, cells)

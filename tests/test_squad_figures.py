@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from nlpbench import config, plan, registry
-from nlpbench.results import build
 from nlpbench.config import ConfigError
 from nlpbench.family import Paths
+from nlpbench.results import build
 from nlpbench.squad import figures
 from nlpbench.squad import groups as sg
 from nlpbench.squad.model import ModelConfig

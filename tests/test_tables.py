@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from nlpbench.family import table_files
 from nlpbench.results.paper import reference_cells, reference_index
 from nlpbench.results.results_index import write_index
-from nlpbench.results.tables import Cell, TableSpec, build_table, render_markdown, write_table
+from nlpbench.results.tables import Cell, TableSpec, build_table, render_markdown, spec_from_home, write_table
 
 COLS = ["Baseline / MemN2N", "t-MEM-NN / 1 sample", "t-MEM-NN / 10 samples"]
 ROWS = [str(i) for i in range(1, 21)]
@@ -72,6 +73,20 @@ def test_reference_is_verbatim_copy():
         unshipped = lambda text: re.sub(r"garbled in the (text )?extraction( \([^)]*§[0-9.]+\)| of the thesis)",
                                         "garbled", text)
         assert unshipped(ours.read_text(encoding="utf-8")) == unshipped(f.read_text(encoding="utf-8")), f
+
+
+def test_a_spec_from_its_home_takes_the_printed_title_then_the_homes_then_the_name():
+    printed = next(r for r in reference_index() if r["source"] == "tolias-thesis" and r["table"] == "2")
+    spec = spec_from_home("tolias-thesis", "2", {"title": "a home's own words"}, ["1", "2"], {"a": {}, "b": {}})
+    assert (spec.title, spec.rows, spec.columns, spec.decimals) == (printed["title"], ["1", "2"], ["a", "b"], 1)
+    study = spec_from_home("tolias-thesis", "hops-4", {"title": "Four hops", "decimals": 2}, [], [], mean_row=True)
+    assert (study.title, study.decimals, study.mean_row) == ("Four hops", 2, True)
+    assert spec_from_home("tolias-thesis", "hops-4", {}, [], []).title == "hops-4"
+
+
+def test_a_table_writes_its_three_files_and_the_figures_its_home_declares():
+    assert table_files("shen-thesis", "6.2", {}) == ("shen-thesis/6.2.md", "shen-thesis/6.2.csv", "shen-thesis/6.2.json")
+    assert table_files("shen-thesis", "6.2", {"figure": "6.3"})[3:] == ("shen-thesis/fig6.3.png",)
 
 
 def test_unknown_table_raises():

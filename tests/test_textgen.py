@@ -15,8 +15,8 @@ import torch
 from torch.distributions import Normal, kl_divergence
 
 from nlpbench import config, registry
-from nlpbench.textgen.model import Seq2SeqConfig, TextSeq2Seq
 from nlpbench.nn.gaussian import GaussianHead, kl_normal, reparameterize
+from nlpbench.textgen.model import Seq2SeqConfig, TextSeq2Seq
 from nlpbench.textgen.schedules import kl_schedule, word_dropout_schedule
 from nlpbench.textgen.train import objective
 

@@ -24,13 +24,13 @@ import warnings
 from pathlib import Path
 
 from nlpbench import config, registry
-from nlpbench.runtime import job_clock, stop_signals, train_lock
-from nlpbench.runtime.checkpoints import LoadError
 from nlpbench.data.babi import BabiFormatError, MissingDataError
 from nlpbench.data.fetch import FetchError
 from nlpbench.family import Paths
-from nlpbench.runtime.io import InputError, OutputError
 from nlpbench.results.report import ReportError
+from nlpbench.runtime import job_clock, stop_signals, train_lock
+from nlpbench.runtime.checkpoints import LoadError
+from nlpbench.runtime.io import InputError, OutputError
 from nlpbench.share import ShareError
 
 
@@ -67,13 +67,17 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
     print(f"nlpbench: warning: {message}{where}", file=file or sys.stderr)
 
 
-def _results(args, params: dict) -> Path:
-    """--results, else the chosen scale's folder (config.results_dir: results/ for the committed scale)."""
-    return Path(args.results) if args.results else config.make_results_dir(config.results_dir(params))
+def _results(args, params: dict, make: bool = True) -> Path:
+    """--results, else the chosen scale's folder (config.results_dir: results/ for the committed scale), made
+    (with a trial scale's own .gitignore) when `make`: by the commands that write results, never by one that only
+    prepares data or trains."""
+    if args.results:
+        return Path(args.results)
+    return config.make_results_dir(config.results_dir(params)) if make else config.results_dir(params)
 
 
-def _paths(args, params: dict) -> Paths:
-    return Paths(Path(args.data), Path(args.runs), _results(args, params))
+def _paths(args, params: dict, writes_results: bool = False) -> Paths:
+    return Paths(Path(args.data), Path(args.runs), _results(args, params, make=writes_results))
 
 
 def _threads(args) -> None:
@@ -149,7 +153,7 @@ def cmd_train(args) -> None:
 def cmd_table(args) -> None:
     from nlpbench.results import build
     params = _params(args)
-    out = build.table(params, args.source, args.table, _paths(args, params), allow_empty=args.allow_empty)
+    out = build.table(params, args.source, args.table, _paths(args, params, writes_results=True), allow_empty=args.allow_empty)
     print("wrote " + ", ".join(str(v) for v in out.values()) + " (`nlpbench index` refreshes the index)")
 
 
@@ -160,7 +164,7 @@ def cmd_output(args) -> None:
     if d.decl.get("at_scale", params["scale"]) != params["scale"]:   # e.g. the benchmark: defined at paper scale
         params = _params(args, scale=d.decl["at_scale"])
     _threads(args)
-    print("wrote " + ", ".join(str(v) for v in build.output(params, args.source, args.name, _paths(args, params))))
+    print("wrote " + ", ".join(str(v) for v in build.output(params, args.source, args.name, _paths(args, params, writes_results=True))))
 
 
 def cmd_judge(args) -> None:

@@ -69,6 +69,13 @@ def declared_figures(decl: dict) -> list[str]:
     return [table_figure(str(decl["figure"]))] if decl.get("figure") else []
 
 
+def table_files(source: str, name: str, decl: dict) -> tuple[str, ...]:
+    """What a table writes, under the results folder: its Markdown, CSV and JSON, and the figures its home
+    declares."""
+    base = f"{source}/{name}"
+    return (f"{base}.md", f"{base}.csv", f"{base}.json", *(f"{source}/{f}" for f in declared_figures(decl)))
+
+
 def drawn_figures(decl: dict, directory: Path) -> list[str]:
     """The declared figures (declared_figures) that were drawn in `directory`, results/<source>/."""
     return [f for f in declared_figures(decl) if (Path(directory) / f).is_file()]

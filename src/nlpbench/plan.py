@@ -12,10 +12,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from nlpbench import config, registry
-from nlpbench.runtime import io, rundirs
 from nlpbench.config import ConfigError
 from nlpbench.data.shared import SHARED_STEPS
 from nlpbench.family import DataStep, Family, Target, TrainGroup
+from nlpbench.runtime import io, rundirs
 
 
 @dataclass

@@ -31,8 +31,8 @@ from __future__ import annotations
 import math
 
 from nlpbench import registry
-from nlpbench.runtime import gpu_slots
 from nlpbench.family import JobSize
+from nlpbench.runtime import gpu_slots
 from nlpbench.runtime.provenance import planned_device
 
 CPU_TRAIN_THREADS = 1

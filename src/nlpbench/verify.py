@@ -24,8 +24,8 @@ from typing import Callable
 import torch
 
 from nlpbench import config, plan, status
-from nlpbench.runtime import io, provenance
 from nlpbench.clone import head, scratch_clone, snakemake
+from nlpbench.runtime import io, provenance
 
 
 @dataclass(frozen=True)

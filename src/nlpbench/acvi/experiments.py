@@ -18,13 +18,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from nlpbench import config
-from nlpbench.results import paper, tables
-from nlpbench.runtime import io
 from nlpbench.acvi import config as ac
 from nlpbench.acvi import groups as ag
 from nlpbench.data.fetch import FetchError
 from nlpbench.data.prepared import prepared_output, verified_output
 from nlpbench.family import OutputPage, TableParts
+from nlpbench.results import paper, tables
+from nlpbench.runtime import io
 from nlpbench.runtime.provenance import code_commit
 
 SCALE_TEXT = {
@@ -380,9 +380,7 @@ def reading_notes(params: dict, runs: list[ag.AcviRun], decl_parts: list[dict] =
 def table_parts(params: dict, source: str, name: str, data_root: Path, runs_root: Path) -> TableParts:
     d = config.declaration(params, "tables", source, name)
     decl = d.decl
-    ref_title = {(r["source"], r["table"]): r["title"] for r in paper.reference_index()}
-    spec = tables.TableSpec(source=d.source, table=name, title=decl.get("title") or ref_title[(d.source, name)],
-                            rows=list(decl["rows"]), columns=list(decl["columns"]), decimals=decl["decimals"])
+    spec = tables.spec_from_home(d.source, name, decl, decl["rows"], decl["columns"])
     seeds = ag.seeds_of(params, decl)
     cells = [_cell(params, r, c, {**rv, **cv}, data_root, runs_root, seeds)
              for r, rv in decl["rows"].items() for c, cv in decl["columns"].items()]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from nlpbench import config
 from nlpbench.acvi import config as ac
 from nlpbench.acvi import groups as ag
-from nlpbench.family import DataStep, JobSize, OutputPage, Paths, TableParts, Target, TrainGroup
+from nlpbench.family import DataStep, JobSize, OutputPage, Paths, TableParts, Target, TrainGroup, table_files
 
 
 def _parts(decl: dict) -> list[dict]:
@@ -60,9 +60,8 @@ class AcviFamily:
     def targets(self, params: dict) -> list[Target]:
         out = []
         for d in config.declared(params, "tables", self.name):
-            base = f"{d.source}/{d.name}"
             groups = tuple(r.run_id for r in ag.active(params, ag.table_runs(params, d.decl)))
-            out.append(Target("tables", d.source, d.name, (f"{base}.md", f"{base}.csv", f"{base}.json"), groups,
+            out.append(Target("tables", d.source, d.name, table_files(d.source, d.name, d.decl), groups,
                               self._needs(params, d.decl)))
         for d in config.declared(params, "outputs", self.name):
             base = f"{d.source}/{d.name}"

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nlpbench import config
-from nlpbench.results import claims
-from nlpbench.runtime import rundirs
 from nlpbench.acvi.config import EXTERNAL, FAMILY, TASK_DATA, declared
 from nlpbench.config import ConfigError, set_dotted
+from nlpbench.results import claims
+from nlpbench.runtime import rundirs
 
 
 @dataclass(frozen=True)

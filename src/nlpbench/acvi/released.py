@@ -11,8 +11,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from nlpbench.runtime.io import write_json
 from nlpbench.metrics.rouge import meteor, rouge_f1
+from nlpbench.runtime.io import write_json
 
 from .data import Article, lead_k, load_cnndm
 from .rates import novel_word_rate

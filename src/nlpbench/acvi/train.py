@@ -26,10 +26,10 @@ from typing import Sequence
 
 import torch
 
-from nlpbench.runtime import checkpoints
-from nlpbench.runtime.io import read_json, write_json
 from nlpbench.metrics.rouge import meteor, rouge_f1
 from nlpbench.metrics.text import corpus_bleu
+from nlpbench.runtime import checkpoints
+from nlpbench.runtime.io import read_json, write_json
 
 from .batching import make_batch, to_device
 from .beam import beam_search

@@ -26,11 +26,11 @@ from typing import Callable
 import torch
 
 from nlpbench import config
-from nlpbench.results import paper, tables
-from nlpbench.runtime import checkpoints, io, run_record, rundirs
 from nlpbench.data import babi
 from nlpbench.data.fetch import FetchError, PreparedDataChanged
 from nlpbench.dmn import fact_order
+from nlpbench.results import tables
+from nlpbench.runtime import checkpoints, io, run_record, rundirs
 from nlpbench.dmn.groups import (ENSEMBLE_MEMBERS, FF_DMN_ONLY, HASH_NEUTRAL, SOURCE, DMNGroup, _kind,
                                  _tasks_in_scale, all_datasets, base_settings, column_groups, dmn_tables, job_done,
                                  job_id, reports_validation, table_groups, table_rows)
@@ -565,13 +565,10 @@ def table_parts(params: dict, table: str, runs_root: Path, data_root: Path | Non
     decl = dmn_tables(params)[table]
     cells, info = table_cells(params, table, runs_root)
     rows = table_rows(params, table) + (["mean"] if decl["rows"] != "patterns" else [])
-    ref_title = {(r["source"], r["table"]): r["title"] for r in paper.reference_index()}
     task_table = decl["rows"] != "patterns"
-    spec = tables.TableSpec(source=SOURCE, table=table, title=ref_title.get((SOURCE, table), decl.get("title", table)),
-                            rows=rows, columns=list(decl["columns"]) + list(decl.get("cited") or []), decimals=1,
-                            pass_threshold=babi.PASS_THRESHOLD if task_table and not reports_validation(decl)
-                            else None,
-                            mean_row=False)
+    spec = tables.spec_from_home(SOURCE, table, decl, rows, [*decl["columns"], *(decl.get("cited") or [])],
+                                 pass_threshold=babi.PASS_THRESHOLD if task_table and not reports_validation(decl)
+                                 else None)
     groups = table_groups(params, table)
     wall, n_runs = 0.0, 0
     for g in groups:               # the items this table reads: a pilot reads three tasks of a 20-task group

@@ -23,10 +23,10 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from nlpbench.runtime import io
 from nlpbench.data.babi import Sample, parse_file
 from nlpbench.data.fetch import FetchError
 from nlpbench.data.prepared import read_status, remedy_for, verify_prepared
+from nlpbench.runtime import io
 
 # Table 6.1: pattern -> which fact (0 = F1, 1 = F2, 2 = F3) stands first, second and third in the story.
 PATTERNS: dict[int, tuple[int, int, int]] = {

@@ -5,9 +5,9 @@ one model on one kind of data (items x seeds); tables 6.2-6.7 read them and draw
 from __future__ import annotations
 
 from nlpbench import config
-from nlpbench.results import claims
 from nlpbench.dmn import groups as dg
-from nlpbench.family import DataStep, JobSize, OutputPage, Paths, TableParts, Target, TrainGroup, table_figure
+from nlpbench.family import DataStep, JobSize, OutputPage, Paths, TableParts, Target, TrainGroup, table_files
+from nlpbench.results import claims
 
 
 def _x():
@@ -36,10 +36,7 @@ class DMNFamily:
     def targets(self, params: dict) -> list[Target]:
         out = []
         for d in config.declared(params, "tables", self.name):
-            base = f"{d.source}/{d.name}"
-            files = (f"{base}.md", f"{base}.csv", f"{base}.json")
-            if d.decl.get("figure"):
-                files += (f"{d.source}/{table_figure(d.decl['figure'])}",)
+            files = table_files(d.source, d.name, d.decl)
             groups = tuple(dg.job_id(g, item) for g in dg.table_groups(params, d.name) for item in g.items)
             out.append(Target("tables", d.source, d.name, files, groups))
         return out

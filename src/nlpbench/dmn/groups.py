@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nlpbench import config
-from nlpbench.runtime import rundirs
-from nlpbench.results.notes import referenced_tables
 from nlpbench.dmn import fact_order
+from nlpbench.results.notes import referenced_tables
+from nlpbench.runtime import rundirs
 
 SOURCE = "shen-thesis"
 MODEL_SLUG = {"dmn+": "dmnplus", "modmn+": "modmnplus", "ff-dmn": "ffdmn"}

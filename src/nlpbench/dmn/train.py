@@ -20,10 +20,10 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from nlpbench.runtime import checkpoints
 from nlpbench.data.babi import Sample, Vocab, vectorize
-from nlpbench.runtime.progress import Progress
 from nlpbench.dmn.model import DMN, DMNConfig
+from nlpbench.runtime import checkpoints
+from nlpbench.runtime.progress import Progress
 
 PURPOSES = {"init": 0, "data": 1, "dropout": 2}
 CHECKPOINT_FORMAT = "nlpbench-dmn-checkpoint/1"

@@ -16,16 +16,16 @@ from typing import Callable
 
 import torch
 
-from nlpbench.results import paper, tables
-from nlpbench.runtime import checkpoints, io, rundirs
 from nlpbench.config import Declared
-from nlpbench.family import TableParts
-from nlpbench.memnet.groups import MODELS, Group, column_key, declaration_groups, dof_by_role
-from nlpbench.runtime.provenance import code_commit, device_label
 from nlpbench.data import babi
+from nlpbench.family import TableParts
 from nlpbench.memnet.data import load_task_tensors
-from nlpbench.memnet.train import BayesConfig, GroupTrainer, Run, TrainConfig
+from nlpbench.memnet.groups import MODELS, Group, column_key, declaration_groups, dof_by_role
 from nlpbench.memnet.model import MemNetConfig
+from nlpbench.memnet.train import BayesConfig, GroupTrainer, Run, TrainConfig
+from nlpbench.results import tables
+from nlpbench.runtime import checkpoints, io, rundirs
+from nlpbench.runtime.provenance import code_commit, device_label
 
 
 def _n_val(settings: dict, variant: str) -> int:
@@ -251,12 +251,9 @@ def table_parts(params: dict, d: Declared, runs_root: Path) -> TableParts:
     they were made (the core adds the declaration's claims and notes: nlpbench.results.build)."""
     exp = d.decl
     groups = declaration_groups(params, d)
-    ref_title = {(r["source"], r["table"]): r["title"] for r in paper.reference_index()}
     rows = [str(t) for t in exp["rows"]]
-    spec = tables.TableSpec(source=d.source, table=d.name,
-                            title=ref_title.get((d.source, d.name), exp.get("title", d.name)), rows=rows,
-                            columns=list(exp["columns"]), decimals=1, pass_threshold=babi.PASS_THRESHOLD,
-                            mean_row=True)
+    spec = tables.spec_from_home(d.source, d.name, exp, rows, exp["columns"], pass_threshold=babi.PASS_THRESHOLD,
+                                 mean_row=True)
     cells, wall, devices, commits, dofs, reads, kernels, hop_kernels = [], 0.0, set(), set(), [], set(), set(), set()
     for column, col in exp["columns"].items():
         group = groups[column_key(col)]

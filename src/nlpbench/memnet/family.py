@@ -9,11 +9,11 @@ from __future__ import annotations
 import copy
 
 from nlpbench import config
+from nlpbench.config import ConfigError, Declared
+from nlpbench.family import DataStep, JobSize, OutputPage, Paths, TableParts, Target, TrainGroup, table_files
+from nlpbench.memnet import groups as mg
 from nlpbench.results import claims
 from nlpbench.runtime import rundirs
-from nlpbench.config import ConfigError, Declared
-from nlpbench.family import DataStep, JobSize, OutputPage, Paths, TableParts, Target, TrainGroup
-from nlpbench.memnet import groups as mg
 
 SOURCE = "tolias-thesis"
 
@@ -22,9 +22,9 @@ def _files(d: Declared) -> tuple[str, ...]:
     """What a declaration writes, under the results folder."""
     base = f"{d.source}/{d.name}"
     kind = d.decl.get("kind", "table")
-    if d.section == "tables" and kind != "game":
-        return (f"{base}.md", f"{base}.csv", f"{base}.json")
-    return {"game": (f"{base}.md", f"{base}.csv", f"{base}.json"), "attention": (f"{base}.md", f"{base}.csv"),
+    if d.section == "tables":        # a task table, or a game's
+        return table_files(d.source, d.name, d.decl)
+    return {"attention": (f"{base}.md", f"{base}.csv"),
             "dof": (f"{base}.md", f"{base}.csv"), "test_error_figure": (f"{base}.png", f"{base}.csv"),
             "transcript": (f"{base}.md",)}[kind]
 

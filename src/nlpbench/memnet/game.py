@@ -14,18 +14,18 @@ from typing import Callable
 
 import torch
 
-from nlpbench.results import paper, tables
-from nlpbench.runtime import io, rundirs
-from nlpbench.family import OutputPage, TableParts
-from nlpbench.memnet.groups import GameGroup, game_groups
 from nlpbench.data import babi
+from nlpbench.family import OutputPage, TableParts
 from nlpbench.memnet import guess_number as gn
 from nlpbench.memnet.data import tensors_from_samples
+from nlpbench.memnet.groups import GameGroup, game_groups
+from nlpbench.results import tables
+from nlpbench.runtime import io, rundirs
 from nlpbench.memnet.experiments import (checkpointed_runs, execution_provenance, execution_record, save_run,
                                         select_run, train_together)
-from nlpbench.runtime.provenance import code_commit, device_label
 from nlpbench.memnet.predict import RunPredictor
 from nlpbench.memnet.train import Run
+from nlpbench.runtime.provenance import code_commit, device_label
 
 COLUMNS = {"Baseline / MemN2N": ("memn2n", 1), "t-MEM-NN / 1 sample": ("tmemnn", 1),
            "t-MEM-NN / 10 samples": ("tmemnn", 10)}
@@ -157,9 +157,7 @@ def game_table_parts(params: dict, table: str, runs_root: Path) -> TableParts:
     groups = game_groups(params)
     seeds = game["seeds"]
     rows = [f"{SIZE_LABEL.get(n, str(n))} / {label}" for n in game["train_sizes"] for label in METRICS.values()]
-    ref_title = {(r["source"], r["table"]): r["title"] for r in paper.reference_index()}
-    spec = tables.TableSpec(source="tolias-thesis", table=table, title=ref_title[("tolias-thesis", table)],
-                            rows=rows, columns=list(COLUMNS), decimals=1)
+    spec = tables.spec_from_home("tolias-thesis", table, {}, rows, COLUMNS)
     cells, wall, devices, commits, reads, hop_kernels, kernels = [], 0.0, set(), set(), set(), set(), set()
     for g in groups.values():
         for column, (model, S) in COLUMNS.items():

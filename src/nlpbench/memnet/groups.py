@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nlpbench import config
-from nlpbench.runtime import rundirs
 from nlpbench.config import Declared
+from nlpbench.runtime import rundirs
 
 # model name -> its fixed model settings: MemN2N, t-MEM-NN (Student-t posteriors, eqs. 48-62), and the
 # Gaussian-posterior variant of the priors ablation (KL variational inference, eqs. 38-40)

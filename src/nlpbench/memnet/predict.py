@@ -10,12 +10,12 @@ from pathlib import Path
 
 import torch
 
-from nlpbench.runtime import checkpoints
 from nlpbench.data import babi
 from nlpbench.memnet.data import TaskTensors, stack_sentences, stack_split
 from nlpbench.memnet.engine import GroupedMemNet
 from nlpbench.memnet.groups import HASH_NEUTRAL
 from nlpbench.memnet.model import MemNetConfig
+from nlpbench.runtime import checkpoints
 
 # A checkpoint written before a model key existed ran that key's earlier behaviour: its neutral value (the one a
 # group's hash leaves out), not today's default.

@@ -9,15 +9,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from nlpbench import config
-from nlpbench.runtime import io, rundirs
 from nlpbench.config import Declared
-from nlpbench.memnet.groups import Group, all_groups, column_key, declaration_groups, dof_by_role
 from nlpbench.data import babi
 from nlpbench.family import OutputPage
 from nlpbench.memnet.experiments import select_run
-from nlpbench.results.paper import paper_file
-from nlpbench.runtime.provenance import code_commit
+from nlpbench.memnet.groups import Group, all_groups, column_key, declaration_groups, dof_by_role
 from nlpbench.memnet.predict import RunPredictor
+from nlpbench.results.paper import paper_file
+from nlpbench.runtime import io, rundirs
+from nlpbench.runtime.provenance import code_commit
 
 COLUMNS = {"MemN2N": ("memn2n", "point", 1), "t-MEM-NN / 1 sample": ("tmemnn", "S1", 1),
            "t-MEM-NN / 10 samples": ("tmemnn", "S10", 10)}

@@ -18,11 +18,11 @@ from typing import Callable
 import torch
 from torch.nn import functional as F
 
-from nlpbench.runtime import checkpoints
-from nlpbench.runtime.progress import Progress
 from nlpbench.memnet.data import TaskTensors, gather, stack_sentences, stack_split
 from nlpbench.memnet.engine import GroupedMemNet
 from nlpbench.memnet.model import MemN2N, MemNetConfig
+from nlpbench.runtime import checkpoints
+from nlpbench.runtime.progress import Progress
 
 PURPOSES = {"init": 0, "data": 1, "noise": 2, "eval": 3}
 DRAW_RUNS = 32      # at evaluation, weight draws side by side up to this many pseudo-runs (draws x runs) per pass

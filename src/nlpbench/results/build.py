@@ -9,10 +9,11 @@ import dataclasses
 from pathlib import Path
 
 from nlpbench import config, registry
-from nlpbench.results import claims, judging, notes, paper, results_index, tables
-from nlpbench.runtime import io
 from nlpbench.config import ConfigError
 from nlpbench.family import OutputPage, Paths, declared_figures
+from nlpbench.results import claims, judging, notes, paper, results_index, tables
+from nlpbench.results.cells import TableCells
+from nlpbench.runtime import io
 
 NO_VALUE = ("not_run", "cited", "not_applicable", "paper_only")   # cell statuses that say nothing was trained for the cell
 
@@ -58,9 +59,9 @@ def table(params: dict, source: str, name: str, paths: Paths, allow_empty: bool 
     return {key: paths.results / path.relative_to(stage) for key, path in out.items()}
 
 
-def table_cells(params: dict, d: config.Declared, parts, paths: Paths) -> notes.TableCells:
+def table_cells(params: dict, d: config.Declared, parts, paths: Paths) -> TableCells:
     """This table's cells and the printed ones, with those of every table its notes quote or its claims read."""
-    cells = notes.TableCells(d.source)
+    cells = TableCells(d.source)
     cells.add(d.name, parts.spec.rows, parts.spec.columns, parts.cells, parts.spec.decimals, parts.spec.pass_threshold)
     for other in notes.referenced_tables(d.decl, d.name):
         o = config.declaration(params, "tables", d.source, other)
@@ -79,13 +80,13 @@ def rules(d: config.Declared, params: dict) -> judging.Rules:
     return r
 
 
-def declared_notes(d: config.Declared, cells: notes.TableCells | None) -> list[str]:
+def declared_notes(d: config.Declared, cells: TableCells | None) -> list[str]:
     """The declaration's notes with their quoted numbers filled in from the cells."""
     return [notes.fill(n, d.name, cells, d.at(f"notes.{i}"))
             for i, n in enumerate(d.decl.get("notes") or [])]
 
 
-def declared_claims(d: config.Declared, cells: notes.TableCells | None, result: tables.TableResult) -> list[dict]:
+def declared_claims(d: config.Declared, cells: TableCells | None, result: tables.TableResult) -> list[dict]:
     """The declaration's claims, each judged from the cells (nlpbench.results.claims.judged) given the table's status."""
     if not d.decl.get("claims"):
         return []

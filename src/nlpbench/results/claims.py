@@ -48,8 +48,10 @@ import math
 import statistics
 from collections.abc import Callable
 
-from nlpbench.results import tables
-from nlpbench.results.notes import NoteError, TableCells, split_ref
+from nlpbench import config
+from nlpbench.results import judging, tables
+from nlpbench.results.cells import CellRefError, TableCells, split_ref
+from nlpbench.results.notes import fill, quotes, referenced_tables
 
 LOWER_IS_BETTER = ("Rounds",)      # metrics of the game tables where fewer is better (guesses to win)
 SPREAD_MARGIN = 5.0                # points: a spread counts as reduced only when it is this much smaller
@@ -72,40 +74,39 @@ def _refs(value, table: str) -> list[tuple[str, str]]:
 
 
 def check(claims: list[dict], table: str, cells: TableCells, where: str) -> None:
-    """Raise NoteError for an unknown kind or key, a missing key, or a column or row that does not exist; `where`
+    """Raise CellRefError for an unknown kind or key, a missing key, or a column or row that does not exist; `where`
     names the claims list (its file and key: config.Declared.at("claims"))."""
     for i, c in enumerate(claims):
         at = f"{where}.{i}"
         if c.get("kind") not in KINDS:
-            raise NoteError(f"{at}.kind: {c.get('kind')!r} is not a claim kind ({', '.join(KINDS)})")
+            raise CellRefError(f"{at}.kind: {c.get('kind')!r} is not a claim kind ({', '.join(KINDS)})")
         unknown = sorted(set(c) - set(KEYS))
         missing = [k for k in NEEDS[c["kind"]] + ("text",) if not c.get(k)]
         if unknown or missing:
-            raise NoteError(f"{at}: " + (f"unknown key(s) {', '.join(unknown)}" if unknown else
+            raise CellRefError(f"{at}: " + (f"unknown key(s) {', '.join(unknown)}" if unknown else
                                         f"kind {c['kind']} needs {', '.join(missing)}") + f" (keys: {', '.join(KEYS)})")
         if c.get("untestable") and c.get("unresolved"):
-            raise NoteError(f"{at}: a claim is untestable (no data of ours can test it) or unresolved in the document "
+            raise CellRefError(f"{at}: a claim is untestable (no data of ours can test it) or unresolved in the document "
                             "(the document's own numbers cannot decide it), not both")
         for key in ("a", "b", "columns"):
             if not isinstance(c.get(key, ""), str) and key != "columns" and c["kind"] not in LIST_SIDES:
-                raise NoteError(f"{at}.{key}: one column for kind {c['kind']}")
+                raise CellRefError(f"{at}.{key}: one column for kind {c['kind']}")
             for t, column in _refs(c.get(key), table):
                 cells.check_column(t, column, f"{at}.{key}")
         for ours, printed in (c.get("printed_as") or {}).items():
             cells.check_column(table, ours, f"{at}.printed_as")
             if not any(k[0] == table and k[2] == printed for k in cells.printed):
-                raise NoteError(f"{at}.printed_as: Table {table} prints no column {printed!r}")
+                raise CellRefError(f"{at}.printed_as: Table {table} prints no column {printed!r}")
         for r in c.get("rows") or []:
             cells.check_row(table, r, f"{at}.rows")
         if c["kind"] in PER_COLUMN and any(t != table for t, _ in _refs(c["columns"], table)):
-            raise NoteError(f"{at}.columns: kind {c['kind']} reads this table's columns only (a column whose name "
+            raise CellRefError(f"{at}.columns: kind {c['kind']} reads this table's columns only (a column whose name "
                             f"holds a colon is named \"{table}:<column>\")")
 
 
 def compared_cells(c: dict, table: str) -> tuple:
     """(rows, columns) of this table that a claim compares (judging.Rules.claim_cells): its `rows`, or by default
     every task row (every row for the kinds that read all rows), and the columns it names that are this table's."""
-    from nlpbench.results import judging
     if c["kind"] in PER_COLUMN:
         columns = _own_columns(c, table)
     else:
@@ -439,7 +440,6 @@ def _learning_cells(c: dict, table: str, cells: TableCells, column: str | None,
                     rows_where: Callable[[str], bool] = lambda row: True) -> list[str]:
     """The cells a claim compares (only `column`'s, for a kind judged column by column; only the rows
     `rows_where` keeps) whose runs stopped while still learning, each as "ROW: COLUMN (seeds ...)"."""
-    from nlpbench.results import judging
     rows, columns = compared_cells(c, table)
     columns = (column,) if column else columns
     return [f"{row}: {col} (seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))})"
@@ -451,7 +451,6 @@ def _at_budget(c: dict, table: str, cells: TableCells, column: str | None, at_bu
     """The words for the rows a claim compares that train for the document's own number of updates rather than
     until they converge (a home's `judged_at_budget`: row -> why): the learning check does not hold them back,
     and the sentence says so, with the seeds still learning there."""
-    from nlpbench.results import judging
     rows, columns = compared_cells(c, table)
     columns = (column,) if column else columns
     out = []
@@ -470,7 +469,6 @@ def category(verdict: str | None, table_status: str, needs_data: bool = False, c
     untestable otherwise, as it is where the table's scale is not comparable with the document, unless the table
     declares its claims testable there (`claims_testable`: the level of its cells is not the document's, but the
     orderings its claims state are judged between our own cells)."""
-    from nlpbench.results import judging
     if table_status == judging.NOT_COMPARABLE and not claims_testable:
         return UNTESTABLE
     if verdict is None:
@@ -659,7 +657,6 @@ def _declared_rows(decl: dict) -> list[str]:
 
 def declared_cells(params: dict, source: str, tables_read: list[str]) -> TableCells:
     """The rows and columns of each table as declared (no cells): enough to check names before anything runs."""
-    from nlpbench import config
     cells = TableCells(source)
     for t in tables_read:
         decl = config.declaration(params, "tables", source, t).decl
@@ -673,14 +670,12 @@ def declared_cells(params: dict, source: str, tables_read: list[str]) -> TableCe
 def check_declared(params: dict, family: str) -> None:
     """Every note placeholder and every claim of a family's tables names a table, row and column that exist and a
     known kind (a family's check calls it, so that a typo stops the load, not the table's build)."""
-    from nlpbench import config
-    from nlpbench.results.notes import fill, quotes, referenced_tables
     for d in config.declared(params, "tables", family):
         for i, note in enumerate(d.decl.get("notes") or []):
             try:
                 quotes(note)
-            except NoteError as e:
-                raise NoteError(f"{d.at(f'notes.{i}')}: {e}") from None
+            except CellRefError as e:
+                raise CellRefError(f"{d.at(f'notes.{i}')}: {e}") from None
         cells = declared_cells(params, d.source, [d.name] + referenced_tables(d.decl, d.name))
         for i, note in enumerate(d.decl.get("notes") or []):
             fill(note, d.name, cells, d.at(f"notes.{i}"))
@@ -730,13 +725,13 @@ def judge_measured(declared: list[dict], name: str, csv_text: str, where: str,
     for i, c in enumerate(declared):
         at = f"{where}.{i}"
         if c.get("kind") not in MEASURED_KINDS:
-            raise NoteError(f"{at}.kind: {c.get('kind')!r} is not a measured claim kind ({', '.join(MEASURED_KINDS)})")
+            raise CellRefError(f"{at}.kind: {c.get('kind')!r} is not a measured claim kind ({', '.join(MEASURED_KINDS)})")
         if rows and c["column"] not in rows[0]:
-            raise NoteError(f"{at}.column: the output has no column {c['column']!r} ({', '.join(rows[0])})")
+            raise CellRefError(f"{at}.column: the output has no column {c['column']!r} ({', '.join(rows[0])})")
         if c["kind"] == "share_at_least":
             studies = (studies_only or {}) if c.get("studies_apart") else {}
             if studies and rows and "group" not in rows[0]:
-                raise NoteError(f"{at}.studies_apart: the output has no column 'group' to tell the studies' runs")
+                raise CellRefError(f"{at}.studies_apart: the output has no column 'group' to tell the studies' runs")
             judged_rows = [r for r in rows if r.get("group") not in studies]
             hits = [r for r in judged_rows if r[c["column"]] == "True"]
             if not judged_rows:
@@ -751,7 +746,7 @@ def judge_measured(declared: list[dict], name: str, csv_text: str, where: str,
         else:
             match = [r for r in rows if all(r.get(k) == v for k, v in (c.get("where") or {}).items())]
             if len(match) > 1:
-                raise NoteError(f"{at}.where: {len(match)} rows match; name one")
+                raise CellRefError(f"{at}.where: {len(match)} rows match; name one")
             if not match:
                 verdict, numbers = NEEDS_DATA, "not measured"
             else:

@@ -57,6 +57,11 @@ def reference_index() -> list[dict]:
     return [dict(r) for r in _index()]
 
 
+def printed_title(source: str, table: str) -> str | None:
+    """The title of a table the document printed (the reference index); None for any other."""
+    return next((r["title"] for r in _index() if r["source"] == source and r["table"] == table), None)
+
+
 def reference_cells(source: str, table: str) -> list[dict]:
     """Printed cells of one table, in printed order: row, column, paper (str as printed), note.
 

@@ -19,11 +19,12 @@ import warnings
 from pathlib import Path
 
 from nlpbench import config, registry
-from nlpbench.results import build, notes, tables
-from nlpbench.runtime import io
 from nlpbench.config import ConfigError
 from nlpbench.family import drawn_figures
+from nlpbench.results import build, notes, tables
+from nlpbench.results.cells import TableCells
 from nlpbench.results.json_shape import NUMBER, Checker
+from nlpbench.runtime import io
 
 
 def stored(results_dir: Path, source: str, name: str) -> tuple[dict, dict, list[tables.Cell], list[str]]:
@@ -88,7 +89,7 @@ def judge_table(params_path: Path, results_dir: Path, source: str, name: str,
         raise io.InputError(f"{path}: {e}; restore it (`git checkout {path}`) or build it again "
                             f"(`nlpbench table {source} {name}`)") from None
     if d.decl.get("claims"):
-        table_cells = notes.TableCells(source)
+        table_cells = TableCells(source)
         table_cells.add(name, spec.rows, spec.columns, cells, spec.decimals, spec.pass_threshold)
         for other in notes.referenced_tables(d.decl, name):
             _, o_display, o_cells, _ = stored(results_dir, source, other)

@@ -14,11 +14,11 @@ from pathlib import Path
 
 from nlpbench.config import read_yaml
 from nlpbench.family import drawn_figures
-from nlpbench.runtime.io import read_json, write_json, write_text
-from nlpbench.results.paper import REFERENCE_DIR, reference_index, source_label
 from nlpbench.results.claims import VERDICTS, sentence_body
 from nlpbench.results.judging import ADDITION, in_unit, points_alone, status_kind
+from nlpbench.results.paper import REFERENCE_DIR, reference_index, source_label
 from nlpbench.results.tables import TABLE_STATUSES
+from nlpbench.runtime.io import read_json, write_json, write_text
 
 INDEX_COLUMNS = ["source", "table", "title", "status", "path"]
 CLAIM_COLUMNS = ["source", "table", "claim", "subject", "verdict", "sentence", "evidence"]

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from nlpbench.results import judging
+from nlpbench.results.paper import parse_paper, printed_title, reference_cells, source_label
 from nlpbench.runtime.io import inside, write_json, write_text
-from nlpbench.results.paper import parse_paper, reference_cells, source_label
 
 # "cited": a cell the document copied from other work; it keeps the printed number as a reference and is never
 # run here. "not_applicable": a "-" of the printed table (e.g. diversity of a deterministic decoder). Neither
@@ -64,6 +64,14 @@ class TableSpec:
     mean_row: bool = False
     rules: judging.Rules = field(default_factory=judging.Rules)   # units, ε, comparability (from the declaration)
     figures: list[str] = field(default_factory=list)   # files drawn from the table, beside it (fig4.1.png)
+
+
+def spec_from_home(source: str, name: str, decl: dict, rows, columns, **display) -> TableSpec:
+    """A table's spec from its home: the title the document printed (the reference index), else the home's own
+    `title` (a study, an addition), else its name; `decimals` as the home says (1 where it says nothing).
+    `display`: the family's other TableSpec fields (pass_threshold, mean_row)."""
+    return TableSpec(source=source, table=name, title=printed_title(source, name) or decl.get("title") or name,
+                     rows=list(rows), columns=list(columns), decimals=decl.get("decimals", 1), **display)
 
 
 def _diff(reproduced: float | None, paper: float | None) -> float | None:

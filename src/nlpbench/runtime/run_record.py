@@ -16,8 +16,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable
 
-from nlpbench.runtime import io
 from nlpbench.data.prepared import PreparedDataChanged, file_records, sha256_file, verify_prepared
+from nlpbench.runtime import io
 
 RECORD = "FILES.json"
 METRICS = "metrics.json"

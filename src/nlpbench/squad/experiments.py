@@ -18,10 +18,10 @@ import time
 import warnings
 from pathlib import Path
 
-from nlpbench.results import claims, paper, tables
-from nlpbench.runtime import io, rundirs
 from nlpbench.config import ConfigError
 from nlpbench.family import OutputPage, TableParts, table_figure
+from nlpbench.results import claims, paper, tables
+from nlpbench.runtime import io, rundirs
 from nlpbench.runtime.provenance import code_commit, now_utc
 from nlpbench.squad.groups import (MODEL_NAMES, SOURCE, Config, all_configs, cell_part, cells_of, data_id, group_id,
                                    group_settings, heatmap_configs, row_names, run_dir, table_configs, tables_of)
@@ -253,9 +253,7 @@ def table_parts(params: dict, name: str, runs_root: Path, data_root: Path) -> Ta
 
     decl = tables_of(params)[name]
     cells, per_seed = table_cells(params, name, runs_root)
-    ref_title = {(r["source"], r["table"]): r["title"] for r in paper.reference_index()}
-    spec = tables.TableSpec(source=SOURCE, table=name, title=decl.get("title") or ref_title.get((SOURCE, name), name),
-                            rows=row_names(decl), columns=list(decl["columns"]), decimals=decl.get("decimals", 1))
+    spec = tables.spec_from_home(SOURCE, name, decl, row_names(decl), decl["columns"])
     groups = [group_id(params, c) for c in table_configs(params, name)]
     wall, devices = 0.0, set()
     for g in groups:

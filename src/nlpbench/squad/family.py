@@ -13,9 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from nlpbench import config
-from nlpbench.runtime import rundirs
 from nlpbench.config import ConfigError
-from nlpbench.family import DataStep, JobSize, OutputPage, Paths, TableParts, Target, TrainGroup, declared_figures
+from nlpbench.family import DataStep, JobSize, OutputPage, Paths, TableParts, Target, TrainGroup, table_files
+from nlpbench.runtime import rundirs
 from nlpbench.squad import groups as sg
 
 
@@ -48,9 +48,7 @@ class SquadFamily:
     def targets(self, params: dict) -> list[Target]:
         out = []
         for d in config.declared(params, "tables", self.name):
-            base = f"{d.source}/{d.name}"
-            files = (f"{base}.md", f"{base}.csv", f"{base}.json")
-            files += tuple(f"{d.source}/{f}" for f in declared_figures(d.decl))
+            files = table_files(d.source, d.name, d.decl)
             groups = tuple(sg.group_id(params, c) for c in sg.table_configs(params, d.name))
             out.append(Target("tables", d.source, d.name, files, groups, ("squad",)))
         for d in config.declared(params, "outputs", self.name):

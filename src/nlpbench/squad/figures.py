@@ -24,9 +24,9 @@ import math
 from pathlib import Path
 
 from nlpbench import config
-from nlpbench.runtime import io
 from nlpbench.config import ConfigError
 from nlpbench.family import OutputPage
+from nlpbench.runtime import io
 from nlpbench.squad import experiments as x
 from nlpbench.squad import groups as sg
 from nlpbench.squad.groups import loss_lines

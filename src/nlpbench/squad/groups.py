@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nlpbench import config
+from nlpbench.config import ConfigError
 from nlpbench.results import claims
 from nlpbench.runtime import rundirs
-from nlpbench.config import ConfigError
 
 SOURCE = "shen-thesis"
 PART_KEYS = ("similarity", "output", "passage_summary", "revised_dim_D", "model", "metric", "cited")

@@ -34,12 +34,12 @@ from typing import Callable
 import numpy as np
 import torch
 
+from nlpbench.metrics.squad import squad_scores
 from nlpbench.runtime import checkpoints
 from nlpbench.runtime.io import read_json, write_json
-from nlpbench.metrics.squad import squad_scores
 from nlpbench.runtime.provenance import code_commit, device_label, resolve_device
-from nlpbench.squad.data import hold_out_articles, token_span_text
 from nlpbench.squad.configs import TrainConfig
+from nlpbench.squad.data import hold_out_articles, token_span_text
 from nlpbench.squad.model import decode, span_loss
 from nlpbench.squad.models import build_model
 

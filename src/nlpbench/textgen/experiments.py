@@ -13,13 +13,13 @@ from pathlib import Path
 import torch
 
 from nlpbench import config
+from nlpbench.family import OutputPage, TableParts
 from nlpbench.results import claims, paper, tables
 from nlpbench.runtime import io
-from nlpbench.textgen.prep import TextRules, preprocess
 from nlpbench.runtime.provenance import code_commit, resolve_device
-from nlpbench.family import OutputPage, TableParts
 from nlpbench.textgen.config import SOURCE, tg_outputs, tg_tables
 from nlpbench.textgen.groups import TextRun, make_run, run_seeds
+from nlpbench.textgen.prep import TextRules, preprocess
 
 DIVERSITY = ("entropy", "distinct1", "distinct2")
 SCALE_TEXT = {
@@ -202,9 +202,7 @@ def seed_note(params: dict, name: str, runs_root: Path) -> str | None:
 def table_parts(params: dict, table: str, runs_root: Path) -> TableParts:
     """The cells of one of Tables 4.2, 5.2, 6.1, 6.2: each row and column names part of a (run, mode, metric)."""
     spec_p = tg_tables(params)[table]
-    ref_title = {(r["source"], r["table"]): r["title"] for r in paper.reference_index()}
-    spec = tables.TableSpec(source=SOURCE, table=table, title=ref_title[(SOURCE, table)], rows=list(spec_p["rows"]),
-                            columns=list(spec_p["columns"]), decimals=spec_p["decimals"])
+    spec = tables.spec_from_home(SOURCE, table, spec_p, spec_p["rows"], spec_p["columns"])
     cells = [_cell(r, c, rv, cv, params, runs_root) for r, rv in spec_p["rows"].items()
              for c, cv in spec_p["columns"].items()]
     names = [n for n in dict.fromkeys(v.get("run") for part in ("rows", "columns")

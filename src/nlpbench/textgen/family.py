@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from nlpbench import config
 from nlpbench.config import ConfigError
-from nlpbench.family import DataStep, JobSize, OutputPage, Paths, TableParts, Target, TrainGroup
+from nlpbench.family import DataStep, JobSize, OutputPage, Paths, TableParts, Target, TrainGroup, table_files
 from nlpbench.textgen import config as tgc
 from nlpbench.textgen import groups as tgg
 
@@ -36,9 +36,8 @@ class TextgenFamily:
     def targets(self, params: dict) -> list[Target]:
         out = []
         for d in config.declared(params, "tables", self.name):
-            base = f"{d.source}/{d.name}"
             runs = tgg.active(params, tgg.table_runs(params, d.name))
-            out.append(Target("tables", d.source, d.name, (f"{base}.md", f"{base}.csv", f"{base}.json"),
+            out.append(Target("tables", d.source, d.name, table_files(d.source, d.name, d.decl),
                               tuple(r.run_id for n in runs for r in tgg.run_seeds(params, n))))
         for d in config.declared(params, "outputs", self.name):
             runs = tgg.active(params, tgg.output_runs(params, d.name))

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nlpbench import config
+from nlpbench.config import ConfigError, set_dotted
 from nlpbench.results import claims
 from nlpbench.runtime import rundirs
-from nlpbench.config import ConfigError, set_dotted
 from nlpbench.textgen.config import SOURCE, corpus_key, digest, settings_key, tg_outputs, tg_tables
 
 

@@ -20,17 +20,17 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from nlpbench.runtime import checkpoints, io
-from nlpbench.textgen.corpora import PreparedCorpus, load_prepared
-from nlpbench.textgen.prep import BOS, EOS, PAD, UNK
+from nlpbench.data.prepared import prepared_output, verified_output
 from nlpbench.metrics.text import bleu_eq416, corpus_bleu_1_to_4, diversity
-from nlpbench.textgen.model import Seq2SeqConfig, TextSeq2Seq
+from nlpbench.runtime import checkpoints, io
 from nlpbench.runtime.progress import Progress
 from nlpbench.runtime.provenance import device_label
-from nlpbench.textgen.schedules import kl_schedule, word_dropout_schedule
 from nlpbench.textgen.config import corpus_dir, embeddings_path, embeddings_step
+from nlpbench.textgen.corpora import PreparedCorpus, load_prepared
 from nlpbench.textgen.groups import TextRun
-from nlpbench.data.prepared import prepared_output, verified_output
+from nlpbench.textgen.model import Seq2SeqConfig, TextSeq2Seq
+from nlpbench.textgen.prep import BOS, EOS, PAD, UNK
+from nlpbench.textgen.schedules import kl_schedule, word_dropout_schedule
 
 LOG_FIELDS = ("iteration", "epoch", "lambda", "word_dropout", "rec", "rec_per_token", "kl", "lambda_kl",
               "kl_attention", "gamma_lambda_kl_attention", "loss")

@@ -12,9 +12,9 @@ from pathlib import Path
 import torch
 
 from nlpbench import config
+from nlpbench.family import OutputPage
 from nlpbench.results import paper
 from nlpbench.runtime import io
-from nlpbench.family import OutputPage
 from nlpbench.runtime.provenance import code_commit, device_label, resolve_device
 
 from nlpbench.acvi.batching import make_batch, to_device

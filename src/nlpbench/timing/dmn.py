@@ -23,12 +23,12 @@ from pathlib import Path
 import torch
 from torch.nn import functional as F
 
-from nlpbench.runtime import io, rundirs
 from nlpbench.data import babi
 from nlpbench.dmn import groups as dg
 from nlpbench.dmn.experiments import model_config
 from nlpbench.dmn.train import DMNTrainConfig, DMNTrainer, batch_of, build_data
 from nlpbench.family import OutputPage, Paths
+from nlpbench.runtime import io, rundirs
 from nlpbench.runtime.provenance import code_commit, device_label
 from nlpbench.status import job_seconds
 from nlpbench.timing import records

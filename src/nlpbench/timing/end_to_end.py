@@ -21,9 +21,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from nlpbench import config
-from nlpbench.runtime import io
 from nlpbench.clone import head, scratch_clone, snakemake
 from nlpbench.plan import rule_name
+from nlpbench.runtime import io
 from nlpbench.status import job_seconds
 from nlpbench.timing import records
 

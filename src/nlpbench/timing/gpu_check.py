@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nlpbench import config, registry
-from nlpbench.runtime import io, stop_signals
 from nlpbench.clone import head, scratch_clone, snakemake
 from nlpbench.plan import Plan, make, rule_name
+from nlpbench.runtime import io, stop_signals
 from nlpbench.status import job_seconds
 from nlpbench.timing.targets import ON_DEVICE
 

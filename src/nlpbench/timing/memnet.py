@@ -23,16 +23,16 @@ import torch
 from torch.nn import functional as F
 
 from nlpbench import config
-from nlpbench.runtime import io
 from nlpbench.data import babi
 from nlpbench.family import OutputPage
-from nlpbench.memnet.groups import declaration_groups, declared_tasks, memnet_settings
 from nlpbench.memnet.data import gather, padded_split
-from nlpbench.memnet.model import MemN2N
 from nlpbench.memnet.experiments import model_configs, task_tensors
-from nlpbench.runtime.provenance import code_commit, device_label
+from nlpbench.memnet.groups import declaration_groups, declared_tasks, memnet_settings
+from nlpbench.memnet.model import MemN2N
 from nlpbench.memnet.train import GroupTrainer, Run, train_step
 from nlpbench.nn.kernels import compiler_works, resolve as resolve_kernels
+from nlpbench.runtime import io
+from nlpbench.runtime.provenance import code_commit, device_label
 from nlpbench.timing import records
 from nlpbench.timing.memnet_jobs import (CH6_TABLES, PROTOCOL_SEEDS, cpu_seeds_text, five_seed_projection,
                                          pipeline_job_minutes)

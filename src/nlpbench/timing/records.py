@@ -12,8 +12,8 @@ from pathlib import Path
 import yaml
 
 from nlpbench import config
-from nlpbench.runtime import io
 from nlpbench.config import ConfigError
+from nlpbench.runtime import io
 
 FILE = Path("pipeline") / "end-to-end.yaml"      # relative to the repository
 REQUIRED = ("source", "tables", "benchmark", "cores")

@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 from nlpbench import config
-from nlpbench.runtime import io, rundirs
 from nlpbench.family import OutputPage, Paths
+from nlpbench.runtime import io, rundirs
 from nlpbench.runtime.provenance import code_commit, device_label, now_utc, resolve_device
 
 PAPER_TRAIN_QUESTIONS = 87_599     # SQuAD v1.1 train
