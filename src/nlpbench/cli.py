@@ -153,7 +153,8 @@ def cmd_train(args) -> None:
 def cmd_table(args) -> None:
     from nlpbench.results import build
     params = _params(args)
-    out = build.table(params, args.source, args.table, _paths(args, params, writes_results=True), allow_empty=args.allow_empty)
+    paths = _paths(args, params, writes_results=True)
+    out = build.table(params, args.source, args.table, paths, allow_empty=args.allow_empty)
     print("wrote " + ", ".join(str(v) for v in out.values()) + " (`nlpbench index` refreshes the index)")
 
 
@@ -164,7 +165,8 @@ def cmd_output(args) -> None:
     if d.decl.get("at_scale", params["scale"]) != params["scale"]:   # e.g. the benchmark: defined at paper scale
         params = _params(args, scale=d.decl["at_scale"])
     _threads(args)
-    print("wrote " + ", ".join(str(v) for v in build.output(params, args.source, args.name, _paths(args, params, writes_results=True))))
+    written = build.output(params, args.source, args.name, _paths(args, params, writes_results=True))
+    print("wrote " + ", ".join(str(v) for v in written))
 
 
 def cmd_judge(args) -> None:
