@@ -309,6 +309,30 @@ def test_timing_benchmark_times_both_forward_passes_on_one_trainer_each(babi_roo
         assert not torch.equal(before, t.model.answer.weight)
 
 
+def test_timing_benchmark_times_runs_alone_and_in_one_pass_and_shows_the_ratio(babi_root):
+    """bench._alone_and_together_ms trains both ways (the weights of both move); render shows each row with its
+    ratio and projects the pipeline's job time from the ratio of each group's model."""
+    from nlpbench.data.babi import load_task, train_val_split
+    from nlpbench.timing import dmn as bench
+    from nlpbench.dmn.model import DMNConfig
+    from nlpbench.dmn.train import DMNTrainConfig, DMNTrainer, build_data
+    train, test = load_task(babi_root, "en", 2)
+    tr, va = train_val_split(train[:300], 60, 0)
+    data = build_data({"train": tr, "val": va, "test": test[:50]})
+    trainers = [DMNTrainer(DMNConfig(0, 0, dim=8), DMNTrainConfig(batch_size=32), data, s, log=lambda _: None)
+                for s in (0, 1)]
+    before = [t.model.answer.weight.detach().clone() for t in trainers]
+    alone, together = bench._alone_and_together_ms(trainers, 2)
+    assert alone > 0 and together > 0
+    assert all(not torch.equal(b, t.model.answer.weight) for b, t in zip(before, trainers))
+    rows = [{"model": "dmn+", "what": "the 5 seeds of task 1", "runs": 5, "alone": 30.0, "together": 20.0}]
+    costs = [{"group": "g", "model": "dmn+", "kind": "tasks", "runs": 5, "trained": 5, "seconds": 600.0, "jobs": 1,
+              "jobs_timed": 1, "longest": 600.0, "epochs": [30], "best": [10]}]
+    md, csv_text = bench.render([], costs, {"device": "cpu"}, [], None, rows)
+    assert "dmn+, the 5 seeds of task 1: alone / together | 20 | ms | alone 30.0 ms: x1.50 per run" in md
+    assert "the same jobs with each item's seeds in one pass, projected\",6.66667,min" in csv_text
+
+
 def test_the_dmn_timing_benchmark_is_an_on_demand_target_of_the_timing_package(params):
     from nlpbench import plan
     p = plan.make(params)
@@ -681,3 +705,40 @@ def test_the_reading_note_says_a_story_is_not_capped_in_words_not_as_none(params
     capped = copy.deepcopy(params)
     capped["dmn"]["data"]["memory_size"] = 50
     assert "a story's 50 most recent facts kept" in " ".join(dx.reading_notes(capped, groups))
+
+
+def test_a_job_trains_its_seeds_in_one_pass_to_the_files_and_numbers_of_runs_trained_alone(babi_root, tmp_path):
+    """dmn.execution grouped: the job's two seeds train together and each run writes the files, the record and the
+    metrics a run trained alone writes, with the same selected epoch and accuracies (up to float summation order);
+    the summary comes last as ever."""
+    params = config.load(REPO / "params.yaml", {"scale": "smoke"})
+    g = dataclasses.replace(dg.column_groups(params, "6.5")["DMN+ (ours)"]["dmn+"], seeds=(0, 1))
+    alone = dx.train_item(g, "task1", babi_root, tmp_path / "dmn", tmp_path / "alone", log=lambda _: None)
+    lines = []
+    together = dx.train_item(g, "task1", babi_root, tmp_path / "dmn", tmp_path / "together", log=lines.append,
+                             together=True)
+    assert any("seeds 0, 1 trained together in one pass" in line for line in lines)
+    assert alone["runs"] == together["runs"] == {"task1-seed0": "ok", "task1-seed1": "ok"}
+    for seed in (0, 1):
+        a, b = (dx.read_run(g, "task1", seed, tmp_path / root) for root in ("alone", "together"))
+        assert run_record.verify(g.run_dir(tmp_path / "together", "task1", seed), dx.RECORDED)
+        assert b["runs_in_pass"] == 2 and "runs_in_pass" not in a
+        assert (a["epochs"], a["best_epoch"]) == (b["epochs"], b["best_epoch"])
+        assert b["val_loss"] == pytest.approx(a["val_loss"], rel=1e-4)
+        assert b["test_acc"]["test"] == pytest.approx(a["test_acc"]["test"], abs=0.002)
+        assert not (g.run_dir(tmp_path / "together", "task1", seed) / "checkpoint.pt").exists()
+    assert dg.job_done(g, "task1", tmp_path / "together").is_file()
+
+
+def test_the_execution_key_decides_where_seeds_share_a_pass_and_names_a_bad_value():
+    assert dx.seeds_together("auto", "cuda") and not dx.seeds_together("auto", "cpu")
+    assert dx.seeds_together("grouped", "cpu") and not dx.seeds_together("alone", "cuda:0")
+    with pytest.raises(config.ConfigError, match="dmn.execution: unknown value 'fast'"):
+        dx.seeds_together("fast", "cpu")
+
+
+def test_the_execution_key_stays_out_of_every_group_id(params):
+    ids = sorted(g.group_id for g in dg.all_groups(params).values())
+    for execution in ("grouped", "alone"):
+        other = config.load(REPO / "params.yaml", {"scale": "cpu", "dmn.execution": execution})
+        assert sorted(g.group_id for g in dg.all_groups(other).values()) == ids

@@ -124,34 +124,76 @@ def model_config(model: str, settings: dict) -> DMNConfig:
     return DMNConfig(n_words=0, n_answers=0, variant=model, **{**neutral, **settings["model"]})
 
 
+def _needs_data(group: DMNGroup, item: str, seed: int, runs_root: Path, error: Exception,
+                log: Callable[[str], None]) -> dict:
+    run_id = f"{group.group_id}/{group.run_name(item, seed)}"
+    metrics = {"run_id": run_id, "status": "needs_data", "item": item, "seed": seed, "detail": str(error)}
+    run_record.finish(group.run_dir(runs_root, item, seed), (), metrics)
+    log(f"{run_id}: needs data ({error})")
+    return metrics
+
+
+def _trainer(group: DMNGroup, item: str, seed: int, data, device: str, log: Callable[[str], None]):
+    """The run's DMNTrainer (its model initialised from its seed), logging under its run id."""
+    from nlpbench.dmn.train import DMNTrainConfig, DMNTrainer
+    run_id = f"{group.group_id}/{group.run_name(item, seed)}"
+    s = group.settings
+    trainer = DMNTrainer(model_config(group.model, s), DMNTrainConfig(**s["train"]), data, seed,
+                         log=lambda msg: log(f"{run_id}: {msg}"), device=device)
+    log(f"{run_id}: {group.model} on {item}: " + ", ".join(f"{k} {data.size(k)}" for k in data.splits)
+        + f"; {len(data.vocab)} words, {len(data.answers)} answers, "
+        f"{int(max(int(v['n_facts'].max()) for v in data.splits.values()))} facts at most")
+    return trainer
+
+
+def _item_data(group: DMNGroup, item: str, data_root: Path, dmn_data_root: Path):
+    """The item's vectorised splits (every seed of the item reads the same) and the names of its test splits."""
+    from nlpbench.dmn.train import build_data
+    splits = run_splits(group, item, data_root, dmn_data_root)
+    return build_data(splits, memory_size=group.settings["data"]["memory_size"]), \
+        [k for k in splits if k not in ("train", "val")]
+
+
 def train_run(group: DMNGroup, item: str, seed: int, data_root: Path, dmn_data_root: Path, runs_root: Path,
               device: str = "cpu", log: Callable[[str], None] = print) -> dict:
     """Train (or resume) one run and write its files; then their record (sizes and sha256, nlpbench.runtime.run_record)
     and metrics.json last. Returns the metrics."""
-    from nlpbench.dmn.train import DMNTrainConfig, DMNTrainer, build_data
-    from nlpbench.dmn.model import DMNConfig
+    try:
+        data, tests = _item_data(group, item, data_root, dmn_data_root)
+    except babi.MissingDataError as e:
+        return _needs_data(group, item, seed, runs_root, e, log)
+    trainer = _trainer(group, item, seed, data, device, log)
+    t0 = time.perf_counter()
+    trainer.fit(group.run_dir(runs_root, item, seed) / "checkpoint.pt")
+    return _write_run(group, item, seed, trainer, tests, time.perf_counter() - t0, runs_root, device, log)
 
+
+def train_together(group: DMNGroup, item: str, seeds: list[int], data_root: Path, dmn_data_root: Path,
+                   runs_root: Path, device: str = "cpu", log: Callable[[str], None] = print) -> dict[int, dict]:
+    """Train (or resume) the runs of several seeds of one item in one pass (nlpbench.dmn.group_train: each run
+    keeps its generators, early stopping, selected epoch and checkpoint) and write each run's files as train_run
+    does. Returns each seed's metrics."""
+    from nlpbench.dmn.group_train import GroupTrainer
+    try:
+        data, tests = _item_data(group, item, data_root, dmn_data_root)
+    except babi.MissingDataError as e:
+        return {seed: _needs_data(group, item, seed, runs_root, e, log) for seed in seeds}
+    trainers = [_trainer(group, item, seed, data, device, log) for seed in seeds]
+    log(f"{group.group_id}.{item}: seeds {', '.join(map(str, seeds))} trained together in one pass")
+    t0 = time.perf_counter()
+    GroupTrainer(trainers, log=log).fit([group.run_dir(runs_root, item, seed) / "checkpoint.pt" for seed in seeds])
+    wall = time.perf_counter() - t0
+    return {seed: _write_run(group, item, seed, t, tests, wall, runs_root, device, log)
+            for seed, t in zip(seeds, trainers)}
+
+
+def _write_run(group: DMNGroup, item: str, seed: int, trainer, tests: list[str], wall: float, runs_root: Path,
+               device: str, log: Callable[[str], None]) -> dict:
+    """A trained run's files (its selected weights, test outputs, config, history), their record, metrics.json
+    last; the checkpoint goes."""
     run_dir = group.run_dir(runs_root, item, seed)
     run_id = f"{group.group_id}/{group.run_name(item, seed)}"
-    try:
-        splits = run_splits(group, item, data_root, dmn_data_root)
-    except babi.MissingDataError as e:
-        metrics = {"run_id": run_id, "status": "needs_data", "item": item, "seed": seed, "detail": str(e)}
-        run_record.finish(run_dir, (), metrics)
-        log(f"{run_id}: needs data ({e})")
-        return metrics
-    s = group.settings
-    data = build_data(splits, memory_size=s["data"]["memory_size"])
-    tests = [k for k in splits if k not in ("train", "val")]
-    trainer = DMNTrainer(model_config(group.model, s),
-                         DMNTrainConfig(**s["train"]), data, seed, log=lambda msg: log(f"{run_id}: {msg}"),
-                         device=device)
-    log(f"{run_id}: {group.model} on {item}: " + ", ".join(f"{k} {data.size(k)}" for k in data.splits)
-        + f"; {len(data.vocab)} words, {len(data.answers)} answers, "
-        f"{int(max(int(v['n_facts'].max()) for v in data.splits.values()))} facts at most")
-    t0 = time.perf_counter()
-    trainer.fit(run_dir / "checkpoint.pt")
-    wall = time.perf_counter() - t0
+    data, s = trainer.data, group.settings
     model = trainer.selected_model()
     test_acc = {k: trainer.loss_and_accuracy(k, model)[1] for k in tests}
     probs = {k: torch.softmax(trainer.logits(k, model), -1).cpu() for k in tests}
@@ -169,6 +211,9 @@ def train_run(group: DMNGroup, item: str, seed: int, data_root: Path, dmn_data_r
                "n_answers": len(data.answers), "device": device_label(device),
                "train_wall_time_s": sum(h["seconds"] for h in trainer.history),
                "wall_time_s_this_call": wall}
+    together = max((h.get("runs_in_pass", 1) for h in trainer.history), default=1)
+    if together > 1:
+        metrics["runs_in_pass"] = together      # trained with others: its epochs' seconds are its share of the pass
     run_record.finish(run_dir, RECORDED, metrics)
     (run_dir / "checkpoint.pt").unlink(missing_ok=True)   # model.pt keeps the selected weights
     log(f"{run_id}: best epoch {best['epoch']} of {trainer.epoch}, val acc {best['val_acc']:.3f}, test "
@@ -249,13 +294,25 @@ def adopt_run(group: DMNGroup, item: str, seed: int, twin: Path, runs_root: Path
     return metrics
 
 
+EXECUTIONS = ("auto", "grouped", "alone")       # dmn.execution (execution only: no group id reads it)
+
+
+def seeds_together(execution: str, device: str) -> bool:
+    """Whether an item's seeds train in one pass: `grouped` always, `alone` never, `auto` on a GPU only (on one
+    CPU thread the pass measured 1.0-1.2x per run: timing.dmn; docs/dmn.md)."""
+    if execution not in EXECUTIONS:
+        raise config.ConfigError(f"dmn.execution: unknown value {execution!r} (expected one of {', '.join(EXECUTIONS)})")
+    return execution == "grouped" or (execution == "auto" and torch.device(device).type != "cpu")
+
+
 def train_item(group: DMNGroup, item: str, data_root: Path, dmn_data_root: Path, runs_root: Path,
-               device: str = "cpu", log: Callable[[str], None] = print) -> dict:
-    """Train every incomplete run of one item of the group (its seeds, one after the other), taking over a run
-    another group finished with the same configuration (finished_twin); its summary last, with `taken_over_s`, the
-    training seconds of the runs taken over (part of the group's cost on a fresh clone). A finished run's files
-    are checked against their record before it counts as done (read_run)."""
-    records, trained = {}, 0
+               device: str = "cpu", log: Callable[[str], None] = print, together: bool = False) -> dict:
+    """Train every incomplete run of one item of the group (its seeds one after the other, or with `together` in
+    one pass: train_together), taking over a run another group finished with the same configuration
+    (finished_twin); its summary last, with `taken_over_s`, the training seconds of the runs taken over (part of
+    the group's cost on a fresh clone). A finished run's files are checked against their record before it counts
+    as done (read_run)."""
+    records, to_train = {}, []
     for seed in group.seeds:
         if (group.run_dir(runs_root, item, seed) / "metrics.json").exists():
             metrics = read_run(group, item, seed, runs_root)
@@ -266,8 +323,14 @@ def train_item(group: DMNGroup, item: str, data_root: Path, dmn_data_root: Path,
         if twin is not None:
             records[seed] = adopt_run(group, item, seed, twin, runs_root, log)
             continue
-        records[seed] = train_run(group, item, seed, data_root, dmn_data_root, runs_root, device, log)
-        trained += 1
+        to_train.append(seed)
+    if together and len(to_train) > 1:
+        records |= train_together(group, item, to_train, data_root, dmn_data_root, runs_root, device, log)
+    else:
+        for seed in to_train:
+            records[seed] = train_run(group, item, seed, data_root, dmn_data_root, runs_root, device, log)
+    records = {seed: records[seed] for seed in group.seeds}
+    trained = len(to_train)
     ok = [m for m in records.values() if m["status"] == "ok"]
     summary = {"group": group.group_id, "model": group.model, "kind": group.kind, "item": item,
                "seeds": list(group.seeds), "device": device_label(device), "trained_now": trained,

@@ -51,7 +51,9 @@ class DMNFamily:
         if params["dmn"].get("threads"):          # dmn.threads caps the job's threads (these ops are too small)
             torch.set_num_threads(params["dmn"]["threads"])
         g, item = dg.jobs(params)[group]
-        return x.train_item(g, item, paths.data / "babi", paths.data / "dmn", paths.runs, device)["taken_over_s"]
+        together = x.seeds_together(params["dmn"].get("execution", "auto"), device)
+        return x.train_item(g, item, paths.data / "babi", paths.data / "dmn", paths.runs, device,
+                            together=together)["taken_over_s"]
 
     def table(self, source: str, name: str, params: dict, paths: Paths) -> TableParts:
         return _x().table_parts(params, name, paths.runs, paths.data)

@@ -26,6 +26,32 @@ from nlpbench.runtime.progress import Progress
 SHARED_TRAIN_KEYS = ("lr", "batch_size", "l2", "eval_batch_size")   # what the runs of one pass must agree on
 
 
+def stack_trainers(trainers: Sequence[DMNTrainer]) -> tuple[GroupedDMN, GroupAdam]:
+    """The pass over these runs: their models' weights stacked, and their Adam states (step counts, moments)."""
+    names = [n for n, _ in trainers[0].model.named_parameters()]
+    engine = GroupedDMN([t.model for t in trainers], device=trainers[0].device)
+    states = [adam_moments(t.opt, names) for t in trainers]
+    moments = {n: tuple(engine.stack([s[1][n][k] for s in states], n) for k in (0, 1)) for n in names}
+    return engine, GroupAdam(engine.params, trainers[0].tcfg.lr, steps=[s[0] for s in states], moments=moments)
+
+
+def train_step(engine: GroupedDMN, adam: GroupAdam, batches: list[dict[str, torch.Tensor]],
+               generators: list[torch.Generator], l2: float, stepping: list[bool] | None = None) -> list[float]:
+    """One training step of every run on its own batch (nlpbench.dmn.train.batch_of's): the forward pass with
+    each run's dropout generator, eq. 6.6's batch mean plus the L2 term, backward, Adam per run. A run that
+    `stepping` marks false is left exactly as it is (its generator untouched). Returns each run's cross-entropy."""
+    stepping = stepping or [True] * len(batches)
+    batch = collate(batches, engine.device)
+    gens = generators if all(stepping) else [g if go else torch.Generator() for g, go in zip(generators, stepping)]
+    ce = engine.losses(engine.forward(batch, gens, training=True), batch)
+    loss = ce + l2 * engine.l2_terms() if l2 else ce
+    adam.zero_grad()
+    (loss * torch.tensor(stepping, dtype=loss.dtype, device=loss.device)).sum().backward()
+    engine.zero_pad_grads()
+    adam.step(stepping)
+    return ce.detach().tolist()
+
+
 class GroupTrainer:
     """Trains `trainers` (runs of one model config; data, seeds and stopping keys may differ) in one pass."""
 
@@ -82,11 +108,7 @@ class GroupTrainer:
 
     # -- the pass ----------------------------------------------------------------------------------------
     def _stack(self, active: list[int]) -> tuple[GroupedDMN, GroupAdam]:
-        trainers = [self.trainers[i] for i in active]
-        engine = GroupedDMN([t.model for t in trainers], device=trainers[0].device)
-        states = [adam_moments(t.opt, self.names) for t in trainers]
-        moments = {n: tuple(engine.stack([s[1][n][k] for s in states], n) for k in (0, 1)) for n in self.names}
-        return engine, GroupAdam(engine.params, trainers[0].tcfg.lr, steps=[s[0] for s in states], moments=moments)
+        return stack_trainers([self.trainers[i] for i in active])
 
     def _epoch(self, active: list[int], engine: GroupedDMN, adam: GroupAdam) -> None:
         trainers = [self.trainers[i] for i in active]
@@ -104,19 +126,10 @@ class GroupTrainer:
         for k in range(max(n_batches)):
             stepping = [k < n for n in n_batches]
             # a run whose epoch has ended repeats its last batch, untrained (its loss and step are not taken)
-            batch = collate([batch_of(t.data.splits["train"], order[min(k, n - 1) * B:(min(k, n - 1) + 1) * B])
-                             for t, order, n in zip(trainers, orders, n_batches)], engine.device)
-            step_gens = gens if all(stepping) else [g if go else torch.Generator() for g, go in zip(gens, stepping)]
-            logits = engine.forward(batch, step_gens, training=True)
-            ce = engine.losses(logits, batch)
-            l2 = trainers[0].tcfg.l2
-            loss = ce + l2 * engine.l2_terms() if l2 else ce
-            weight = torch.tensor(stepping, dtype=loss.dtype, device=loss.device)
-            adam.zero_grad()
-            (loss * weight).sum().backward()
-            engine.zero_pad_grads()
-            adam.step(stepping)
-            for r, value in enumerate(ce.detach().tolist()):
+            batches = [batch_of(t.data.splits["train"], order[min(k, n - 1) * B:(min(k, n - 1) + 1) * B])
+                       for t, order, n in zip(trainers, orders, n_batches)]
+            ce = train_step(engine, adam, batches, gens, trainers[0].tcfg.l2, stepping)
+            for r, value in enumerate(ce):
                 if stepping[r]:
                     totals[r] += value
         seconds = time.perf_counter() - t0

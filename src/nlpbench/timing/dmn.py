@@ -84,6 +84,86 @@ def measure_steps(params: dict, data_root: Path, steps: int) -> list[dict]:
     return rows
 
 
+TOGETHER_MODELS = ("dmn+", "modmn+", "ff-dmn")
+TOGETHER_TASK = 1              # the task whose five seeds share a pass
+TOGETHER_SEEDS = (0, 1, 2, 3, 4)
+
+
+def _task_data(params: dict, data_root: Path, model: str, task: int):
+    s = dg.resolved_settings(params, "tasks", model)
+    train, test = babi.load_task(data_root, s["data"]["variant"], task)
+    tr, va = babi.train_val_split(train, s["data"]["n_val"], s["data"]["split_seed"])
+    return s, build_data({"train": tr, "val": va, "test": test}, memory_size=s["data"]["memory_size"])
+
+
+def _alone_and_together_ms(trainers: list[DMNTrainer], steps: int) -> tuple[float, float]:
+    """ms per run and training step: each run stepped alone (DMNTrainer's model and Adam), then the same runs in
+    one pass (dmn.group_train.train_step), each on its own minibatches in a fixed order; alone and together
+    alternate step by step so that load from other processes falls on both alike."""
+    from nlpbench.dmn.group_train import stack_trainers, train_step
+    B, l2 = trainers[0].tcfg.batch_size, trainers[0].tcfg.l2
+    orders = [torch.randperm(t.data.size("train"), generator=torch.Generator().manual_seed(r))
+              for r, t in enumerate(trainers)]
+    n_batches = [t.data.size("train") // B for t in trainers]
+    engine, adam = stack_trainers(trainers)
+    gens = [t.gens["dropout"] for t in trainers]
+
+    def batches(i):
+        return [batch_of(t.data.splits["train"], o[(i % n) * B:(i % n + 1) * B])
+                for t, o, n in zip(trainers, orders, n_batches)]
+
+    def alone(i):
+        for t, b in zip(trainers, batches(i)):
+            model = t.model.train()
+            loss = F.cross_entropy(model(b["stories"], b["n_facts"], b["queries"], generator=t.gens["dropout"]),
+                                   b["answers"]) + l2 * t.l2_term()
+            t.opt.zero_grad(set_to_none=True)
+            loss.backward()
+            t.opt.step()
+
+    def together(i):
+        train_step(engine, adam, batches(i), gens, l2)
+
+    spent = {alone: 0.0, together: 0.0}
+    for i in range(WARMUP + steps):
+        for f in (alone, together):
+            t0 = time.perf_counter()
+            f(i)
+            if i >= WARMUP:
+                spent[f] += time.perf_counter() - t0
+    R = len(trainers)
+    return 1000 * spent[alone] / steps / R, 1000 * spent[together] / steps / R
+
+
+def measure_together(params: dict, data_root: Path, steps: int) -> list[dict]:
+    """Per run and training step, alone vs in one pass (nlpbench.dmn.grouped): the five seeds of one task for each
+    model, and the tasks present of one seed for the task tables' two models. [] without bAbI."""
+    rows = []
+    try:
+        for model in TOGETHER_MODELS:
+            s, data = _task_data(params, data_root, model, TOGETHER_TASK)
+            trainers = [DMNTrainer(model_config(model, s), DMNTrainConfig(**s["train"]), data, seed,
+                                   log=lambda _: None) for seed in TOGETHER_SEEDS]
+            ms = _alone_and_together_ms(trainers, steps)
+            rows.append({"model": model, "what": f"the {len(TOGETHER_SEEDS)} seeds of task {TOGETHER_TASK}",
+                         "runs": len(trainers), "alone": ms[0], "together": ms[1]})
+        for model in MODELS:
+            trainers = []
+            for task in range(1, 21):
+                try:
+                    s, data = _task_data(params, data_root, model, task)
+                except babi.MissingDataError:
+                    continue
+                trainers.append(DMNTrainer(model_config(model, s), DMNTrainConfig(**s["train"]), data, 0,
+                                           log=lambda _: None))
+            ms = _alone_and_together_ms(trainers, max(steps // 2, 1))
+            rows.append({"model": model, "what": f"the {len(trainers)} tasks present, seed 0", "runs": len(trainers),
+                         "alone": ms[0], "together": ms[1]})
+    except babi.MissingDataError:
+        return []
+    return rows
+
+
 def pipeline_costs(params: dict, logs: Path, runs_root: Path) -> list[dict]:
     """Per DMN group of the chosen scale: the seconds of its item jobs (the `benchmark:` files snakemake wrote;
     None where none is there), the longest of them, and, from the runs' metrics, epochs trained and the selected
@@ -104,7 +184,7 @@ def _spread(values: list[int]) -> str:
 
 
 def render(steps: list[dict], costs: list[dict], provenance: dict, notes: list[str],
-           measured: dict[str, dict | None] | None = None) -> tuple[str, str]:
+           measured: dict[str, dict | None] | None = None, together: list[dict] | None = None) -> tuple[str, str]:
     """Markdown and CSV (section, quantity, measured, unit, note) of the benchmark; `measured`: the end-to-end
     measurements this benchmark shows, each with its last record (records.read_records)."""
     table = []                                                         # (section, quantity, value, unit, note)
@@ -120,6 +200,13 @@ def render(steps: list[dict], costs: list[dict], provenance: dict, notes: list[s
             plain = sum(r["plain"] * r["batches"] for r in mine) / 1000
             table.append((sec, f"{model}: one epoch of training steps over the {len(mine)} tasks, ours", ours, "s",
                           f"plain {plain:.1f} s: x{plain / ours:.2f}"))
+    sec = "Runs trained together: per run and training step, alone vs in one pass (nlpbench.dmn.grouped)"
+    ratio = {}
+    for r in together or []:
+        x = r["alone"] / r["together"]
+        ratio.setdefault(r["model"], x)          # the seeds of one task: what a pipeline job would share
+        table.append((sec, f"{r['model']}, {r['what']}: alone / together", r["together"], "ms",
+                      f"alone {r['alone']:.1f} ms: x{x:.2f} per run ({r['runs']} runs in the pass)"))
     sec = "The pipeline's last run of the DMN tables at this scale (benchmark files; one thread a job)"
     timed = [c for c in costs if c["seconds"] is not None]
     for c in costs:
@@ -132,6 +219,12 @@ def render(steps: list[dict], costs: list[dict], provenance: dict, notes: list[s
         table.append((sec, f"the {sum(c['jobs_timed'] for c in timed)} timed jobs, job-minutes", total, "min", ""))
         table.append((sec, "wall time on two cores, at least", max(longest, total / 2), "min",
                       "the longest job, or half the job-minutes if that is more (two jobs side by side)"))
+        if ratio and all(c["model"] in ratio for c in timed):
+            projected = sum(c["seconds"] / ratio[c["model"]] for c in timed) / 60
+            table.append((sec, "the same jobs with each item's seeds in one pass, projected", projected, "min",
+                          "each group's job-minutes over its model's measured ratio (the seeds of one task); the "
+                          "cpu scale trains the DMN tables at the thesis's settings, so this is also the paper "
+                          "scale's CPU projection"))
     for name, record in (measured or {}).items():
         table += [(sec, q, v, unit, note) for sec, q, v, _, unit, note in records.rows(name, record, False)]
     buf = _io.StringIO()
@@ -151,6 +244,7 @@ def benchmark(params: dict, decl: dict, source: str, name: str, paths: Paths) ->
     load = os.getloadavg()[0]
     t0 = time.perf_counter()
     steps = measure_steps(params, paths.data / "babi", decl.get("steps", 10))
+    together = measure_together(params, paths.data / "babi", decl.get("steps", 10))
     costs = pipeline_costs(params, Path("logs/train"), paths.runs)
     t = params["dmn"]["train"]
     provenance = {
@@ -177,7 +271,13 @@ def benchmark(params: dict, decl: dict, source: str, name: str, paths: Paths) ->
     measured = records.read_records(paths.results, source, name, records.load())
     if measured:
         notes.append(records.note(source))
-    md, csv_text = render(steps, costs, provenance, notes, measured)
+    notes.append(
+        "Runs trained together: the runs step alone (each its DMNTrainer's model and Adam) and in one pass "
+        "(nlpbench.dmn.grouped: the weights stacked along a run axis, Adam per run; each member equals the readable "
+        "model, tested), each run on its own minibatches, the two alternating step by step; the time is per run and "
+        "step. The tasks' pass pads every run to the pass's longest story and sentence, so it shows what a pass "
+        "across tasks would cost; the pipeline's jobs share a pass between the seeds of one item (dmn.execution).")
+    md, csv_text = render(steps, costs, provenance, notes, measured, together)
     out = paths.results / source
     io.write_text(out / f"{name}.md", md)
     io.write_text(out / f"{name}.csv", csv_text)
