@@ -161,43 +161,54 @@ class GroupedDMN:
         l = a.unsqueeze(-1) + b.unsqueeze(-1) * self.k_over_d
         return (l * emb).sum(-2)
 
-    def gru(self, x: torch.Tensor, lengths: torch.Tensor, prefix: str, reverse: bool = False,
-            sorted_rows: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-        """torch.nn.GRU's equations (gates r, z, n) over x (R, B, T, d), each row stepping through its first
-        `lengths` steps (R, B) only, as a packed sequence does; backwards from each row's last step with
-        `reverse`. Returns (the outputs (R, B, T, d), zero past a row's length, and each row's last state).
-        `sorted_rows`: rows are sorted by length, longest first, in every run, so a step computes only the rows
-        some run still steps."""
-        sfx = "_reverse" if reverse else ""
-        W_hh, b_hh = self.params[f"{prefix}.weight_hh_l0{sfx}"], self.params[f"{prefix}.bias_hh_l0{sfx}"]
-        gi = self.linear_raw(x, self.params[f"{prefix}.weight_ih_l0{sfx}"], self.params[f"{prefix}.bias_ih_l0{sfx}"])
-        R, B, T, _ = x.shape
-        d = W_hh.shape[-1]
-        h = x.new_zeros(R, B, d)
-        outs: list[torch.Tensor | None] = [None] * T
-        steps = range(T - 1, -1, -1) if reverse else range(T)
-        counts = (lengths.unsqueeze(-1) > torch.arange(T, device=x.device)).sum(1).amax(0).tolist() if sorted_rows \
-            else [B] * T                                                  # rows some run steps at t
-        gi_t = gi.unbind(2)
-        for t in steps:
+    def fusion(self, s: torch.Tensor, n_facts: torch.Tensor) -> torch.Tensor:
+        """The bi-GRU of eqs. 6.17-6.18 summed (eq. 6.19) over s (R, B, M, d), rows sorted longest story first.
+        Both directions run in one loop of 2R sequences: the backward one reads each story's facts in reverse
+        (fact t of a story of n facts at step n-1-t), so every sequence starts at its first step and a fact past
+        a story's end is never read before its real ones; its outputs there are left to the caller's mask."""
+        R, B, M, _ = s.shape
+        t = torch.arange(M, device=s.device)
+        flip = torch.where(t < n_facts.unsqueeze(-1), n_facts.unsqueeze(-1) - 1 - t, t)     # (R, B, M)
+        flip_d = flip.unsqueeze(-1).expand_as(s)
+        x = torch.cat([s, s.gather(2, flip_d)])                                             # (2R, B, M, d)
+        P = self.params
+        weights = [torch.cat([P[f"fusion.{w}_l0"], P[f"fusion.{w}_l0_reverse"]])
+                   for w in ("weight_ih", "bias_ih", "weight_hh", "bias_hh")]
+        out = self._gru_steps(x, _rows_stepping(torch.cat([n_facts, n_facts]), M), *weights)
+        return out[:R] + out[R:].gather(2, flip_d)                                          # eq. 6.19
+
+    def question(self, emb: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """Eqs. 6.3-6.4: q = h_Q, the question GRU's state after each question's own words (R, B, d)."""
+        P = self.params
+        R, B, T, _ = emb.shape
+        out = self._gru_steps(emb, [B] * T, *(P[f"question_gru.{w}_l0"]
+                                               for w in ("weight_ih", "bias_ih", "weight_hh", "bias_hh")))
+        last = (lengths - 1).clamp_min(0)[..., None, None].expand(R, B, 1, out.shape[-1])
+        return out.gather(2, last).squeeze(2)
+
+    @staticmethod
+    def _gru_steps(x: torch.Tensor, counts: list[int], W_ih, b_ih, W_hh, b_hh) -> torch.Tensor:
+        """torch.nn.GRU's equations over x (S, B, T, d); step t computes rows :counts[t] only (the others keep
+        their state). A row past its own length goes on computing (finite values its caller masks or never reads)
+        instead of being masked step by step. Outputs (S, B, T, d): the state after each step."""
+        S, B, T, _ = x.shape
+        gi = GroupedDMN.linear_raw(x, W_ih, b_ih).unbind(2)
+        h = x.new_zeros(S, B, W_hh.shape[-1])
+        outs = []
+        for t in range(T):
             n = counts[t]
-            if n == 0:
-                outs[t] = x.new_zeros(R, B, d)
-                continue
-            h_n = h[:, :n]
-            gh = torch.baddbmm(b_hh.unsqueeze(1), h_n, W_hh.transpose(1, 2))
-            i_r, i_z, i_n = gi_t[t][:, :n].chunk(3, -1)
-            h_r, h_z, h_nn = gh.chunk(3, -1)
-            r = torch.sigmoid(i_r + h_r)
-            z = torch.sigmoid(i_z + h_z)
-            cand = torch.tanh(i_n + r * h_nn)
-            new = cand + z * (h_n - cand)                                 # (1 - z) * n + z * h
-            step = (lengths[:, :n] > t).unsqueeze(-1)
-            h_n = torch.where(step, new, h_n)
-            h = h_n if n == B else torch.cat([h_n, h[:, n:]], dim=1)
-            outs[t] = torch.where(step, h_n, 0.0) if n == B else torch.cat(
-                [torch.where(step, h_n, 0.0), x.new_zeros(R, B - n, d)], dim=1)
-        return torch.stack(outs, dim=2), h
+            if n:
+                h_n = h[:, :n]
+                gh = torch.baddbmm(b_hh.unsqueeze(1), h_n, W_hh.transpose(1, 2))
+                i_r, i_z, i_n = gi[t][:, :n].chunk(3, -1)
+                h_r, h_z, h_nn = gh.chunk(3, -1)
+                r = torch.sigmoid(i_r + h_r)
+                z = torch.sigmoid(i_z + h_z)
+                cand = torch.tanh(i_n + r * h_nn)
+                h_n = cand + z * (h_n - cand)                             # (1 - z) * n + z * h
+                h = h_n if n == B else torch.cat([h_n, h[:, n:]], dim=1)
+            outs.append(h)
+        return torch.stack(outs, dim=2)
 
     @staticmethod
     def linear_raw(x: torch.Tensor, W: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
@@ -244,9 +255,7 @@ class GroupedDMN:
         if cfg.variant == "ff-dmn":
             f = self.ffn(s) * mask.unsqueeze(-1)
         else:
-            fwd, _ = self.gru(s, n_facts, "fusion", sorted_rows=True)
-            bwd, _ = self.gru(s, n_facts, "fusion", reverse=True, sorted_rows=True)
-            f = fwd + bwd                                                           # eq. 6.19
+            f = self.fusion(s, n_facts) * mask.unsqueeze(-1)                        # eqs. 6.17-6.19
 
         # question: eqs. 6.3-6.4 (or FNN_q(PE(question)))
         q_len = (queries != 0).sum(-1)
@@ -254,7 +263,7 @@ class GroupedDMN:
         if cfg.variant == "ff-dmn":
             q = self.ffn(self.pe(q_emb, q_len), question=True)
         else:
-            _, q = self.gru(q_emb, q_len, "question_gru")
+            q = self.question(q_emb, q_len)
 
         # hops: gates on the real facts (eqs. 6.8-6.10), the episode (6.12-6.15 or 6.16), the update
         real = _RealFacts(mask)
@@ -321,7 +330,7 @@ class GroupedDMN:
         w = self.linear(f, "attn_gru.W").unbind(2)
         gs = g.unsqueeze(-1).unbind(2)
         Ur, U = P["attn_gru.Ur.weight"].transpose(1, 2), P["attn_gru.U.weight"].transpose(1, 2)
-        counts = (n_facts.unsqueeze(-1) > torch.arange(M, device=f.device)).sum(1).amax(0).tolist()
+        counts = _rows_stepping(n_facts, M)
         h = f.new_zeros(R, B, d)
         for t, n in enumerate(counts):
             if n == 0:
@@ -344,6 +353,12 @@ class GroupedDMN:
         ce = F.cross_entropy(logits.reshape(R * B, A), batch.answers.reshape(-1), reduction="none").view(R, B)
         rows = batch.rows.to(ce.dtype)
         return (ce * rows).sum(1) / rows.sum(1)
+
+
+def _rows_stepping(lengths: torch.Tensor, T: int) -> list[int]:
+    """For rows sorted by length, longest first, in each of S sequences (lengths (S, B)): how many leading rows some
+    sequence still steps at each step t < T."""
+    return (lengths.unsqueeze(-1) > torch.arange(T, device=lengths.device)).sum(1).amax(0).tolist()
 
 
 class _RealFacts:
