@@ -29,7 +29,7 @@ from nlpbench.dmn.experiments import model_config
 from nlpbench.dmn.train import DMNTrainConfig, DMNTrainer, batch_of, build_data
 from nlpbench.family import OutputPage, Paths
 from nlpbench.runtime import io, rundirs
-from nlpbench.runtime.provenance import code_commit, device_label
+from nlpbench.runtime.provenance import code_commit, device_label, resolve_device
 from nlpbench.status import job_seconds
 from nlpbench.timing import records
 from nlpbench.timing.plain_dmn import plain_logits
@@ -96,6 +96,11 @@ def _task_data(params: dict, data_root: Path, model: str, task: int):
     return s, build_data({"train": tr, "val": va, "test": test}, memory_size=s["data"]["memory_size"])
 
 
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
 def _alone_and_together_ms(trainers: list[DMNTrainer], steps: int) -> tuple[float, float]:
     """ms per run and training step: each run stepped alone (DMNTrainer's model and Adam), then the same runs in
     one pass (dmn.group_train.train_step), each on its own minibatches in a fixed order; alone and together
@@ -125,25 +130,28 @@ def _alone_and_together_ms(trainers: list[DMNTrainer], steps: int) -> tuple[floa
         train_step(engine, adam, batches(i), gens, l2)
 
     spent = {alone: 0.0, together: 0.0}
+    device = trainers[0].device
     for i in range(WARMUP + steps):
         for f in (alone, together):
+            _sync(device)
             t0 = time.perf_counter()
             f(i)
+            _sync(device)
             if i >= WARMUP:
                 spent[f] += time.perf_counter() - t0
     R = len(trainers)
     return 1000 * spent[alone] / steps / R, 1000 * spent[together] / steps / R
 
 
-def measure_together(params: dict, data_root: Path, steps: int) -> list[dict]:
-    """Per run and training step, alone vs in one pass (nlpbench.dmn.grouped): the five seeds of one task for each
-    model, and the tasks present of one seed for the task tables' two models. [] without bAbI."""
+def measure_together(params: dict, data_root: Path, steps: int, device: str = "cpu") -> list[dict]:
+    """Per run and training step on `device`, alone vs in one pass (nlpbench.dmn.grouped): the five seeds of one
+    task for each model, and the tasks present of one seed for the task tables' two models. [] without bAbI."""
     rows = []
     try:
         for model in TOGETHER_MODELS:
             s, data = _task_data(params, data_root, model, TOGETHER_TASK)
             trainers = [DMNTrainer(model_config(model, s), DMNTrainConfig(**s["train"]), data, seed,
-                                   log=lambda _: None) for seed in TOGETHER_SEEDS]
+                                   log=lambda _: None, device=device) for seed in TOGETHER_SEEDS]
             ms = _alone_and_together_ms(trainers, steps)
             rows.append({"model": model, "what": f"the {len(TOGETHER_SEEDS)} seeds of task {TOGETHER_TASK}",
                          "runs": len(trainers), "alone": ms[0], "together": ms[1]})
@@ -155,7 +163,7 @@ def measure_together(params: dict, data_root: Path, steps: int) -> list[dict]:
                 except babi.MissingDataError:
                     continue
                 trainers.append(DMNTrainer(model_config(model, s), DMNTrainConfig(**s["train"]), data, 0,
-                                           log=lambda _: None))
+                                           log=lambda _: None, device=device))
             ms = _alone_and_together_ms(trainers, max(steps // 2, 1))
             rows.append({"model": model, "what": f"the {len(trainers)} tasks present, seed 0", "runs": len(trainers),
                          "alone": ms[0], "together": ms[1]})
@@ -244,7 +252,8 @@ def benchmark(params: dict, decl: dict, source: str, name: str, paths: Paths) ->
     load = os.getloadavg()[0]
     t0 = time.perf_counter()
     steps = measure_steps(params, paths.data / "babi", decl.get("steps", 10))
-    together = measure_together(params, paths.data / "babi", decl.get("steps", 10))
+    pass_device = resolve_device(params["device"])
+    together = measure_together(params, paths.data / "babi", decl.get("steps", 10), pass_device)
     costs = pipeline_costs(params, Path("logs/train"), paths.runs)
     t = params["dmn"]["train"]
     provenance = {
@@ -253,6 +262,7 @@ def benchmark(params: dict, decl: dict, source: str, name: str, paths: Paths) ->
         "scale": params["scale"], "benchmark wall time": f"{time.perf_counter() - t0:.0f} s",
         "load average at start (1 min)": f"{load:.2f} on {os.cpu_count()} cores (other processes share the machine)",
         "timed steps": f"{decl.get('steps', 10)} per task and forward pass, after {WARMUP} warm-up steps",
+        "runs trained together timed on": device_label(pass_device),
     }
     notes = [
         f"A step is one minibatch of {t['batch_size']} questions: forward pass, the batch-mean cross-entropy "
@@ -275,7 +285,7 @@ def benchmark(params: dict, decl: dict, source: str, name: str, paths: Paths) ->
         "Runs trained together: the runs step alone (each its DMNTrainer's model and Adam) and in one pass "
         "(nlpbench.dmn.grouped: the weights stacked along a run axis, Adam per run; each member equals the readable "
         "model, tested), each run on its own minibatches, the two alternating step by step; the time is per run and "
-        "step. The tasks' pass pads every run to the pass's longest story and sentence, so it shows what a pass "
+        "step, on params.yaml's `device` (the line above names it; the rest of this page times the CPU). The tasks' pass pads every run to the pass's longest story and sentence, so it shows what a pass "
         "across tasks would cost; the pipeline's jobs share a pass between the seeds of one item (dmn.execution).")
     md, csv_text = render(steps, costs, provenance, notes, measured, together)
     out = paths.results / source
