@@ -130,6 +130,7 @@ class TrainConfig:
     eval_batch_size: int = 60
     eval_every_epoch: bool = True
     valid_articles: int = 0   # training articles held out to choose the epoch by validation EM; 0: the last epoch
+    patience: int | None = None  # with valid_articles: stop once this many epochs pass without a higher validation EM
     bucket_batches: int = 20  # batches per length-sorting pool (speed only; order still seeded)
     loss_log_every: int = 50  # optimizer steps between logged batch losses
     seed: int = 0
@@ -137,6 +138,13 @@ class TrainConfig:
 
     def __post_init__(self):
         self.adam_betas = [float(b) for b in self.adam_betas]
+        if self.patience is not None:
+            if isinstance(self.patience, bool) or not isinstance(self.patience, int) or self.patience < 1:
+                raise ValueError(f"squad.train.patience must be a whole number of epochs >= 1 or null, "
+                                 f"not {self.patience!r}")
+            if not self.valid_articles:
+                raise ValueError("squad.train.patience needs squad.train.valid_articles > 0: "
+                                 "early stopping reads validation EM, and the test articles never choose anything")
 
     @classmethod
     def from_dict(cls, d: dict) -> "TrainConfig":

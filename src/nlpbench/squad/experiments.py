@@ -24,7 +24,8 @@ from nlpbench.results import claims, paper, tables
 from nlpbench.runtime import io, rundirs
 from nlpbench.runtime.provenance import code_commit, now_utc
 from nlpbench.squad.groups import (MODEL_NAMES, SOURCE, Config, all_configs, cell_part, cells_of, data_id, group_id,
-                                   group_settings, heatmap_configs, row_names, run_dir, table_configs, tables_of)
+                                   group_settings, heatmap_configs, row_names, run_dir, table_configs, table_train,
+                                   tables_of)
 
 VECTORS = ("glove-840B-300d", "glove-6B-50d")
 
@@ -105,6 +106,11 @@ def chosen_epochs(params: dict, cfg: Config, runs_root: Path) -> dict[int, tuple
     return out
 
 
+def _fmt_epochs(epochs: dict[int, tuple[int, int]], cap: int) -> str:
+    """seed: chosen epoch, with the epochs trained where the run stopped early (before the cap)."""
+    return ", ".join(f"{k}: {e}" + (f" of {n}, stopped early" if n < cap else "") for k, (e, n) in sorted(epochs.items()))
+
+
 def reduce(values: list[float], how: str) -> float:
     if how == "max":
         return max(values)
@@ -140,7 +146,7 @@ def table_cells(params: dict, name: str, runs_root: Path) -> tuple[list[tables.C
         epochs = chosen_epochs(params, cfg, runs_root)
         detail = (f"{cfg.label()}; {sq['best_of_runs']} over seeds ({_fmt_seeds(values)})"
                   + ("" if len(values) == n else f"; only {len(values)} of {n} seeds finished")
-                  + (f"; epoch chosen by validation EM ({', '.join(f'{k}: {e}' for k, (e, _) in sorted(epochs.items()))})"
+                  + (f"; epoch chosen by validation EM ({_fmt_epochs(epochs, cfg.train_settings(params)['epochs'])})"
                      if epochs else ""))
         # the seeds whose run stopped while still learning (the chosen epoch among the last tenth validated)
         learning = tuple(k for k, (e, n) in sorted(epochs.items()) if n and claims.still_learning(e, n))
@@ -248,6 +254,20 @@ def full_model_notes(params: dict, name: str) -> list[str]:
     return out
 
 
+def table_train_note(params: dict, name: str) -> list[str]:
+    """Where the table trains its runs otherwise than the Training settings above (its own `train`, by scale)."""
+    train = dict(table_train(params, name, tables_of(params)[name]))
+    if not train:
+        return []
+    words = {"epochs": lambda v: f"at most {v} epochs",
+             "patience": lambda v: (f"each seed stops once {v} epochs pass without a higher validation EM (its "
+                                    "epochs trained and chosen are in the CSV's note column)" if v else
+                                    "no early stopping"),
+             "valid_articles": lambda v: f"{v} training articles held out for validation"}
+    return ["This table's runs train until validation says they have converged: "
+            + ", ".join(words[k](v) for k, v in train.items()) + " (its own training settings, over squad.train)."]
+
+
 def table_parts(params: dict, name: str, runs_root: Path, data_root: Path) -> TableParts:
     import torch
 
@@ -275,7 +295,8 @@ def table_parts(params: dict, name: str, runs_root: Path, data_root: Path) -> Ta
     }
     if groups:
         provenance["runs"] = ", ".join(str(rundirs.run_dir(rundirs.RUNS, g)) for g in groups)
-    notes = setting_notes(params, data_root) + full_model_notes(params, name) + resolution_note(per_seed)
+    notes = (setting_notes(params, data_root) + table_train_note(params, name) + full_model_notes(params, name)
+             + resolution_note(per_seed))
     after = []
     if decl.get("figure"):
         after.append(lambda results_dir: draw_boxes(params, name, decl["figure"], per_seed, results_dir))

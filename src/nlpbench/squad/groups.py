@@ -38,6 +38,7 @@ class Config:
     passage_summary: str | None      # None where the output formation has no passage summary
     revised_dim_D: int | None        # None except for the revised method
     model: str = "baseline"          # | bidaf | dcn | qanet
+    train: tuple = ()                # (key, value) pairs of the table's own `train` settings (TABLE_TRAIN_KEYS)
 
     def model_settings(self, params: dict) -> dict:
         if self.model != "baseline":     # the shared word input (squad.model), then the model's own settings
@@ -52,10 +53,10 @@ class Config:
         return m
 
     def train_settings(self, params: dict) -> dict:
-        """squad.train, with a full model's own training settings (squad.full_models.<model>.train) over it."""
-        if self.model == "baseline":
-            return params["squad"]["train"]
-        return {**params["squad"]["train"], **(params["squad"]["full_models"][self.model].get("train") or {})}
+        """squad.train, with a full model's own training settings (squad.full_models.<model>.train) over it, then
+        the table's own (its `train`, by scale)."""
+        own = {} if self.model == "baseline" else params["squad"]["full_models"][self.model].get("train") or {}
+        return {**params["squad"]["train"], **own, **dict(self.train)}
 
     def label(self) -> str:
         if self.model != "baseline":
@@ -87,9 +88,25 @@ def row_names(decl: dict) -> list[str]:
     return [str(r) for r in decl["rows"]] if isinstance(decl["rows"], list) else list(decl["rows"])
 
 
-def config_of(params: dict, part: dict, where: str) -> Config:
-    """The trained configuration a (non-cited, baseline) cell reads; ConfigError naming `where` (the cell's file and
-    key, config.where) if incomplete."""
+# The training settings a table may set for its own runs (its `train`, usually by scale): how long they train.
+TABLE_TRAIN_KEYS = ("epochs", "patience", "valid_articles")
+
+
+def table_train(params: dict, name: str, decl: dict) -> tuple:
+    """The table's own training settings as sorted (key, value) pairs; ConfigError naming the table's file."""
+    train = decl.get("train") or {}
+    at = config.where(params, f"tables.{SOURCE}.{name}.train")
+    if not isinstance(train, dict):
+        raise ConfigError(f"{at}: must map training settings ({', '.join(TABLE_TRAIN_KEYS)}) to values")
+    unknown = sorted(set(train) - set(TABLE_TRAIN_KEYS))
+    if unknown:
+        raise ConfigError(f"{at}: unknown key(s) {unknown} (a table sets only {', '.join(TABLE_TRAIN_KEYS)})")
+    return tuple(sorted(train.items()))
+
+
+def config_of(params: dict, part: dict, where: str, train: tuple = ()) -> Config:
+    """The trained configuration a (non-cited, baseline) cell reads, with its table's own training settings
+    `train`; ConfigError naming `where` (the cell's file and key, config.where) if incomplete."""
     from nlpbench.squad.configs import OUTPUTS, SIMILARITY_NAMES
 
     for key in ("similarity",) if part.get("model", "baseline") != "baseline" else ("similarity", "output"):
@@ -105,13 +122,13 @@ def config_of(params: dict, part: dict, where: str) -> Config:
         if extra:
             raise ConfigError(f"{where}: the {MODEL_NAMES[part['model']]} model has no {sorted(extra)} "
                               "to set (its own attention and output layers; settings in squad.full_models)")
-        return Config(part["similarity"], None, None, None, part["model"])
+        return Config(part["similarity"], None, None, None, part["model"], train)
     if part["output"] not in OUTPUTS:
         raise ConfigError(f"{where}: unknown output {part['output']!r} (known: {', '.join(OUTPUTS)})")
     summary = part.get("passage_summary", params["squad"]["model"]["passage_summary"])
     revised = part.get("revised_dim_D", params["squad"]["revised_dim_D"]) if part["output"] == "revised" else None
     return Config(part["similarity"], part["output"], summary if part["output"] in SUMMARY_OUTPUTS else None,
-                  revised)
+                  revised, train=train)
 
 
 def cells_of(params: dict, name: str) -> list[tuple[str, str, dict, Config | None]]:
@@ -124,6 +141,7 @@ def cells_of(params: dict, name: str) -> list[tuple[str, str, dict, Config | Non
         raise ConfigError(f"{config.where(params, f'tables.{SOURCE}.{name}.trained_rows')}: no row {unknown[0]!r} "
                           f"(rows: {', '.join(row_names(decl))})")
     table_at = config.where(params, f"tables.{SOURCE}.{name}")
+    train = table_train(params, name, decl)
     out = []
     for row in row_names(decl):
         for column in decl["columns"]:
@@ -139,7 +157,7 @@ def cells_of(params: dict, name: str) -> list[tuple[str, str, dict, Config | Non
             elif trained is not None and row not in trained:
                 out.append((row, column, {**part, "paper_only": True}, None))
             else:
-                out.append((row, column, part, config_of(params, part, where)))
+                out.append((row, column, part, config_of(params, part, where, train)))
     return out
 
 
@@ -160,7 +178,7 @@ def group_settings(params: dict, cfg: Config) -> dict:
 
 # Settings added after runs existed: left out of the digests while they hold these neutral values, so earlier
 # groups keep their ids (the same rule as every family's HASH_NEUTRAL, applied by config.drop_neutral).
-HASH_NEUTRAL = {("train", "valid_articles"): 0}
+HASH_NEUTRAL = {("train", "valid_articles"): 0, ("train", "patience"): None}
 
 
 def group_id(params: dict, cfg: Config) -> str:
@@ -213,7 +231,11 @@ def check(params: dict) -> None:
         if isinstance(decl["rows"], list) and "row_key" not in decl:
             raise ConfigError(f"{config.where(params, f'tables.{SOURCE}.{name}.rows')}: a list, so row_key must say "
                               "what a row name sets (similarity, output, passage_summary)")
-        cells_of(params, name)
+        for cfg in table_configs(params, name):
+            try:
+                TrainConfig.from_dict({**cfg.train_settings(params), "model": cfg.model_settings(params)})
+            except (TypeError, ValueError) as e:
+                raise ConfigError(f"{config.where(params, f'tables.{SOURCE}.{name}.train')}: {e}") from None
     claims.check_declared(params, "squad")
 
 # -- the configurations an output reads -----------------------------------------------------------------------

@@ -11,7 +11,9 @@ dropped; questions are cut to `max_question_len` [D]. Test passages are cut at `
 Epochs: the thesis reports its models after a fixed number of epochs. With `valid_articles` > 0 (a reading for
 short runs) the last that many training articles are held out (data.hold_out_articles), the EMA weights are
 scored on them after every epoch, and the test set is scored once, with the weights of the epoch of highest
-validation EM (the first such epoch on a tie): the test articles never choose anything.
+validation EM (the first such epoch on a tie): the test articles never choose anything. With `patience` as
+well, a run stops once that many epochs have passed without a higher validation EM, so that `epochs` is a cap
+and the run trains until validation says it has converged (metrics: epochs_trained, stopped_early).
 
 Reproducible: the seed fixes the initial weights (torch global RNG, also used by dropout) and a separate
 generator fixes batch order; both RNG states go into the checkpoint written after every epoch, so a run killed
@@ -183,6 +185,11 @@ def _weights(model: torch.nn.Module) -> dict:
     return {k: v for k, v in model.state_dict().items() if k != "embed.weight"}
 
 
+def stopped_early(cfg: TrainConfig, best: dict | None, epoch: int) -> bool:
+    """Whether `patience` epochs have passed since the best validation EM (`epoch`: the last one trained)."""
+    return cfg.patience is not None and best is not None and epoch - best["epoch"] >= cfg.patience
+
+
 def _fmt(seconds: float) -> str:
     return f"{int(seconds // 60)}m{seconds % 60:04.1f}s"
 
@@ -239,6 +246,10 @@ def run(cfg: TrainConfig, train_set: dict, test_set: dict, embeddings: np.ndarra
 
     t0 = time.monotonic() - spent
     for epoch in range(start_epoch, cfg.epochs + 1):
+        if stopped_early(cfg, best, epoch - 1):     # checked before each epoch, so that a resumed run stops too
+            log(f"stopping after epoch {epoch - 1}: no higher validation EM since epoch {best['epoch']} "
+                f"(patience {cfg.patience})")
+            break
         model.train()
         total, count = 0.0, 0
         for batch in epoch_batches(train_items, cfg.batch_size, cfg.bucket_batches, gen):
@@ -293,6 +304,8 @@ def run(cfg: TrainConfig, train_set: dict, test_set: dict, embeddings: np.ndarra
         "seed": cfg.seed, "config": cfg.to_dict(), "device": device_label(device), "code_commit": code_commit(),
         "train_seconds": history["epochs"][-1]["elapsed_s"],
         "epoch": history["epochs"][-1]["epoch"] if best is None else best["epoch"],   # the weights scored on test
+        "epochs_trained": history["epochs"][-1]["epoch"],
+        "stopped_early": history["epochs"][-1]["epoch"] < cfg.epochs,
     }
     if best is not None:
         metrics.update(selected_by="validation EM", n_valid=len(valid_items),
