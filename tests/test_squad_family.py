@@ -339,3 +339,27 @@ def test_a_claim_judged_at_a_scale_not_the_thesiss_waits_for_runs_that_converged
     assert "still_learning" not in next(c for c in side["cells"] if (c["row"], c["column"]) == ("trilinear", "O_2 / EM"))
     rejudge.judge_all(REPO / "params.yaml", params, paths.results, ["shen-thesis/4.2"])
     assert json.loads(out["json"].read_text())["claims"] == side["claims"]
+
+
+def test_a_tables_own_training_settings_reach_its_runs_and_no_other_tables():
+    """A.1's `train` at cpu (train until validation says the runs converged): its four configurations train with
+    its epochs and patience, under their own group ids; every other table's runs keep squad.train; the paper scale
+    sets none; a bad key or a patience without validation articles is named with the table's file."""
+    params = load("cpu")
+    a1 = sg.table_configs(params, "A.1")
+    assert len(a1) == 4 and all(dict(c.train) == {"epochs": 30, "patience": 3} for c in a1)
+    for c in a1:
+        settings = sg.group_settings(params, c)["train"]
+        assert (settings["epochs"], settings["patience"], settings["valid_articles"]) == (30, 3, 6)
+    untrained = sg.Config("trilinear", "A1-O_1", "first", None)           # the same cell without the table's train
+    assert sg.group_id(params, untrained) != sg.group_id(params, a1[0]) and untrained.train == ()
+    others = {g: c for g, c in sg.all_configs(params).items() if c not in a1}
+    assert others and all(c.train == () and sg.group_settings(params, c)["train"]["patience"] is None
+                          and sg.group_settings(params, c)["train"]["epochs"] == 10 for c in others.values())
+    assert all(c.train == () for c in sg.table_configs(load("paper"), "A.1"))
+    assert any("stops once 3 epochs pass without a higher validation EM" in n for n in x.table_train_note(params, "A.1"))
+    assert x.table_train_note(params, "4.2") == []
+    with pytest.raises(ConfigError, match=r"(?s)shen-thesis/A\.1\.yaml.*train.*'lr'"):
+        load("cpu", {"tables.shen-thesis.A.1.train": {"lr": 0.1}})
+    with pytest.raises(ConfigError, match=r"shen-thesis/A\.1\.yaml.*valid_articles"):
+        load("cpu", {"tables.shen-thesis.A.1.train": {"patience": 3, "valid_articles": 0}})

@@ -1,6 +1,7 @@
 """Training runs on a tiny synthetic task: it learns, a killed run resumes to the same numbers, and the same
 seed gives the same numbers in a new process."""
 
+import dataclasses
 import json
 import os
 import signal
@@ -234,3 +235,53 @@ def test_the_epoch_is_chosen_by_validation_and_the_test_set_is_scored_once(tmp_p
     resumed = run(cfg, train, test, emb, vocab, tmp_path / "stopped", log=lambda s: None)
     keys = ("em", "f1", "epoch", "valid", "n_train", "n_valid")
     assert {k: resumed[k] for k in keys} == {k: metrics[k] for k in keys}
+
+
+def test_patience_stops_a_run_once_validation_em_stops_rising(tmp_path, monkeypatch):
+    """patience 3: validation EM (scripted) peaks at epoch 2, so the run trains epochs 3-5, stops before epoch 6 of
+    its 8, and tests the weights of epoch 2; a run killed in epoch 4 resumes to the same stop and numbers; a run
+    without patience trains all 8 epochs."""
+    import nlpbench.squad.train as train_module
+
+    train, test, emb, vocab = marker_task(240, 60, seed=0, train_articles=4)
+    script = [10.0, 30.0, 20.0, 25.0, 29.0, 50.0, 60.0, 70.0]   # a run that trained on would pick epoch 8
+    real = train_module.evaluate
+
+    def scripted(model, items, built, cfg, device):
+        out = real(model, items, built, cfg, device)
+        if built is not test:                                # a validation pass: the next scripted EM
+            scripted.calls += 1
+            out = {**out, "em": script[scripted.calls - 1]}
+        return out
+    monkeypatch.setattr(train_module, "evaluate", scripted)
+    cfg = TrainConfig(model=ModelConfig(hidden=8, embed_adjust=8, similarity="trilinear", output="O_2", dropout=0.2),
+                      epochs=8, batch_size=30, optimizer="adam", lr=0.01, seed=0, valid_articles=1, patience=3)
+    scripted.calls = 0
+    metrics = run(cfg, train, test, emb, vocab, tmp_path / "straight", log=lambda s: None)
+    assert (metrics["epoch"], metrics["epochs_trained"], metrics["stopped_early"]) == (2, 5, True)
+    assert [r["em"] for r in metrics["valid"]] == script[:5]
+
+    def kill_after_epoch_4(line: str) -> None:
+        if line.startswith("epoch 4/"):
+            raise Interrupt
+    scripted.calls = 0
+    with pytest.raises(Interrupt):
+        run(cfg, train, test, emb, vocab, tmp_path / "killed", log=kill_after_epoch_4)
+    scripted.calls = 3                 # killed before epoch 4's checkpoint: the resumed run validates epoch 4 again
+    resumed = run(cfg, train, test, emb, vocab, tmp_path / "killed", log=lambda s: None)
+    keys = ("em", "f1", "epoch", "epochs_trained", "valid")
+    assert {k: resumed[k] for k in keys} == {k: metrics[k] for k in keys}
+
+    scripted.calls = 0
+    unstopped = run(dataclasses.replace(cfg, patience=None), train, test, emb, vocab, tmp_path / "no-patience",
+                    log=lambda s: None)
+    assert (unstopped["epoch"], unstopped["epochs_trained"], unstopped["stopped_early"]) == (8, 8, False)
+
+
+def test_patience_needs_validation_articles_and_a_whole_number():
+    model = ModelConfig(hidden=8, embed_adjust=8)
+    with pytest.raises(ValueError, match="valid_articles"):
+        TrainConfig(model=model, patience=3)
+    with pytest.raises(ValueError, match="patience"):
+        TrainConfig(model=model, patience=0, valid_articles=1)
+    assert TrainConfig.from_dict(TrainConfig(model=model, patience=2, valid_articles=1).to_dict()).patience == 2
