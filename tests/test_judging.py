@@ -252,6 +252,9 @@ def test_the_registers_gather_the_tables_claims_and_the_measured_outputs_claims(
     rows = list(csv.DictReader((results / "claims.csv").open()))
     assert {r["table"] for r in rows} == {"2", "timing"}
     assert any(r["claim"].startswith("§6.4.4") and r["verdict"] in ("holds", "does not hold") for r in rows)
+    device = side["status"].removeprefix("measured on ")              # a timing claim names its machine
+    assert device != side["status"] and {r["evidence"] for r in rows if r["table"] == "timing"} == {
+        f"a measurement on {device}"}
     readme = (results / "README.md").read_text()
     assert readme.index("## The documents' claims") < readme.index("## The tables")
 

@@ -158,6 +158,18 @@ def _mean_diffs(side: dict) -> str:
     return " · ".join(in_unit(u["mean_abs_diff"], u["unit"]) for u in units)
 
 
+MEASURED_ON = "measured on "     # a benchmark's status: "measured on <device>" (nlpbench.timing)
+
+
+def output_evidence(o: dict) -> str:
+    """"a measurement", naming the device a benchmark's figures were measured on (its status), since a timing
+    claim holds or not on one machine."""
+    status = o.get("status") or ""
+    if o.get("kind") == "benchmark" and status.startswith(MEASURED_ON):
+        return f"{EVIDENCE['output']} on {status[len(MEASURED_ON):]}"
+    return EVIDENCE["output"]
+
+
 def claim_rows(entries: list[tuple[dict, dict | None]], outputs: list[dict], results_dir: Path) -> list[dict]:
     """Every judged claim of the documents' tables, in the tables' order; then those of the additions that stand in
     for one of the documents' claims (a claim with `proxy_for`), marked as proxies; then those of the outputs that
@@ -171,7 +183,7 @@ def claim_rows(entries: list[tuple[dict, dict | None]], outputs: list[dict], res
     return ([{"source": ref["source"], **c, "evidence": EVIDENCE["table"]}
              for ref, side in entries if side for c in side.get("claims") or []]
             + proxies
-            + [{"source": o["source"], **c, "evidence": EVIDENCE["output"]} for o in outputs
+            + [{"source": o["source"], **c, "evidence": output_evidence(o)} for o in outputs
                for c in o.get("claims") or []])
 
 
