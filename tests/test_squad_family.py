@@ -231,6 +231,9 @@ def test_the_smoke_scale_builds_every_table_end_to_end(tmp_path, mirror_dir):
     gid = sg.group_id(params, sg.Config("trilinear", "RIG_4", "second", None))
     trained = json.loads((paths.runs / gid / f"seed{params['squad']['seeds'][0]}" / "metrics.json").read_text())
     assert int(row.split("|")[11]) == trained["n_train"]
+    # and it bounds what running a configuration's seeds together could save: their batches in one step
+    k = len(params["squad"]["seeds"])
+    assert f"({k} x " in row.split("|")[14] and float(row.split("|")[15].strip().lstrip("x")) > 0
     # same seed, same numbers: one group trained again into a fresh folder
     again = Paths(paths.data, tmp_path / "runs2", paths.results)
     fam.train(gid, params, again, "cpu")

@@ -36,9 +36,9 @@ def timed_config(model: str):
 
 
 def time_scale(params: dict, scale_params: dict, steps: int, device: str, items: list[dict],
-               model_name: str = "baseline", vocab: list[str] | None = None) -> dict:
+               model_name: str = "baseline", vocab: list[str] | None = None, batch_factor: int = 1) -> dict:
     """examples/s of `steps` training steps (after one warm-up step) of one model at `scale_params`' model and
-    train settings."""
+    train settings, its batch `batch_factor` times the scale's."""
     import numpy as np
     import torch
 
@@ -50,6 +50,7 @@ def time_scale(params: dict, scale_params: dict, steps: int, device: str, items:
     cfg = timed_config(model_name)
     tc = TrainConfig.from_dict({**cfg.train_settings(scale_params), "model": cfg.model_settings(scale_params),
                                 "seed": 0, "device": device})
+    tc.batch_size *= batch_factor
     dim = VECTOR_DIM[sq["data"]["vectors"]]
     vocab_size = len(vocab) if vocab else 1 + max(max(max(x["passage"]), max(x["question"])) for x in items)
     torch.manual_seed(0)
@@ -85,6 +86,12 @@ def time_scale(params: dict, scale_params: dict, steps: int, device: str, items:
             "epochs": tc.epochs}
 
 
+def runs_together_ceiling(alone_s_per_step: float, together_s_per_step: float, k: int) -> float:
+    """The most that k runs trained in one pass could gain per run: k steps alone against one step of the k
+    batches by one model (a pass of k stacked models does at least that step's work)."""
+    return k * alone_s_per_step / together_s_per_step
+
+
 def benchmark(params: dict, decl: dict, source: str, name: str, paths: Paths) -> OutputPage:
     from nlpbench.squad import experiments as x
     from nlpbench.squad import groups as sg
@@ -104,8 +111,9 @@ def benchmark(params: dict, decl: dict, source: str, name: str, paths: Paths) ->
              "the baseline with trilinear + O_1, a full model with its own similarity; random word vectors of the "
              "timed scale's dimension", "",
              "| model | scale | hidden | adjust | vectors | passage cap | batch | optimizer | examples/s | s/step | "
-             "training questions | one epoch | all runs (configs x seeds x epochs) |",
-             "|---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|"]
+             "training questions | one epoch | all runs (configs x seeds x epochs) | seeds' batches in one step | "
+             "runs-together ceiling |",
+             "|---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
     print(lines[2], flush=True)
     results = {}
     for model, scale in [(m, s) for m in models for s in decl.get("scales") or ["cpu", "paper"]]:
@@ -113,6 +121,9 @@ def benchmark(params: dict, decl: dict, source: str, name: str, paths: Paths) ->
             if scale != params["scale"] else params
         r = time_scale(params, sp, decl.get("steps", 20), device, items, model, vocab)
         sq = sp["squad"]
+        k = len(sq["seeds"])
+        together = time_scale(params, sp, decl.get("steps", 20), device, items, model, vocab, batch_factor=k)
+        ceiling = runs_together_ceiling(r["s_per_step"], together["s_per_step"], k)
         n_train = PAPER_TRAIN_QUESTIONS if sq["data"]["source"] == "official" else \
             len(encode(x._subset(train, sq["data"]["max_train_questions"]), index, sq["train"]["max_passage_len"],
                        sq["train"]["max_question_len"], drop_unreachable=True))   # as a run's epoch: after the cut
@@ -120,17 +131,23 @@ def benchmark(params: dict, decl: dict, source: str, name: str, paths: Paths) ->
         epoch_s = n_train / r["examples_per_s"]
         total_h = epoch_s * r["epochs"] * n_configs * len(sq["seeds"]) / 3600
         results[f"{model}/{scale}" if len(models) > 1 else scale] = \
-            {**r, "model": model, "n_train": n_train, "epoch_s": epoch_s, "all_runs_hours": total_h}
+            {**r, "model": model, "n_train": n_train, "epoch_s": epoch_s, "all_runs_hours": total_h,
+             "seeds_batch_s_per_step": together["s_per_step"], "runs_together_ceiling": ceiling}
         line = (f"| {model} | {scale} | {r['hidden']} | {r['embed_adjust']} | {r['vector_dim']}-d | "
                 f"{r['max_passage_len']} | "
                 f"{r['batch']} | {r['optimizer']} | {r['examples_per_s']:.0f} | {r['s_per_step']:.3f} | {n_train} | "
-                f"{epoch_s / 60:.1f} min | {total_h:.1f} h ({n_configs} x {len(sq['seeds'])} x {r['epochs']}) |")
+                f"{epoch_s / 60:.1f} min | {total_h:.1f} h ({n_configs} x {len(sq['seeds'])} x {r['epochs']}) | "
+                f"{together['s_per_step']:.3f} s ({k} x {r['batch']}) | x{ceiling:.2f} |")
         lines.append(line)
         print(line, flush=True)
     lines += ["", "Training steps only (no evaluation, no data loading). \"all runs\" is the device-hours of every "
               "configuration of that model the nine tables train, at that scale's epochs and seeds, on this device "
               "(QANet's hidden column is its d_model): on a CPU these "
-              "are core-hours; run the benchmark on a GPU (`--set device=cuda`) for the paper scale's GPU-hours."]
+              "are core-hours; run the benchmark on a GPU (`--set device=cuda`) for the paper scale's GPU-hours.",
+              "", "The runs-together ceiling bounds what training a configuration's seeds in one pass could save per "
+              "run: the seeds' batches in one step of one model (shared weights, so no more work than a pass of "
+              "stacked weights would do) against one step per seed, k x (s/step) / (s/step of k batches). Below "
+              "about x1.1 the device is already busy with one run, and running the seeds together cannot pay."]
     lines += [f"- {n}" for n in decl.get("notes") or []]
     out = paths.results / source / f"{name}.md"
     io.write_text(out, "\n".join(lines) + "\n")
