@@ -257,6 +257,7 @@ def test_the_registers_gather_the_tables_claims_and_the_measured_outputs_claims(
         f"a measurement on {device}"}
     readme = (results / "README.md").read_text()
     assert readme.index("## The documents' claims") < readme.index("## The tables")
+    assert f"Measured on {device}." in readme
 
 
 def test_an_additions_claims_join_the_register_as_proxies_only_where_they_stand_in_for_a_documents(tmp_path):

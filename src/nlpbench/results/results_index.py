@@ -214,8 +214,12 @@ def _registers(rows: list[dict], sources: list[str]) -> list[str]:
             claim = r["claim"] + (f" ({r['subject']})" if r["subject"] else "")
             if r.get("proxy_for"):
                 claim = f"*proxy for* {r['proxy_for']}: {claim}"
+            body = sentence_body(r)
+            measured = f"{EVIDENCE['output']} on "
+            if r.get("evidence", "").startswith(measured):      # a timing claim holds on one machine: name it
+                body += f" Measured on {r['evidence'][len(measured):]}."
             out.append(f"| [{r['table']}]({source}/{r['table']}.md) | {_cell(claim)} | **{r['verdict']}** "
-                       f"| {_cell(sentence_body(r))} |")
+                       f"| {_cell(body)} |")
     return out
 
 
