@@ -345,24 +345,37 @@ def test_a_claim_judged_at_a_scale_not_the_thesiss_waits_for_runs_that_converged
 
 
 def test_a_tables_own_training_settings_reach_its_runs_and_no_other_tables():
-    """A.1's `train` at cpu (train until validation says the runs converged): its four configurations train with
-    its epochs and patience, under their own group ids; every other table's runs keep squad.train; the paper scale
-    sets none; a bad key or a patience without validation articles is named with the table's file."""
-    params = load("cpu")
+    """A table's `train` (say A.1 trained until validation says its runs converged): its configurations train with
+    its epochs, patience and min_epochs, under their own group ids; every other table's runs keep squad.train; a
+    bad key or a patience without validation articles is named with the table's file."""
+    own = {"epochs": 30, "patience": 3, "min_epochs": 10}
+    params = with_table_train(load("cpu"), "A.1", own)
     a1 = sg.table_configs(params, "A.1")
-    assert len(a1) == 4 and all(dict(c.train) == {"epochs": 30, "patience": 3} for c in a1)
+    assert len(a1) == 4 and all(dict(c.train) == own for c in a1)
     for c in a1:
         settings = sg.group_settings(params, c)["train"]
-        assert (settings["epochs"], settings["patience"], settings["valid_articles"]) == (30, 3, 6)
-    untrained = sg.Config("trilinear", "A1-O_1", "first", None)           # the same cell without the table's train
-    assert sg.group_id(params, untrained) != sg.group_id(params, a1[0]) and untrained.train == ()
+        assert (settings["epochs"], settings["patience"], settings["min_epochs"], settings["valid_articles"]) == (
+            30, 3, 10, 6)
+    plain = load("cpu")                                                   # the same cells without the table's train
+    assert {sg.group_id(plain, c) for c in sg.table_configs(plain, "A.1")}.isdisjoint(
+        sg.group_id(params, c) for c in a1)
     others = {g: c for g, c in sg.all_configs(params).items() if c not in a1}
-    assert others and all(c.train == () and sg.group_settings(params, c)["train"]["patience"] is None
-                          and sg.group_settings(params, c)["train"]["epochs"] == 10 for c in others.values())
-    assert all(c.train == () for c in sg.table_configs(load("paper"), "A.1"))
-    assert any("stops once 3 epochs pass without a higher validation EM" in n for n in x.table_train_note(params, "A.1"))
-    assert x.table_train_note(params, "4.2") == []
-    with pytest.raises(ConfigError, match=r"(?s)shen-thesis/A\.1\.yaml.*train.*'lr'"):
-        load("cpu", {"tables.shen-thesis.A.1.train": {"lr": 0.1}})
+    assert others == {g: c for g, c in sg.all_configs(plain).items() if not c.output.startswith("A1")}
+    assert all(c.train == () and sg.group_settings(params, c)["train"]["patience"] is None
+               and sg.group_settings(params, c)["train"]["epochs"] == 10 for c in others.values())
+    note = x.table_train_note(params, "A.1")
+    assert len(note) == 1 and "stops once 3 epochs pass without a higher validation EM" in note[0]
+    assert "never before epoch 10" in note[0] and x.table_train_note(params, "4.2") == []
+    sg.check(params)
+    with pytest.raises(ConfigError, match=r"shen-thesis/A\.1\.yaml.*train.*unknown key.*'lr'"):
+        sg.check(with_table_train(params, "A.1", {"lr": 0.1}))
     with pytest.raises(ConfigError, match=r"shen-thesis/A\.1\.yaml.*valid_articles"):
-        load("cpu", {"tables.shen-thesis.A.1.train": {"patience": 3, "valid_articles": 0}})
+        sg.check(with_table_train(params, "A.1", {"patience": 3, "valid_articles": 0}))
+
+
+def with_table_train(params: dict, name: str, train: dict) -> dict:
+    """params with table `name` declaring its own `train` (as its home's by_scale would, once resolved)."""
+    import copy
+    out = copy.deepcopy(params)
+    out["tables"]["shen-thesis"][name]["train"] = train
+    return out

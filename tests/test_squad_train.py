@@ -240,7 +240,7 @@ def test_the_epoch_is_chosen_by_validation_and_the_test_set_is_scored_once(tmp_p
 def test_patience_stops_a_run_once_validation_em_stops_rising(tmp_path, monkeypatch):
     """patience 3: validation EM (scripted) peaks at epoch 2, so the run trains epochs 3-5, stops before epoch 6 of
     its 8, and tests the weights of epoch 2; a run killed in epoch 4 resumes to the same stop and numbers; a run
-    without patience trains all 8 epochs."""
+    without patience, or one that may not stop before epoch 6, trains all 8 epochs."""
     import nlpbench.squad.train as train_module
 
     train, test, emb, vocab = marker_task(240, 60, seed=0, train_articles=4)
@@ -277,6 +277,11 @@ def test_patience_stops_a_run_once_validation_em_stops_rising(tmp_path, monkeypa
                     log=lambda s: None)
     assert (unstopped["epoch"], unstopped["epochs_trained"], unstopped["stopped_early"]) == (8, 8, False)
 
+    scripted.calls = 0           # min_epochs 6: the flat epochs 3-5 of a slow start do not stop it, epoch 6 rises
+    delayed = run(dataclasses.replace(cfg, min_epochs=6), train, test, emb, vocab, tmp_path / "min-epochs",
+                  log=lambda s: None)
+    assert (delayed["epoch"], delayed["epochs_trained"], delayed["stopped_early"]) == (8, 8, False)
+
 
 def test_patience_needs_validation_articles_and_a_whole_number():
     model = ModelConfig(hidden=8, embed_adjust=8)
@@ -285,3 +290,5 @@ def test_patience_needs_validation_articles_and_a_whole_number():
     with pytest.raises(ValueError, match="patience"):
         TrainConfig(model=model, patience=0, valid_articles=1)
     assert TrainConfig.from_dict(TrainConfig(model=model, patience=2, valid_articles=1).to_dict()).patience == 2
+    with pytest.raises(ValueError, match="min_epochs needs squad.train.patience"):
+        TrainConfig(model=model, min_epochs=5, valid_articles=1)

@@ -131,6 +131,7 @@ class TrainConfig:
     eval_every_epoch: bool = True
     valid_articles: int = 0   # training articles held out to choose the epoch by validation EM; 0: the last epoch
     patience: int | None = None  # with valid_articles: stop once this many epochs pass without a higher validation EM
+    min_epochs: int | None = None  # with patience: never stop before this epoch (a run's slow first epochs)
     bucket_batches: int = 20  # batches per length-sorting pool (speed only; order still seeded)
     loss_log_every: int = 50  # optimizer steps between logged batch losses
     seed: int = 0
@@ -142,9 +143,15 @@ class TrainConfig:
             if isinstance(self.patience, bool) or not isinstance(self.patience, int) or self.patience < 1:
                 raise ValueError(f"squad.train.patience must be a whole number of epochs >= 1 or null, "
                                  f"not {self.patience!r}")
+            if self.min_epochs is not None and (isinstance(self.min_epochs, bool)
+                                                or not isinstance(self.min_epochs, int) or self.min_epochs < 1):
+                raise ValueError(f"squad.train.min_epochs must be a whole number of epochs >= 1 or null, "
+                                 f"not {self.min_epochs!r}")
             if not self.valid_articles:
                 raise ValueError("squad.train.patience needs squad.train.valid_articles > 0: "
                                  "early stopping reads validation EM, and the test articles never choose anything")
+        elif self.min_epochs is not None:
+            raise ValueError("squad.train.min_epochs needs squad.train.patience: it delays early stopping")
 
     @classmethod
     def from_dict(cls, d: dict) -> "TrainConfig":

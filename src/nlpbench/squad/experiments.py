@@ -263,6 +263,7 @@ def table_train_note(params: dict, name: str) -> list[str]:
              "patience": lambda v: (f"each seed stops once {v} epochs pass without a higher validation EM (its "
                                     "epochs trained and chosen are in the CSV's note column)" if v else
                                     "no early stopping"),
+             "min_epochs": lambda v: f"never before epoch {v}",
              "valid_articles": lambda v: f"{v} training articles held out for validation"}
     return ["This table's runs train until validation says they have converged: "
             + ", ".join(words[k](v) for k, v in train.items()) + " (its own training settings, over squad.train)."]

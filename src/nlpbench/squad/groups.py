@@ -89,7 +89,7 @@ def row_names(decl: dict) -> list[str]:
 
 
 # The training settings a table may set for its own runs (its `train`, usually by scale): how long they train.
-TABLE_TRAIN_KEYS = ("epochs", "patience", "valid_articles")
+TABLE_TRAIN_KEYS = ("epochs", "patience", "min_epochs", "valid_articles")
 
 
 def table_train(params: dict, name: str, decl: dict) -> tuple:
@@ -178,7 +178,8 @@ def group_settings(params: dict, cfg: Config) -> dict:
 
 # Settings added after runs existed: left out of the digests while they hold these neutral values, so earlier
 # groups keep their ids (the same rule as every family's HASH_NEUTRAL, applied by config.drop_neutral).
-HASH_NEUTRAL = {("train", "valid_articles"): 0, ("train", "patience"): None}
+HASH_NEUTRAL = {("train", "valid_articles"): 0, ("train", "patience"): None,
+                ("train", "min_epochs"): None}
 
 
 def group_id(params: dict, cfg: Config) -> str:

@@ -12,8 +12,9 @@ Epochs: the thesis reports its models after a fixed number of epochs. With `vali
 short runs) the last that many training articles are held out (data.hold_out_articles), the EMA weights are
 scored on them after every epoch, and the test set is scored once, with the weights of the epoch of highest
 validation EM (the first such epoch on a tie): the test articles never choose anything. With `patience` as
-well, a run stops once that many epochs have passed without a higher validation EM, so that `epochs` is a cap
-and the run trains until validation says it has converged (metrics: epochs_trained, stopped_early).
+well, a run stops once that many epochs have passed without a higher validation EM, and not before
+`min_epochs` (so that the flat first epochs of a slow start do not stop it), so that `epochs` is a cap and the
+run trains until validation says it has converged (metrics: epochs_trained, stopped_early).
 
 Reproducible: the seed fixes the initial weights (torch global RNG, also used by dropout) and a separate
 generator fixes batch order; both RNG states go into the checkpoint written after every epoch, so a run killed
@@ -186,8 +187,10 @@ def _weights(model: torch.nn.Module) -> dict:
 
 
 def stopped_early(cfg: TrainConfig, best: dict | None, epoch: int) -> bool:
-    """Whether `patience` epochs have passed since the best validation EM (`epoch`: the last one trained)."""
-    return cfg.patience is not None and best is not None and epoch - best["epoch"] >= cfg.patience
+    """Whether `patience` epochs have passed since the best validation EM (`epoch`: the last one trained), once
+    the run has trained `min_epochs`."""
+    return (cfg.patience is not None and best is not None and epoch - best["epoch"] >= cfg.patience
+            and epoch >= (cfg.min_epochs or 0))
 
 
 def _fmt(seconds: float) -> str:
