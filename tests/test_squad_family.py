@@ -62,6 +62,8 @@ def test_the_cpu_scale_trains_only_the_rows_its_claims_can_test():
         (s, o) for s in ("bilinear", "trilinear", "cosine") for o in ("O_1", "O_2")} | {
         ("trilinear", "A1-O_1"), ("trilinear", "A1-O_2")}      # appendix A's two summaries under each formation
     assert len(configs) == 6 + 4
+    from nlpbench.timing.squad import configurations_at         # the timing benchmark counts each scale's own runs
+    assert (configurations_at(params, "baseline"), configurations_at(load("paper"), "baseline")) == (10, 40)
     assert set(plan.make(params).groups) >= set(configs)
     cells = {(r, c): (part, cfg) for r, c, part, cfg in sg.cells_of(params, "4.2")}
     assert cells[("trilinear", "O_1 / EM")][1] == sg.Config("trilinear", "O_1", None, None)

@@ -86,6 +86,13 @@ def time_scale(params: dict, scale_params: dict, steps: int, device: str, items:
             "epochs": tc.epochs}
 
 
+def configurations_at(scale_params: dict, model: str) -> int:
+    """How many configurations of `model` the tables train at that scale (the cpu scale trains fewer)."""
+    from nlpbench.squad import groups as sg
+
+    return sum(c.model == model for c in sg.all_configs(scale_params).values())
+
+
 def runs_together_ceiling(alone_s_per_step: float, together_s_per_step: float, k: int) -> float:
     """The most that k runs trained in one pass could gain per run: k steps alone against one step of the k
     batches by one model (a pass of k stacked models does at least that step's work)."""
@@ -103,7 +110,6 @@ def benchmark(params: dict, decl: dict, source: str, name: str, paths: Paths) ->
     index = {w: i for i, w in enumerate(vocab)}
     train = load_prepared(x.data_dir(params, paths.data), "train")
     items = encode(train, index, 10**9, 10**9, drop_unreachable=False)
-    configs = list(sg.all_configs(params).values())
     models = decl.get("models") or ["baseline"]
     lines = [f"# {source} {name}: training throughput of the squad models", "",
              f"- device: {device_label(device)}; code commit {code_commit()}; generated {now_utc()}",
@@ -127,7 +133,7 @@ def benchmark(params: dict, decl: dict, source: str, name: str, paths: Paths) ->
         n_train = PAPER_TRAIN_QUESTIONS if sq["data"]["source"] == "official" else \
             len(encode(x._subset(train, sq["data"]["max_train_questions"]), index, sq["train"]["max_passage_len"],
                        sq["train"]["max_question_len"], drop_unreachable=True))   # as a run's epoch: after the cut
-        n_configs = sum(c.model == model for c in configs)
+        n_configs = configurations_at(sp, model)
         epoch_s = n_train / r["examples_per_s"]
         total_h = epoch_s * r["epochs"] * n_configs * len(sq["seeds"]) / 3600
         results[f"{model}/{scale}" if len(models) > 1 else scale] = \
