@@ -161,13 +161,22 @@ def _mean_diffs(side: dict) -> str:
 MEASURED_ON = "measured on "     # a benchmark's status: "measured on <device>" (nlpbench.timing)
 
 
+MEASURED_EVIDENCE = f"{EVIDENCE['output']} on "
+
+
 def output_evidence(o: dict) -> str:
     """"a measurement", naming the device a benchmark's figures were measured on (its status), since a timing
     claim holds or not on one machine."""
     status = o.get("status") or ""
     if o.get("kind") == "benchmark" and status.startswith(MEASURED_ON):
-        return f"{EVIDENCE['output']} on {status[len(MEASURED_ON):]}"
+        return MEASURED_EVIDENCE + status.removeprefix(MEASURED_ON)
     return EVIDENCE["output"]
+
+
+def measured_device(row: dict) -> str | None:
+    """The device a claim's evidence was measured on (output_evidence), or None."""
+    evidence = row.get("evidence") or ""
+    return evidence.removeprefix(MEASURED_EVIDENCE) if evidence.startswith(MEASURED_EVIDENCE) else None
 
 
 def claim_rows(entries: list[tuple[dict, dict | None]], outputs: list[dict], results_dir: Path) -> list[dict]:
@@ -215,9 +224,8 @@ def _registers(rows: list[dict], sources: list[str]) -> list[str]:
             if r.get("proxy_for"):
                 claim = f"*proxy for* {r['proxy_for']}: {claim}"
             body = sentence_body(r)
-            measured = f"{EVIDENCE['output']} on "
-            if r.get("evidence", "").startswith(measured):      # a timing claim holds on one machine: name it
-                body += f" Measured on {r['evidence'][len(measured):]}."
+            if measured_device(r):                                # a timing claim holds on one machine: name it
+                body += f" Measured on {measured_device(r)}."
             out.append(f"| [{r['table']}]({source}/{r['table']}.md) | {_cell(claim)} | **{r['verdict']}** "
                        f"| {_cell(body)} |")
     return out

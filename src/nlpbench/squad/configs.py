@@ -139,14 +139,11 @@ class TrainConfig:
 
     def __post_init__(self):
         self.adam_betas = [float(b) for b in self.adam_betas]
+        for key in ("patience", "min_epochs"):
+            value = getattr(self, key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ValueError(f"squad.train.{key} must be a whole number of epochs >= 1 or null, not {value!r}")
         if self.patience is not None:
-            if isinstance(self.patience, bool) or not isinstance(self.patience, int) or self.patience < 1:
-                raise ValueError(f"squad.train.patience must be a whole number of epochs >= 1 or null, "
-                                 f"not {self.patience!r}")
-            if self.min_epochs is not None and (isinstance(self.min_epochs, bool)
-                                                or not isinstance(self.min_epochs, int) or self.min_epochs < 1):
-                raise ValueError(f"squad.train.min_epochs must be a whole number of epochs >= 1 or null, "
-                                 f"not {self.min_epochs!r}")
             if not self.valid_articles:
                 raise ValueError("squad.train.patience needs squad.train.valid_articles > 0: "
                                  "early stopping reads validation EM, and the test articles never choose anything")
